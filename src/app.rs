@@ -1,0 +1,379 @@
+//! The AG-UI application on top of the generic server: routing decisions on the loop thread,
+//! then one worker thread per request (bounded), JSON parsing and the checks of reference
+//! §1.4 steps 5–7 and §1.6, and a [`Backend`] that does the AG-UI work.
+//!
+//! A panic in a backend is contained here: before the stream starts it becomes a 500 JSON
+//! error; after it, a `RUN_ERROR` terminal event, so the client always sees one terminal.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::Value;
+
+use crate::catalog::Msg;
+use crate::errors::{ApiError, Code};
+use crate::i18n::{self, Lang};
+use crate::limits;
+use crate::routes::{self, ROUTE_CANCEL, ROUTE_RUN, Route, RouteConfig};
+use crate::server::http::{self, RequestHead, Response};
+use crate::server::job::{Outbox, Reply, StopFlag, Stopped};
+use crate::server::{Handler, HeadDecision, Request};
+
+/// A parsed `POST /` body with the languages decided so far.
+pub struct RunRequest {
+    pub body: Value,
+    /// From Accept-Language (or the server default).
+    pub header_lang: Lang,
+    /// `forwardedProps.iacCode.preferredLanguage`, else the header language.
+    pub payload_lang: Lang,
+}
+
+/// A validated cancel request (reference §1.6).
+pub struct CancelRequest {
+    pub execution_id: String,
+    pub thread_id: String,
+    pub ros_invocation_id: String,
+    pub lang: Lang,
+}
+
+/// The AG-UI work behind the routes. Called on a worker thread; may block.
+pub trait Backend: Send + Sync + 'static {
+    fn run(&self, req: RunRequest, stream: &mut RunStream<'_>);
+    fn cancel(&self, req: CancelRequest) -> Response;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StreamState {
+    NotStarted,
+    Open,
+    Done,
+}
+
+/// The worker's view of one `POST /` exchange: reject it, or start the SSE stream, send
+/// events and end it. Tracks enough to finish cleanly if the backend panics.
+pub struct RunStream<'a> {
+    outbox: &'a Outbox,
+    state: StreamState,
+    terminal_sent: bool,
+    thread_id: String,
+    run_id: String,
+    lang: Lang,
+}
+
+impl<'a> RunStream<'a> {
+    fn new(outbox: &'a Outbox, body: &Value, lang: Lang) -> RunStream<'a> {
+        let field = |camel: &str, snake: &str| {
+            body.get(camel)
+                .or_else(|| body.get(snake))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        RunStream {
+            outbox,
+            state: StreamState::NotStarted,
+            terminal_sent: false,
+            thread_id: field("threadId", "thread_id"),
+            run_id: field("runId", "run_id"),
+            lang,
+        }
+    }
+
+    /// Answer with an error response instead of a stream.
+    pub fn reject(&mut self, response: Response) {
+        if self.state == StreamState::NotStarted {
+            self.state = StreamState::Done;
+            let _ = self.outbox.send(Reply::Response(response));
+        }
+    }
+
+    /// Send the SSE head.
+    pub fn start(&mut self) -> Result<(), Stopped> {
+        if self.state != StreamState::NotStarted {
+            return Ok(());
+        }
+        self.state = StreamState::Open;
+        self.outbox.send(Reply::StartStream)
+    }
+
+    /// Send one event given as compact JSON (framed here as `data: …\n\n`).
+    pub fn event(&mut self, json: &[u8]) -> Result<(), Stopped> {
+        if self.state != StreamState::Open || self.terminal_sent {
+            return Ok(());
+        }
+        let mut data = Vec::with_capacity(json.len() + 8);
+        data.extend_from_slice(b"data: ");
+        data.extend_from_slice(json);
+        data.extend_from_slice(b"\n\n");
+        self.outbox.send(Reply::Event(data))
+    }
+
+    /// Send the terminal event and end the stream. Only the first terminal counts.
+    pub fn terminal(&mut self, json: &[u8]) -> Result<(), Stopped> {
+        if self.terminal_sent {
+            return Ok(());
+        }
+        let r = self.event(json);
+        self.terminal_sent = true;
+        self.end();
+        r
+    }
+
+    fn end(&mut self) {
+        if self.state == StreamState::Open {
+            self.state = StreamState::Done;
+            let _ = self.outbox.send(Reply::EndStream);
+        }
+    }
+
+    pub fn is_started(&self) -> bool {
+        self.state != StreamState::NotStarted
+    }
+
+    pub fn stop_flag(&self) -> StopFlag {
+        self.outbox.stop_flag()
+    }
+
+    /// Run `hook` when the client goes away or the server shuts down.
+    pub fn on_stop(&self, hook: Box<dyn FnOnce() + Send>) {
+        self.outbox.on_stop(hook);
+    }
+
+    /// After a panic or a backend that returned without finishing: close the exchange.
+    fn finish_abnormally(&mut self) {
+        match self.state {
+            StreamState::NotStarted => self
+                .reject(ApiError::new(Code::InternalError, Msg::InternalError).response(self.lang)),
+            StreamState::Open => {
+                let ev = run_error_json(
+                    Code::A2aUnavailable,
+                    Msg::InternalError.text(self.lang),
+                    &self.thread_id,
+                    &self.run_id,
+                );
+                let _ = self.terminal(&ev);
+            }
+            StreamState::Done => {}
+        }
+    }
+}
+
+/// A `RUN_ERROR` with the reference's field order (threadId/runId after code).
+pub fn run_error_json(code: Code, message: &str, thread_id: &str, run_id: &str) -> Vec<u8> {
+    let v = serde_json::json!({
+        "type": "RUN_ERROR",
+        "timestamp": now_millis(),
+        "message": message,
+        "code": code.as_str(),
+        "threadId": thread_id,
+        "runId": run_id,
+    });
+    serde_json::to_vec(&v).unwrap_or_default()
+}
+
+pub fn now_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Parse a request body the way the project documents (reference §1.4 step 5, REC): UTF-8
+/// with an optional BOM, no NaN/Infinity, nesting at most [`limits::MAX_JSON_DEPTH`].
+pub fn parse_json(body: &[u8]) -> Option<Value> {
+    let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
+    if json_depth_exceeds(body, limits::MAX_JSON_DEPTH) {
+        return None;
+    }
+    serde_json::from_slice(body).ok()
+}
+
+/// A linear pre-scan so that hostile nesting is refused before any recursive parser runs.
+pub fn json_depth_exceeds(bytes: &[u8], max: usize) -> bool {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in bytes {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
+pub struct App {
+    routes: RouteConfig,
+    backend: Arc<dyn Backend>,
+    jobs: Arc<AtomicUsize>,
+    max_jobs: usize,
+}
+
+impl App {
+    pub fn new(routes: RouteConfig, backend: Arc<dyn Backend>, max_jobs: usize) -> App {
+        App {
+            routes,
+            backend,
+            jobs: Arc::new(AtomicUsize::new(0)),
+            max_jobs,
+        }
+    }
+
+    /// Jobs currently running (for idle shutdown and tests).
+    pub fn active_jobs(&self) -> Arc<AtomicUsize> {
+        self.jobs.clone()
+    }
+}
+
+struct JobSlot(Arc<AtomicUsize>);
+
+impl Drop for JobSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Handler for App {
+    fn on_head(&self, head: &RequestHead) -> HeadDecision {
+        routes::decide(head, &self.routes)
+    }
+
+    fn dispatch(&self, request: Request, outbox: Outbox) -> Result<(), Response> {
+        let lang = routes::header_lang(&request.head);
+        let busy = || ApiError::new(Code::ServerBusy, Msg::ServerBusy).response(lang);
+        if self.jobs.fetch_add(1, Ordering::SeqCst) >= self.max_jobs {
+            self.jobs.fetch_sub(1, Ordering::SeqCst);
+            log::warn!("job refused: {} jobs running", self.max_jobs);
+            return Err(busy());
+        }
+        let slot = JobSlot(self.jobs.clone());
+        let backend = self.backend.clone();
+        let spawned = std::thread::Builder::new()
+            .name("iac-agui-job".into())
+            .stack_size(limits::WORKER_STACK_BYTES)
+            .spawn(move || {
+                let _slot = slot;
+                work(&*backend, request, lang, &outbox);
+            });
+        spawned.map(|_| ()).map_err(|e| {
+            log::error!("cannot start a worker thread: {e}");
+            busy()
+        })
+    }
+
+    fn over_capacity(&self) -> Response {
+        ApiError::new(Code::ServerBusy, Msg::ServerBusy).response(i18n::env_default())
+    }
+}
+
+fn work(backend: &dyn Backend, request: Request, header_lang: Lang, outbox: &Outbox) {
+    match request.route {
+        ROUTE_RUN => run_job(backend, request, header_lang, outbox),
+        ROUTE_CANCEL => cancel_job(backend, request, header_lang, outbox),
+        _ => {
+            let _ = outbox.send(Reply::Response(Response::text(404, "Not Found")));
+        }
+    }
+}
+
+fn run_job(backend: &dyn Backend, request: Request, header_lang: Lang, outbox: &Outbox) {
+    let reject = |code, msg: Msg| {
+        let _ = outbox.send(Reply::Response(
+            ApiError::new(code, msg).response(header_lang),
+        ));
+    };
+    let Some(body) = parse_json(&request.body) else {
+        return reject(Code::InvalidJson, Msg::RunInvalidJson);
+    };
+    drop(request.body);
+    if !body.is_object() {
+        return reject(Code::InvalidInput, Msg::RunNotObject);
+    }
+    let payload_lang = i18n::payload_language(&body, header_lang);
+    let mut stream = RunStream::new(outbox, &body, payload_lang);
+    let req = RunRequest {
+        body,
+        header_lang,
+        payload_lang,
+    };
+    let outcome = catch_unwind(AssertUnwindSafe(|| backend.run(req, &mut stream)));
+    if outcome.is_err() {
+        log::error!("run worker panicked; the run ends with RUN_ERROR");
+    }
+    if outcome.is_err() || !stream.terminal_sent {
+        stream.finish_abnormally();
+    }
+}
+
+fn cancel_job(backend: &dyn Backend, request: Request, lang: Lang, outbox: &Outbox) {
+    let respond = |r: Response| {
+        let _ = outbox.send(Reply::Response(r));
+    };
+    let path = http::percent_decode(request.head.raw_path());
+    let Some(Route::Cancel { execution_id }) = routes::match_route(&path) else {
+        return respond(Response::text(404, "Not Found"));
+    };
+    let Some(body) = parse_json(&request.body) else {
+        return respond(ApiError::new(Code::InvalidJson, Msg::CancelInvalidJson).response(lang));
+    };
+    let Some(obj) = body.as_object() else {
+        return respond(ApiError::new(Code::InvalidInput, Msg::CancelNotObject).response(lang));
+    };
+    let text = |k: &str| obj.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
+    let (Some(thread_id), Some(ros)) = (text("threadId"), text("rosInvocationId")) else {
+        return respond(ApiError::new(Code::InvalidInput, Msg::CancelIdsRequired).response(lang));
+    };
+    let req = CancelRequest {
+        execution_id,
+        thread_id: thread_id.to_string(),
+        ros_invocation_id: ros.to_string(),
+        lang,
+    };
+    match catch_unwind(AssertUnwindSafe(|| backend.cancel(req))) {
+        Ok(r) => respond(r),
+        Err(_) => {
+            log::error!("cancel worker panicked");
+            respond(ApiError::new(Code::InternalError, Msg::InternalError).response(lang))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_parsing_rules() {
+        assert!(parse_json(b"\xEF\xBB\xBF{}").is_some());
+        assert!(parse_json(b"{bad").is_none());
+        assert!(parse_json(b"\xff\xfe").is_none());
+        assert!(parse_json(b"[NaN]").is_none());
+        assert!(parse_json(br#"{"a":"\ud800"}"#).is_none());
+        let deep = "[".repeat(100_000);
+        assert!(parse_json(deep.as_bytes()).is_none());
+        let ok = format!("{}{}", "[".repeat(100), "]".repeat(100));
+        assert!(parse_json(ok.as_bytes()).is_some());
+        let too = format!("{}{}", "[".repeat(101), "]".repeat(101));
+        assert!(parse_json(too.as_bytes()).is_none());
+        assert!(!json_depth_exceeds(br#"["[[[[","\"[["]"#, 1));
+        let v = parse_json(br#"{"a":1,"a":2}"#).unwrap();
+        assert_eq!(v["a"], 2);
+    }
+}

@@ -1,0 +1,138 @@
+//! The binary's entry point: configuration, logging, the kernel, the server, shutdown.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use crate::app::{App, Backend, CancelRequest, RunRequest, RunStream};
+use crate::catalog::Msg;
+use crate::config::{self, Command, Config};
+use crate::errors::{ApiError, Code};
+use crate::routes::RouteConfig;
+use crate::server::http::Response;
+use crate::server::timers::SystemClock;
+use crate::server::{Server, ServerConfig};
+
+/// Exit status for usage and configuration errors.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit status for start-up failures (bind, kernel, state lock).
+pub const EXIT_FAILURE: u8 = 1;
+
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let cfg = match config::parse(args, |k| std::env::var(k).ok()) {
+        Ok(Command::Serve(c)) => *c,
+        Ok(Command::Help) => {
+            print!("{}", config::HELP);
+            return ExitCode::SUCCESS;
+        }
+        Ok(Command::Version) => {
+            println!("iac-agui {VERSION}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("iac-agui: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    init_logging(&cfg);
+    match serve(cfg) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("iac-agui: {e}");
+            ExitCode::from(EXIT_FAILURE)
+        }
+    }
+}
+
+fn init_logging(cfg: &Config) {
+    let default = if cfg.debug { "debug" } else { "info" };
+    let mut b =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default));
+    b.target(if cfg.log_stdout {
+        env_logger::Target::Stdout
+    } else {
+        env_logger::Target::Stderr
+    });
+    let _ = b.try_init();
+}
+
+/// The exact `/health` body (reference §1.2), plus `protocolVersion` in AG-UI 1.0 mode.
+pub fn health_body(protocol: config::AguiProtocol) -> Vec<u8> {
+    let mut v = serde_json::json!({
+        "status": "ok",
+        "protocol": "ag-ui",
+        "protocolPackageVersion": "0.1.20",
+        "executionKernel": "a2a-1.0",
+        "serverVersion": VERSION,
+    });
+    if protocol == config::AguiProtocol::V1_0 {
+        v["protocolVersion"] = "1.0".into();
+    }
+    serde_json::to_vec(&v).unwrap_or_default()
+}
+
+/// Placeholder until the A2A run lifecycle is wired: every run and cancel is refused as
+/// "kernel unavailable", which is the truth for this build.
+struct NoKernel;
+
+impl Backend for NoKernel {
+    fn run(&self, req: RunRequest, stream: &mut RunStream<'_>) {
+        stream.reject(
+            ApiError::new(Code::A2aUnavailable, Msg::A2aUnavailable).response(req.payload_lang),
+        );
+    }
+    fn cancel(&self, req: CancelRequest) -> Response {
+        ApiError::new(Code::A2aUnavailable, Msg::A2aCancelUnavailable).response(req.lang)
+    }
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {host}:{port}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("cannot resolve {host}:{port}"))
+}
+
+fn serve(cfg: Config) -> Result<(), String> {
+    let addr = resolve(&cfg.host, cfg.port)?;
+    let backend: Arc<dyn Backend> = Arc::new(NoKernel);
+    let routes = RouteConfig::new(cfg.auth_token.clone(), health_body(cfg.agui_protocol));
+    let app = App::new(routes, backend, cfg.max_runs);
+    let server_cfg = ServerConfig {
+        heartbeat_interval: cfg.heartbeat_interval,
+        max_connections: cfg.max_connections,
+        ..ServerConfig::default()
+    };
+    let server = Server::bind(addr, server_cfg, Arc::new(app), Arc::new(SystemClock))
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let local = server.local_addr();
+    install_signal_handler(server.shutdown_handle())?;
+    // One stable line that scripts and tests can wait for.
+    eprintln!("iac-agui {VERSION} listening on http://{local}");
+    let _ = std::io::stderr().flush();
+    server.run().map_err(|e| format!("server failed: {e}"))?;
+    log::info!("stopped");
+    Ok(())
+}
+
+fn install_signal_handler(handle: crate::server::ShutdownHandle) -> Result<(), String> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
+        .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    std::thread::Builder::new()
+        .name("iac-agui-signals".into())
+        .stack_size(64 * 1024)
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                log::info!("signal {sig} received");
+                handle.shutdown();
+            }
+        })
+        .map_err(|e| format!("cannot start the signal thread: {e}"))?;
+    Ok(())
+}

@@ -1,0 +1,442 @@
+//! Command line, environment and config file → [`Config`].
+//! Precedence is the reference's: flag > environment > config file > default.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::limits;
+use crate::yaml::{self, Scalar};
+
+/// AG-UI wire dialect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AguiProtocol {
+    /// The reference's dialect (ag-ui-protocol 0.1.20).
+    V0_1,
+    /// AG-UI 1.0: `protocolVersion` on RUN_STARTED and a `cancelled` outcome.
+    V1_0,
+}
+
+impl AguiProtocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AguiProtocol::V0_1 => "0.1",
+            AguiProtocol::V1_0 => "1.0",
+        }
+    }
+
+    fn parse(s: &str) -> Option<AguiProtocol> {
+        match s.trim() {
+            "0.1" | "0.1.20" => Some(AguiProtocol::V0_1),
+            "1.0" | "1" => Some(AguiProtocol::V1_0),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub host: String,
+    pub port: u16,
+    pub a2a_url: Option<String>,
+    pub a2a_token: Option<String>,
+    pub auth_token: Option<String>,
+    pub state_dir: Option<PathBuf>,
+    /// Zero disables idle shutdown.
+    pub idle_shutdown: Duration,
+    pub debug: bool,
+    pub log_stdout: bool,
+    pub demo: bool,
+    pub agui_protocol: AguiProtocol,
+    pub heartbeat_interval: Duration,
+    pub max_connections: usize,
+    pub max_runs: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            host: "127.0.0.1".into(),
+            port: 8000,
+            a2a_url: None,
+            a2a_token: None,
+            auth_token: None,
+            state_dir: None,
+            idle_shutdown: Duration::ZERO,
+            debug: false,
+            log_stdout: false,
+            demo: false,
+            agui_protocol: AguiProtocol::V0_1,
+            heartbeat_interval: limits::HEARTBEAT_INTERVAL,
+            max_connections: limits::MAX_CONNECTIONS,
+            max_runs: limits::MAX_JOBS,
+        }
+    }
+}
+
+/// What the command line asked for.
+#[derive(Debug)]
+pub enum Command {
+    Serve(Box<Config>),
+    Help,
+    Version,
+}
+
+/// A usage or configuration error: printed as one line, exit status 2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+pub const HELP: &str = "\
+iac-agui — AG-UI (HTTP + SSE) adapter for the iac-code A2A kernel
+
+USAGE:
+    iac-agui [OPTIONS]
+
+OPTIONS:
+    --host HOST                 Address to listen on [env IAC_CODE_AGUI_HOST] (default 127.0.0.1)
+    --port PORT                 Port to listen on, 0 for any free port [env IAC_CODE_AGUI_PORT] (default 8000)
+    --a2a-url URL               Loopback A2A kernel to use instead of starting `iac-code a2a`
+                                [env IAC_CODE_AGUI_A2A_URL]
+    --state-dir DIR             Thread state directory [env IAC_CODE_AGUI_STATE_DIR]
+                                (default $IAC_CODE_CONFIG_DIR/agui or ~/.iac-code/agui)
+    --idle-shutdown SECONDS     Exit after this long with no active run or pending interrupt (0 = never)
+    --agui-protocol VERSION     AG-UI dialect: 0.1 (default) or 1.0 [env IAC_CODE_AGUI_PROTOCOL]
+    --demo                      Serve with the built-in scripted demo kernel (no LLM, no cloud)
+    --config PATH               Flat YAML file with any of the keys host, port, a2a_url, state_dir,
+                                idle_shutdown, debug, log_stdout, auth_token, a2a_token, agui_protocol,
+                                heartbeat_interval, max_connections, max_runs
+    --heartbeat-interval SECS   Seconds of silence before an SSE heartbeat (default 15)
+    --max-connections N         Open client connections before new ones get 503 (default 4096)
+    --max-runs N                Concurrent requests in workers before new ones get 503 (default 2048)
+    -d, --debug                 Debug logging (RUST_LOG overrides)
+    --log-stdout                Log to stdout instead of stderr
+    -V, --version               Print the version
+    -h, --help                  Print this help
+
+ENVIRONMENT:
+    IAC_CODE_AGUI_AUTH_TOKEN    Bearer token required on POST routes (unset or empty: no auth)
+    IAC_CODE_AGUI_A2A_TOKEN     Bearer token for an external A2A kernel
+    IAC_CODE_AGUI_ALLOWED_CWDS  Allowed workspace roots (':'-separated)
+    IAC_CODE_AGUI_KERNEL_CMD    Command that starts the kernel (default `iac-code`)
+    RUST_LOG                    Log filter, e.g. `info` or `iac_agui=debug`
+";
+
+/// Parse everything. `env` looks up environment variables (injectable for tests).
+pub fn parse(
+    args: impl IntoIterator<Item = OsString>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Command, ConfigError> {
+    use lexopt::prelude::*;
+    let mut p = lexopt::Parser::from_args(args);
+    let mut flags: BTreeMap<&'static str, String> = BTreeMap::new();
+    let mut debug = false;
+    let mut log_stdout: Option<bool> = None;
+    let mut demo = false;
+    let mut config_path: Option<PathBuf> = None;
+    let err = |e: lexopt::Error| ConfigError(e.to_string());
+    while let Some(arg) = p.next().map_err(err)? {
+        let key = match arg {
+            Short('h') | Long("help") => return Ok(Command::Help),
+            Short('V') | Long("version") => return Ok(Command::Version),
+            Short('d') | Long("debug") => {
+                debug = true;
+                continue;
+            }
+            Long("log-stdout") => {
+                log_stdout = Some(true);
+                continue;
+            }
+            Long("no-log-stdout") => {
+                log_stdout = Some(false);
+                continue;
+            }
+            Long("demo") => {
+                demo = true;
+                continue;
+            }
+            Long("config") => {
+                config_path = Some(PathBuf::from(p.value().map_err(err)?));
+                continue;
+            }
+            Long("host") => "host",
+            Long("port") => "port",
+            Long("a2a-url") => "a2a_url",
+            Long("state-dir") => "state_dir",
+            Long("idle-shutdown") => "idle_shutdown",
+            Long("agui-protocol") => "agui_protocol",
+            Long("heartbeat-interval") => "heartbeat_interval",
+            Long("max-connections") => "max_connections",
+            Long("max-runs") => "max_runs",
+            other => return Err(err(other.unexpected())),
+        };
+        let value = p.value().map_err(err)?;
+        let value = value
+            .into_string()
+            .map_err(|_| ConfigError(format!("--{} must be valid UTF-8", key.replace('_', "-"))))?;
+        flags.insert(key, value);
+    }
+
+    let file = match &config_path {
+        Some(path) => load_file(path)?,
+        None => BTreeMap::new(),
+    };
+    let env_of = |k: &str| env(k).filter(|v| !v.is_empty());
+    // flag > env > config > default, per key.
+    let pick = |key: &str, env_name: Option<&str>| -> Option<Scalar> {
+        if let Some(v) = flags.get(key) {
+            return Some(Scalar::Str(v.clone()));
+        }
+        if let Some(name) = env_name {
+            if let Some(v) = env_of(name) {
+                return Some(Scalar::Str(v));
+            }
+        }
+        file.get(key).filter(|v| **v != Scalar::Null).cloned()
+    };
+
+    let mut c = Config::default();
+    if let Some(v) = pick("host", Some("IAC_CODE_AGUI_HOST")) {
+        c.host = as_string("host", v)?;
+    }
+    if let Some(v) = pick("port", Some("IAC_CODE_AGUI_PORT")) {
+        let n = as_int("port", v)?;
+        c.port = u16::try_from(n)
+            .map_err(|_| ConfigError("--port must be between 0 and 65535.".into()))?;
+    }
+    if let Some(v) = pick("a2a_url", Some("IAC_CODE_AGUI_A2A_URL")) {
+        c.a2a_url = Some(as_string("a2a_url", v)?);
+    }
+    if let Some(v) = pick("state_dir", Some("IAC_CODE_AGUI_STATE_DIR")) {
+        let s = as_string("state_dir", v)?;
+        if !s.trim().is_empty() {
+            c.state_dir = Some(PathBuf::from(s.trim()));
+        }
+    }
+    if let Some(v) = pick("idle_shutdown", None) {
+        c.idle_shutdown = as_seconds("idle_shutdown", v, true)?;
+    }
+    if let Some(v) = pick("agui_protocol", Some("IAC_CODE_AGUI_PROTOCOL")) {
+        let s = as_string("agui_protocol", v)?;
+        c.agui_protocol = AguiProtocol::parse(&s).ok_or_else(|| {
+            ConfigError(format!("--agui-protocol must be 0.1 or 1.0, not {s:?}."))
+        })?;
+    }
+    if let Some(v) = pick("heartbeat_interval", None) {
+        c.heartbeat_interval = as_seconds("heartbeat_interval", v, false)?;
+    }
+    if let Some(v) = pick("max_connections", None) {
+        c.max_connections = as_count("max_connections", v)?;
+    }
+    if let Some(v) = pick("max_runs", None) {
+        c.max_runs = as_count("max_runs", v)?;
+    }
+    // Secrets: environment first, then the file; never a flag (flags show up in `ps`).
+    c.auth_token = env_of("IAC_CODE_AGUI_AUTH_TOKEN")
+        .map(Ok)
+        .or_else(|| {
+            file.get("auth_token")
+                .filter(|v| **v != Scalar::Null)
+                .cloned()
+                .map(|v| as_string("auth_token", v))
+        })
+        .transpose()?;
+    c.a2a_token = env_of("IAC_CODE_AGUI_A2A_TOKEN")
+        .map(Ok)
+        .or_else(|| {
+            file.get("a2a_token")
+                .filter(|v| **v != Scalar::Null)
+                .cloned()
+                .map(|v| as_string("a2a_token", v))
+        })
+        .transpose()?;
+    c.debug = debug || file_bool(&file, "debug")?.unwrap_or(false);
+    c.log_stdout = match log_stdout {
+        Some(b) => b,
+        None => file_bool(&file, "log_stdout")?.unwrap_or(false),
+    };
+    c.demo = demo || file_bool(&file, "demo")?.unwrap_or(false);
+    if c.demo && c.a2a_url.is_some() {
+        return Err(ConfigError(
+            "--demo and --a2a-url cannot be combined.".into(),
+        ));
+    }
+    Ok(Command::Serve(Box::new(c)))
+}
+
+fn load_file(path: &PathBuf) -> Result<BTreeMap<String, Scalar>, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ConfigError(format!(
+            "Unable to load the AG-UI config file {}: {e}",
+            path.display()
+        ))
+    })?;
+    yaml::parse_flat(&text).map_err(|e| {
+        ConfigError(format!(
+            "AG-UI config file {} must contain a flat YAML mapping of scalar values ({e}).",
+            path.display()
+        ))
+    })
+}
+
+fn flag_name(key: &str) -> String {
+    format!("--{}", key.replace('_', "-"))
+}
+
+fn as_string(key: &str, v: Scalar) -> Result<String, ConfigError> {
+    match v {
+        Scalar::Str(s) => Ok(s),
+        Scalar::Int(i) => Ok(i.to_string()),
+        Scalar::Float(f) => Ok(f.to_string()),
+        other => Err(ConfigError(format!(
+            "{} must be a string, not {}.",
+            flag_name(key),
+            other.describe()
+        ))),
+    }
+}
+
+fn as_int(key: &str, v: Scalar) -> Result<i64, ConfigError> {
+    match v {
+        Scalar::Int(i) => Ok(i),
+        Scalar::Str(s) => s
+            .trim()
+            .parse::<i64>()
+            .map_err(|_| ConfigError(format!("{} must be an integer, not {s:?}.", flag_name(key)))),
+        other => Err(ConfigError(format!(
+            "{} must be an integer, not {}.",
+            flag_name(key),
+            other.describe()
+        ))),
+    }
+}
+
+fn as_count(key: &str, v: Scalar) -> Result<usize, ConfigError> {
+    let n = as_int(key, v)?;
+    if n < 1 {
+        return Err(ConfigError(format!(
+            "{} must be at least 1.",
+            flag_name(key)
+        )));
+    }
+    usize::try_from(n).map_err(|_| ConfigError(format!("{} is too large.", flag_name(key))))
+}
+
+fn as_seconds(key: &str, v: Scalar, zero_ok: bool) -> Result<Duration, ConfigError> {
+    let f = match v {
+        Scalar::Int(i) => i as f64,
+        Scalar::Float(f) => f,
+        Scalar::Str(s) => s.trim().parse::<f64>().map_err(|_| {
+            ConfigError(format!(
+                "{} must be a number of seconds, not {s:?}.",
+                flag_name(key)
+            ))
+        })?,
+        other => {
+            return Err(ConfigError(format!(
+                "{} must be a number of seconds, not {}.",
+                flag_name(key),
+                other.describe()
+            )));
+        }
+    };
+    if !f.is_finite() || f < 0.0 || (!zero_ok && f == 0.0) || f > 1e9 {
+        return Err(ConfigError(format!(
+            "{} must be a {} number of seconds.",
+            flag_name(key),
+            if zero_ok { "non-negative" } else { "positive" }
+        )));
+    }
+    Ok(Duration::from_secs_f64(f))
+}
+
+fn file_bool(file: &BTreeMap<String, Scalar>, key: &str) -> Result<Option<bool>, ConfigError> {
+    match file.get(key) {
+        None | Some(Scalar::Null) => Ok(None),
+        Some(Scalar::Bool(b)) => Ok(Some(*b)),
+        Some(other) => Err(ConfigError(format!(
+            "config key {key} must be a boolean, not {}.",
+            other.describe()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str], env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let mut argv = vec![OsString::from("iac-agui")];
+        argv.extend(args.iter().map(OsString::from));
+        match parse(argv.into_iter().skip(1), |k| {
+            env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+        })? {
+            Command::Serve(c) => Ok(*c),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let c = run(&[], &[]).unwrap();
+        assert_eq!(c.host, "127.0.0.1");
+        assert_eq!(c.port, 8000);
+        assert_eq!(c.agui_protocol, AguiProtocol::V0_1);
+    }
+
+    #[test]
+    fn precedence_flag_env_file() {
+        let dir = std::env::temp_dir().join(format!("iac-agui-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("c.yaml");
+        std::fs::write(&file, "port: 7000\nhost: 10.0.0.1\nauth-token: filetok\n").unwrap();
+        let f = file.to_str().unwrap();
+        let c = run(&["--config", f], &[]).unwrap();
+        assert_eq!((c.port, c.host.as_str()), (7000, "10.0.0.1"));
+        assert_eq!(c.auth_token.as_deref(), Some("filetok"));
+        let c = run(
+            &["--config", f],
+            &[
+                ("IAC_CODE_AGUI_PORT", "7100"),
+                ("IAC_CODE_AGUI_AUTH_TOKEN", "envtok"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.port, 7100);
+        assert_eq!(c.auth_token.as_deref(), Some("envtok"));
+        let c = run(
+            &["--config", f, "--port", "7200"],
+            &[("IAC_CODE_AGUI_PORT", "7100")],
+        )
+        .unwrap();
+        assert_eq!(c.port, 7200);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn invalid_values_are_errors() {
+        assert!(run(&["--port", "70000"], &[]).is_err());
+        assert!(run(&["--port", "x"], &[]).is_err());
+        assert!(run(&["--idle-shutdown", "-1"], &[]).is_err());
+        assert!(run(&["--agui-protocol", "2.0"], &[]).is_err());
+        assert!(run(&["--bogus"], &[]).is_err());
+        assert!(run(&["--config", "/nonexistent/iac-agui.yaml"], &[]).is_err());
+        assert!(run(&["--demo", "--a2a-url", "http://127.0.0.1:1/"], &[]).is_err());
+    }
+
+    #[test]
+    fn protocol_from_env() {
+        let c = run(&[], &[("IAC_CODE_AGUI_PROTOCOL", "1.0")]).unwrap();
+        assert_eq!(c.agui_protocol, AguiProtocol::V1_0);
+    }
+}

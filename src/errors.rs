@@ -1,0 +1,137 @@
+//! Error codes exactly as the reference spells them, and the JSON error envelope.
+
+use crate::catalog::Msg;
+use crate::i18n::Lang;
+use crate::server::http::Response;
+
+/// Every code the server can return, before or inside the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Code {
+    Unauthorized,
+    UnsupportedMediaType,
+    RequestTooLarge,
+    InvalidJson,
+    InvalidInput,
+    StateUnavailable,
+    ExecutionLost,
+    DuplicateRunId,
+    RunIdConflict,
+    ThreadBusy,
+    ThreadBindingConflict,
+    ResumeRequired,
+    ExecutionNotFound,
+    A2aProtocolError,
+    A2aExecutionFailed,
+    Cancelled,
+    A2aUnavailable,
+    StatePersistenceFailed,
+    SessionBackupNotReady,
+    ResumeAlreadyApplied,
+    UnknownInterrupt,
+    IncompleteResume,
+    ResumePayloadInvalid,
+    ExecutionExpired,
+    /// New in iac-agui: the configured run/job capacity is exhausted.
+    ServerBusy,
+    /// New in iac-agui: a bug; the reference would answer a plain 500.
+    InternalError,
+}
+
+impl Code {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::Unauthorized => "UNAUTHORIZED",
+            Code::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
+            Code::RequestTooLarge => "REQUEST_TOO_LARGE",
+            Code::InvalidJson => "INVALID_JSON",
+            Code::InvalidInput => "INVALID_INPUT",
+            Code::StateUnavailable => "STATE_UNAVAILABLE",
+            Code::ExecutionLost => "EXECUTION_LOST",
+            Code::DuplicateRunId => "DUPLICATE_RUN_ID",
+            Code::RunIdConflict => "RUN_ID_CONFLICT",
+            Code::ThreadBusy => "THREAD_BUSY",
+            Code::ThreadBindingConflict => "THREAD_BINDING_CONFLICT",
+            Code::ResumeRequired => "RESUME_REQUIRED",
+            Code::ExecutionNotFound => "EXECUTION_NOT_FOUND",
+            Code::A2aProtocolError => "A2A_PROTOCOL_ERROR",
+            Code::A2aExecutionFailed => "A2A_EXECUTION_FAILED",
+            Code::Cancelled => "CANCELLED",
+            Code::A2aUnavailable => "A2A_UNAVAILABLE",
+            Code::StatePersistenceFailed => "STATE_PERSISTENCE_FAILED",
+            Code::SessionBackupNotReady => "SESSION_BACKUP_NOT_READY",
+            Code::ResumeAlreadyApplied => "RESUME_ALREADY_APPLIED",
+            Code::UnknownInterrupt => "UNKNOWN_INTERRUPT",
+            Code::IncompleteResume => "INCOMPLETE_RESUME",
+            Code::ResumePayloadInvalid => "RESUME_PAYLOAD_INVALID",
+            Code::ExecutionExpired => "EXECUTION_EXPIRED",
+            Code::ServerBusy => "SERVER_BUSY",
+            Code::InternalError => "INTERNAL_ERROR",
+        }
+    }
+
+    /// HTTP status when the code is returned before the stream starts.
+    pub fn http_status(self) -> u16 {
+        match self {
+            Code::Unauthorized => 401,
+            Code::UnsupportedMediaType => 415,
+            Code::RequestTooLarge => 413,
+            Code::InvalidJson | Code::InvalidInput => 400,
+            Code::StateUnavailable | Code::ServerBusy | Code::A2aUnavailable => 503,
+            Code::ExecutionNotFound => 404,
+            Code::InternalError => 500,
+            _ => 409,
+        }
+    }
+}
+
+/// An error with its code and catalog message, rendered in a language at the edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiError {
+    pub code: Code,
+    pub msg: Msg,
+}
+
+impl ApiError {
+    pub const fn new(code: Code, msg: Msg) -> ApiError {
+        ApiError { code, msg }
+    }
+
+    /// The `{"error":{"code","message"}}` response with the code's status.
+    pub fn response(self, lang: Lang) -> Response {
+        error_response(self.code.http_status(), self.code, self.msg.text(lang))
+    }
+}
+
+/// Compact JSON error envelope, raw UTF-8, `application/json` without charset (reference §1.3).
+pub fn error_response(status: u16, code: Code, message: &str) -> Response {
+    let body = serde_json::json!({"error": {"code": code.as_str(), "message": message}});
+    Response::json(
+        status,
+        serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelope_is_compact_and_ordered() {
+        let r = ApiError::new(Code::ThreadBusy, Msg::ThreadBusy).response(Lang::En);
+        assert_eq!(r.status, 409);
+        assert_eq!(
+            String::from_utf8(r.body).unwrap(),
+            format!(
+                r#"{{"error":{{"code":"THREAD_BUSY","message":"{}"}}}}"#,
+                Msg::ThreadBusy.text(Lang::En)
+            )
+        );
+    }
+
+    #[test]
+    fn non_ascii_is_raw_utf8() {
+        let r = ApiError::new(Code::Unauthorized, Msg::Unauthorized).response(Lang::Ja);
+        let s = String::from_utf8(r.body).unwrap();
+        assert!(s.contains("トークン"), "{s}");
+    }
+}

@@ -1,0 +1,256 @@
+//! The route table and the checks that need only the request head (reference §1.1–§1.6):
+//! route → method → auth → Content-Type → body limit. Pure: no I/O.
+
+use crate::catalog::Msg;
+use crate::errors::{ApiError, Code};
+use crate::i18n::{self, Lang};
+use crate::limits;
+use crate::server::HeadDecision;
+use crate::server::http::{self, RequestHead, Response};
+
+pub const ROUTE_RUN: u32 = 1;
+pub const ROUTE_CANCEL: u32 = 2;
+
+const CANCEL_PREFIX: &str = "/extensions/iac-code/v1/executions/";
+const CANCEL_SUFFIX: &str = "/cancel";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    Health,
+    Run,
+    Cancel { execution_id: String },
+}
+
+impl Route {
+    fn allow(&self) -> &'static str {
+        match self {
+            Route::Health => "HEAD, GET",
+            _ => "POST",
+        }
+    }
+
+    fn accepts(&self, method: &str) -> bool {
+        match self {
+            Route::Health => method == "GET" || method == "HEAD",
+            _ => method == "POST",
+        }
+    }
+}
+
+/// Match a percent-decoded path against the route table.
+pub fn match_route(path: &str) -> Option<Route> {
+    match path {
+        "/health" => return Some(Route::Health),
+        "/" => return Some(Route::Run),
+        _ => {}
+    }
+    let id = path
+        .strip_prefix(CANCEL_PREFIX)?
+        .strip_suffix(CANCEL_SUFFIX)?;
+    if id.is_empty() || id.contains('/') {
+        return None;
+    }
+    Some(Route::Cancel {
+        execution_id: id.to_string(),
+    })
+}
+
+/// Static configuration of the head checks.
+#[derive(Debug, Clone)]
+pub struct RouteConfig {
+    /// Bearer token; `None` disables auth (an empty token counts as none).
+    pub auth_token: Option<Vec<u8>>,
+    /// The exact `/health` body.
+    pub health_body: Vec<u8>,
+    pub max_run_body: usize,
+    pub max_cancel_body: usize,
+}
+
+impl RouteConfig {
+    pub fn new(auth_token: Option<String>, health_body: Vec<u8>) -> RouteConfig {
+        RouteConfig {
+            auth_token: auth_token.filter(|t| !t.is_empty()).map(String::into_bytes),
+            health_body,
+            max_run_body: limits::MAX_RUN_BODY,
+            max_cancel_body: limits::MAX_CANCEL_BODY,
+        }
+    }
+}
+
+/// The language for errors decided from headers alone.
+pub fn header_lang(head: &RequestHead) -> Lang {
+    let accept = head.header_str("accept-language");
+    i18n::header_language(accept.as_deref(), i18n::env_default())
+}
+
+pub fn decide(head: &RequestHead, cfg: &RouteConfig) -> HeadDecision {
+    let path = http::percent_decode(head.raw_path());
+    let Some(route) = match_route(&path) else {
+        return HeadDecision::Respond(not_found_or_redirect(head, &path));
+    };
+    if !route.accepts(&head.method) {
+        return HeadDecision::Respond(
+            Response::text(405, "Method Not Allowed").with_header("allow", route.allow().into()),
+        );
+    }
+    if route == Route::Health {
+        return HeadDecision::Respond(Response::json(200, cfg.health_body.clone()));
+    }
+    let lang = header_lang(head);
+    if !authorized(head.header("authorization"), cfg.auth_token.as_deref()) {
+        return HeadDecision::Respond(
+            ApiError::new(Code::Unauthorized, Msg::Unauthorized).response(lang),
+        );
+    }
+    if !is_json(head.header("content-type")) {
+        return HeadDecision::Respond(
+            ApiError::new(Code::UnsupportedMediaType, Msg::UnsupportedMediaType).response(lang),
+        );
+    }
+    let (limit, msg, route) = match route {
+        Route::Run => (cfg.max_run_body, Msg::RunBodyTooLarge, ROUTE_RUN),
+        _ => (cfg.max_cancel_body, Msg::CancelBodyTooLarge, ROUTE_CANCEL),
+    };
+    HeadDecision::ReadBody {
+        limit,
+        too_large: ApiError::new(Code::RequestTooLarge, msg).response(lang),
+        route,
+    }
+}
+
+/// Starlette's `redirect_slashes`: a path that matches a route once its trailing slashes are
+/// removed (or one is added) is redirected with 307, whatever the method.
+fn not_found_or_redirect(head: &RequestHead, path: &str) -> Response {
+    if path != "/" {
+        let toggled = if path.ends_with('/') {
+            path.trim_end_matches('/').to_string()
+        } else {
+            format!("{path}/")
+        };
+        if match_route(&toggled).is_some() {
+            let host = head
+                .header_str("host")
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| "localhost".into());
+            let mut location = format!("http://{}{}", host, encode_location(&toggled));
+            if let Some(q) = head.query().filter(|q| !q.is_empty()) {
+                location.push('?');
+                location.push_str(&encode_location(q));
+            }
+            return Response::new(307, "", Vec::new()).with_header("location", location);
+        }
+    }
+    Response::text(404, "Not Found")
+}
+
+/// Keep a Location value to visible ASCII.
+fn encode_location(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_graphic() {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Reference §1.5: split at the first space, scheme `bearer` in any case, the rest verbatim,
+/// compared in constant time over raw bytes (non-ASCII tokens are a 401, not a 500).
+pub fn authorized(header: Option<&[u8]>, expected: Option<&[u8]>) -> bool {
+    let Some(expected) = expected else {
+        return true;
+    };
+    let Some(value) = header else {
+        return false;
+    };
+    let Some(sp) = value.iter().position(|&b| b == b' ') else {
+        return false;
+    };
+    let (scheme, token) = (&value[..sp], &value[sp + 1..]);
+    scheme.eq_ignore_ascii_case(b"bearer") & constant_time_eq(token, expected)
+}
+
+/// Compares every byte of the longer input whatever the contents, so timing reveals at most
+/// the lengths.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len().max(b.len());
+    let mut diff = (a.len() ^ b.len()) as u64;
+    for i in 0..n {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= u64::from(x ^ y);
+    }
+    std::hint::black_box(diff) == 0
+}
+
+/// Reference §1.4 step 3: cut at `;`, trim, case-insensitive `application/json`.
+pub fn is_json(content_type: Option<&[u8]>) -> bool {
+    let Some(v) = content_type else {
+        return false;
+    };
+    let main = v.split(|&b| b == b';').next().unwrap_or(&[]);
+    let main = main.trim_ascii();
+    main.eq_ignore_ascii_case(b"application/json")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes() {
+        assert_eq!(match_route("/health"), Some(Route::Health));
+        assert_eq!(match_route("/"), Some(Route::Run));
+        assert_eq!(
+            match_route("/extensions/iac-code/v1/executions/abc/cancel"),
+            Some(Route::Cancel {
+                execution_id: "abc".into()
+            })
+        );
+        assert_eq!(
+            match_route("/extensions/iac-code/v1/executions//cancel"),
+            None
+        );
+        assert_eq!(
+            match_route("/extensions/iac-code/v1/executions/a/b/cancel"),
+            None
+        );
+        assert_eq!(match_route("/nope"), None);
+    }
+
+    #[test]
+    fn auth_rules() {
+        let tok = Some(&b"secret"[..]);
+        assert!(authorized(None, None));
+        assert!(!authorized(None, tok));
+        assert!(authorized(Some(b"Bearer secret"), tok));
+        assert!(authorized(Some(b"BEARER secret"), tok));
+        assert!(authorized(Some(b"bearer secret"), tok));
+        assert!(!authorized(Some(b"Bearer  secret"), tok));
+        assert!(!authorized(Some(b"Bearer secret x"), tok));
+        assert!(!authorized(Some(b"Bearer"), tok));
+        assert!(!authorized(Some(b"Basic secret"), tok));
+        assert!(!authorized(Some(b"Bearer secre"), tok));
+        assert!(!authorized(Some("Bearer sécret".as_bytes()), tok));
+    }
+
+    #[test]
+    fn content_type_rules() {
+        assert!(is_json(Some(b"application/json")));
+        assert!(is_json(Some(b"Application/JSON; charset=utf-8")));
+        assert!(is_json(Some(b"  application/json  ;x")));
+        assert!(!is_json(Some(b"application/json-patch+json")));
+        assert!(!is_json(Some(b"text/plain")));
+        assert!(!is_json(None));
+    }
+
+    #[test]
+    fn constant_time_eq_basics() {
+        assert!(constant_time_eq(b"", b""));
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abc\0"));
+    }
+}

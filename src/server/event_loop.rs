@@ -1,0 +1,764 @@
+//! The event loop: one thread, one `Poll`, one token per connection, one `Waker` for workers.
+//! Nothing here blocks: sockets are non-blocking, workers run elsewhere, timers come from
+//! the [`TimerSet`] and the injectable [`Clock`].
+
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use mio::net::TcpListener;
+use mio::{Events, Interest, Poll, Token, Waker};
+
+use super::conn::{BodyRead, Conn, State};
+use super::http::{self, ChunkError, ChunkedDecoder, Framing, Response};
+use super::job::{self, ConnId, Inbox, JobShared, Reply, StopReason};
+use super::timers::{Clock, TimerKind, TimerSet};
+use super::{Handler, HeadDecision, Request, ServerConfig};
+use crate::limits;
+
+const LISTENER: Token = Token(0);
+const WAKER: Token = Token(1);
+const FIRST_CONN: usize = 2;
+/// Replies taken from one job per pump round, so one busy stream cannot starve the others.
+const DRAIN_BATCH: usize = 64;
+const READ_CHUNK: usize = 16 * 1024;
+
+/// Asks a running [`Server`] to shut down gracefully (usable from any thread).
+#[derive(Clone)]
+pub struct ShutdownHandle {
+    flag: Arc<AtomicBool>,
+    waker: Arc<Waker>,
+}
+
+impl ShutdownHandle {
+    pub fn shutdown(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+        let _ = self.waker.wake();
+    }
+}
+
+pub struct Server {
+    poll: Poll,
+    listener: Option<TcpListener>,
+    local_addr: SocketAddr,
+    waker: Arc<Waker>,
+    inbox: Arc<Inbox>,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    live: usize,
+    next_generation: u64,
+    timers: TimerSet,
+    clock: Arc<dyn Clock>,
+    handler: Arc<dyn Handler>,
+    cfg: ServerConfig,
+    shutdown_flag: Arc<AtomicBool>,
+    grace_deadline: Option<Instant>,
+    scratch: Vec<Reply>,
+    read_buf: Box<[u8]>,
+}
+
+impl Server {
+    /// Bind and prepare; nothing is accepted until [`Server::run`].
+    pub fn bind(
+        addr: SocketAddr,
+        cfg: ServerConfig,
+        handler: Arc<dyn Handler>,
+        clock: Arc<dyn Clock>,
+    ) -> io::Result<Server> {
+        let poll = Poll::new()?;
+        let mut listener = TcpListener::bind(addr)?;
+        let local_addr = listener.local_addr()?;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let w = waker.clone();
+        let inbox = Inbox::new(Box::new(move || {
+            let _ = w.wake();
+        }));
+        Ok(Server {
+            poll,
+            listener: Some(listener),
+            local_addr,
+            waker,
+            inbox,
+            conns: Vec::new(),
+            free: Vec::new(),
+            live: 0,
+            next_generation: 1,
+            timers: TimerSet::new(),
+            clock,
+            handler,
+            cfg,
+            shutdown_flag: Arc::new(AtomicBool::new(false)),
+            grace_deadline: None,
+            scratch: Vec::with_capacity(DRAIN_BATCH),
+            read_buf: vec![0u8; READ_CHUNK].into_boxed_slice(),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle {
+            flag: self.shutdown_flag.clone(),
+            waker: self.waker.clone(),
+        }
+    }
+
+    /// Serve until shut down; returns once every connection is closed or the grace period
+    /// is over.
+    pub fn run(mut self) -> io::Result<()> {
+        let mut events = Events::with_capacity(1024);
+        loop {
+            if self.shutdown_flag.load(Ordering::SeqCst) && self.grace_deadline.is_none() {
+                self.begin_shutdown();
+            }
+            let now = self.clock.now();
+            if let Some(deadline) = self.grace_deadline {
+                if self.live == 0 || now >= deadline {
+                    break;
+                }
+            }
+            let mut timeout = self.timers.timeout(now);
+            if let Some(deadline) = self.grace_deadline {
+                let left = deadline.saturating_duration_since(now);
+                timeout = Some(timeout.map_or(left, |t| t.min(left)));
+            }
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            for event in events.iter() {
+                match event.token() {
+                    LISTENER => self.accept_all(),
+                    WAKER => {}
+                    Token(t) => {
+                        let slot = t - FIRST_CONN;
+                        if event.is_readable() || event.is_read_closed() || event.is_error() {
+                            self.on_readable(slot);
+                        }
+                        if event.is_writable() || event.is_write_closed() {
+                            self.drive(slot);
+                        }
+                    }
+                }
+            }
+            self.process_ready();
+            self.process_timers();
+        }
+        for slot in 0..self.conns.len() {
+            if self.conns[slot].is_some() {
+                self.close(slot, "shutdown");
+            }
+        }
+        Ok(())
+    }
+
+    fn begin_shutdown(&mut self) {
+        log::info!("shutting down: no longer accepting connections");
+        if let Some(mut l) = self.listener.take() {
+            let _ = self.poll.registry().deregister(&mut l);
+        }
+        self.grace_deadline = Some(self.clock.now() + self.cfg.shutdown_grace);
+        for slot in 0..self.conns.len() {
+            let Some(conn) = self.conns[slot].as_ref() else {
+                continue;
+            };
+            match conn.job() {
+                Some(job) => job.stop(StopReason::Shutdown),
+                None => {
+                    if !matches!(conn.state, State::Closing) {
+                        self.close(slot, "shutdown");
+                    }
+                }
+            }
+        }
+    }
+
+    fn accept_all(&mut self) {
+        loop {
+            let Some(listener) = self.listener.as_ref() else {
+                return;
+            };
+            let (mut sock, _peer) = match listener.accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // EMFILE and friends: keep serving what we have.
+                    log::warn!("accept failed: {e}");
+                    return;
+                }
+            };
+            if self.live >= self.cfg.max_connections {
+                let mut out = Vec::new();
+                self.handler
+                    .over_capacity()
+                    .closing()
+                    .write_to(&mut out, false, false);
+                let _ = sock.write(&out);
+                let _ = sock.shutdown(std::net::Shutdown::Both);
+                log::warn!("connection refused: {} connections open", self.live);
+                continue;
+            }
+            let _ = sock.set_nodelay(true);
+            let slot = match self.free.pop() {
+                Some(s) => s,
+                None => {
+                    self.conns.push(None);
+                    self.conns.len() - 1
+                }
+            };
+            if let Err(e) = self.poll.registry().register(
+                &mut sock,
+                Token(slot + FIRST_CONN),
+                Interest::READABLE | Interest::WRITABLE,
+            ) {
+                log::warn!("register failed: {e}");
+                self.free.push(slot);
+                continue;
+            }
+            let now = self.clock.now();
+            let id = ConnId {
+                slot,
+                generation: self.next_generation,
+            };
+            self.next_generation += 1;
+            let mut conn = Conn::new(id, sock, now);
+            conn.read_deadline = Some(now + self.cfg.header_timeout);
+            self.conns[slot] = Some(conn);
+            self.live += 1;
+            self.rearm(slot);
+        }
+    }
+
+    fn conn(&mut self, slot: usize) -> Option<&mut Conn> {
+        self.conns.get_mut(slot).and_then(Option::as_mut)
+    }
+
+    fn on_readable(&mut self, slot: usize) {
+        loop {
+            let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+                return;
+            };
+            if conn.peer_eof {
+                break;
+            }
+            match conn.sock.read(&mut self.read_buf) {
+                Ok(0) => {
+                    conn.peer_eof = true;
+                    break;
+                }
+                Ok(n) => {
+                    conn.inbuf.extend_from_slice(&self.read_buf[..n]);
+                    // Process as we go so a flood is consumed or refused, never buffered whole.
+                    self.advance(slot);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    self.close(slot, "read error");
+                    return;
+                }
+            }
+        }
+        self.drive(slot);
+    }
+
+    /// Advance the state machine, flush, and re-arm timers.
+    fn drive(&mut self, slot: usize) {
+        self.advance(slot);
+        self.flush(slot);
+        if self.conn(slot).is_some() {
+            self.rearm(slot);
+        }
+    }
+
+    fn advance(&mut self, slot: usize) {
+        let now = self.clock.now();
+        let watermark = self.cfg.max_output_bytes / 2;
+        let shutting_down = self.grace_deadline.is_some();
+        loop {
+            let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+                return;
+            };
+            let pending = conn.pending_out();
+            match &mut conn.state {
+                State::ReadingHead { since } => {
+                    if shutting_down {
+                        conn.state = State::Closing;
+                        continue;
+                    }
+                    if pending > watermark {
+                        // A pipelining client that does not read its answers waits here.
+                        if conn.inbuf.len() > limits::MAX_BUFFERED_WHILE_BUSY {
+                            self.close(slot, "pipelined flood");
+                        }
+                        return;
+                    }
+                    if conn.inbuf.is_empty() {
+                        if conn.peer_eof {
+                            self.close(slot, "eof");
+                        }
+                        return;
+                    }
+                    match http::parse_head(&conn.inbuf) {
+                        Err(e) => {
+                            let r = Response::text(e.status(), http::reason(e.status())).closing();
+                            self.respond(slot, r, false, false);
+                            return;
+                        }
+                        Ok(None) => {
+                            if since.is_none() {
+                                *since = Some(now);
+                                conn.read_deadline = Some(now + self.cfg.header_timeout);
+                            }
+                            if conn.peer_eof {
+                                self.close(slot, "eof in head");
+                            }
+                            return;
+                        }
+                        Ok(Some((head, used))) => {
+                            conn.inbuf.drain(..used);
+                            self.on_head(slot, head, now);
+                        }
+                    }
+                }
+                State::ReadingBody(b) => {
+                    let complete = match &mut b.chunked {
+                        None => {
+                            let take = (conn.inbuf.len() as u64).min(b.remaining) as usize;
+                            b.body.extend_from_slice(&conn.inbuf[..take]);
+                            conn.inbuf.drain(..take);
+                            b.remaining -= take as u64;
+                            b.remaining == 0
+                        }
+                        Some(dec) => match dec.decode(&conn.inbuf, &mut b.body, b.limit) {
+                            Ok(used) => {
+                                conn.inbuf.drain(..used);
+                                dec.is_done()
+                            }
+                            Err(ChunkError::TooLarge) => {
+                                let r = b.too_large.clone().closing();
+                                self.respond(slot, r, false, false);
+                                return;
+                            }
+                            Err(ChunkError::Malformed) => {
+                                let r = Response::text(400, "Bad Request").closing();
+                                self.respond(slot, r, false, false);
+                                return;
+                            }
+                        },
+                    };
+                    if !complete {
+                        if conn.peer_eof {
+                            self.close(slot, "eof in body");
+                        }
+                        return;
+                    }
+                    let State::ReadingBody(b) =
+                        std::mem::replace(&mut conn.state, State::ReadingHead { since: None })
+                    else {
+                        return;
+                    };
+                    self.dispatch(slot, *b);
+                }
+                State::Dispatched { .. } | State::Streaming { .. } => {
+                    if conn.peer_eof {
+                        // uvicorn treats a half-close as a disconnect; so does the reference.
+                        self.close(slot, "client gone");
+                    } else if conn.inbuf.len() > limits::MAX_BUFFERED_WHILE_BUSY {
+                        self.close(slot, "input flood while busy");
+                    }
+                    return;
+                }
+                State::Closing => {
+                    conn.inbuf.clear();
+                    return;
+                }
+            }
+        }
+    }
+
+    fn on_head(&mut self, slot: usize, head: http::RequestHead, now: Instant) {
+        let head_only = head.method == "HEAD";
+        match self.handler.on_head(&head) {
+            HeadDecision::Respond(r) => {
+                let keep = head.keep_alive && !head.has_body();
+                self.respond(slot, r, keep, head_only);
+            }
+            HeadDecision::ReadBody {
+                limit,
+                too_large,
+                route,
+            } => {
+                let (remaining, chunked) = match head.framing {
+                    Framing::Length(n) if n > limit as u64 => {
+                        self.respond(slot, too_large.closing(), false, head_only);
+                        return;
+                    }
+                    Framing::Length(n) => (n, None),
+                    Framing::Chunked => (0, Some(ChunkedDecoder::default())),
+                };
+                let body_timeout = self.cfg.body_timeout;
+                let Some(conn) = self.conn(slot) else { return };
+                if head.expect_continue && head.has_body() && conn.inbuf.is_empty() {
+                    push_out(conn, http::CONTINUE_100, now);
+                }
+                conn.read_deadline = Some(now + body_timeout);
+                conn.state = State::ReadingBody(Box::new(BodyRead {
+                    head,
+                    route,
+                    limit,
+                    too_large,
+                    body: Vec::new(),
+                    remaining,
+                    chunked,
+                    deadline: now + body_timeout,
+                }));
+            }
+        }
+    }
+
+    fn dispatch(&mut self, slot: usize, b: BodyRead) {
+        let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        let keep_alive = b.head.keep_alive;
+        let head_only = b.head.method == "HEAD";
+        let (job, outbox) = job::new_job(conn.id, self.cfg.job_queue_capacity, &self.inbox);
+        conn.read_deadline = None;
+        conn.state = State::Dispatched {
+            job,
+            keep_alive,
+            head_only,
+        };
+        let request = Request {
+            head: b.head,
+            body: b.body,
+            route: b.route,
+        };
+        if let Err(r) = self.handler.dispatch(request, outbox) {
+            if let Some(conn) = self.conn(slot) {
+                conn.state = State::ReadingHead { since: None };
+            }
+            self.respond(slot, r, keep_alive, head_only);
+        }
+    }
+
+    /// Queue a complete response and move to the next request (or to closing).
+    fn respond(&mut self, slot: usize, r: Response, keep_alive: bool, head_only: bool) {
+        let now = self.clock.now();
+        let keepalive_timeout = self.cfg.keepalive_timeout;
+        let Some(conn) = self.conn(slot) else { return };
+        let keep = keep_alive && !r.close;
+        let start = conn.out.len();
+        r.write_to(&mut conn.out, keep, head_only);
+        if conn.out_pos == start {
+            conn.last_progress = now;
+        }
+        if keep {
+            conn.state = State::ReadingHead { since: None };
+            conn.read_deadline = Some(now + keepalive_timeout);
+        } else {
+            conn.state = State::Closing;
+            conn.read_deadline = None;
+        }
+    }
+
+    fn flush(&mut self, slot: usize) {
+        let now = self.clock.now();
+        let watermark = self.cfg.max_output_bytes / 2;
+        let Some(conn) = self.conn(slot) else { return };
+        let before = conn.pending_out();
+        while conn.out_pos < conn.out.len() {
+            match conn.sock.write(&conn.out[conn.out_pos..]) {
+                Ok(0) => {
+                    self.close(slot, "write zero");
+                    return;
+                }
+                Ok(n) => {
+                    conn.out_pos += n;
+                    conn.last_progress = now;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    self.close(slot, "write error");
+                    return;
+                }
+            }
+        }
+        if conn.out_pos == conn.out.len() {
+            conn.out.clear();
+            conn.out_pos = 0;
+            if conn.out.capacity() > 64 * 1024 {
+                conn.out.shrink_to(16 * 1024);
+            }
+        } else if conn.out_pos > 64 * 1024 {
+            conn.out.drain(..conn.out_pos);
+            conn.out_pos = 0;
+        }
+        let after = conn.pending_out();
+        if matches!(conn.state, State::Closing) && after == 0 {
+            self.close(slot, "done");
+            return;
+        }
+        if before > watermark && after <= watermark {
+            if let Some(job) = conn.job() {
+                job.renotify();
+            }
+            // Pipelined requests waiting behind the output can go on now.
+            if matches!(conn.state, State::ReadingHead { .. }) && !conn.inbuf.is_empty() {
+                self.drive(slot);
+            }
+        }
+    }
+
+    fn process_ready(&mut self) {
+        for job in self.inbox.take_ready() {
+            let id = job.conn;
+            let owned = self
+                .conns
+                .get(id.slot)
+                .and_then(Option::as_ref)
+                .is_some_and(|c| c.id == id && c.job().is_some_and(|j| Arc::ptr_eq(j, &job)));
+            if !owned {
+                job.stop(StopReason::ClientGone);
+                continue;
+            }
+            self.pump(id.slot, &job);
+            self.drive(id.slot);
+        }
+    }
+
+    /// Move replies from a job's queue into the connection's output, up to the watermark.
+    fn pump(&mut self, slot: usize, job: &Arc<JobShared>) {
+        let watermark = self.cfg.max_output_bytes / 2;
+        loop {
+            let Some(conn) = self.conn(slot) else { return };
+            if !conn.job().is_some_and(|j| Arc::ptr_eq(j, job)) {
+                return;
+            }
+            if conn.pending_out() > watermark {
+                return;
+            }
+            let mut batch = std::mem::take(&mut self.scratch);
+            batch.clear();
+            let closed = job.drain(DRAIN_BATCH, &mut batch);
+            if batch.is_empty() {
+                self.scratch = batch;
+                if closed {
+                    // The worker ended without finishing its reply (it crashed or misbehaved).
+                    self.close(slot, "worker ended without a reply");
+                }
+                return;
+            }
+            for reply in batch.drain(..) {
+                self.apply(slot, reply);
+            }
+            self.scratch = batch;
+            let limit = self.cfg.max_output_bytes;
+            if let Some(conn) = self.conn(slot) {
+                if conn.pending_out() > limit {
+                    self.close(slot, "output bound exceeded");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn apply(&mut self, slot: usize, reply: Reply) {
+        let now = self.clock.now();
+        let keepalive_timeout = self.cfg.keepalive_timeout;
+        let Some(conn) = self.conn(slot) else { return };
+        match (reply, &conn.state) {
+            (
+                Reply::Response(r),
+                State::Dispatched {
+                    keep_alive,
+                    head_only,
+                    ..
+                },
+            ) => {
+                let (k, h) = (*keep_alive, *head_only);
+                self.respond(slot, r, k, h);
+            }
+            (Reply::StartStream, State::Dispatched { .. }) => {
+                let State::Dispatched {
+                    job, keep_alive, ..
+                } = std::mem::replace(&mut conn.state, State::Closing)
+                else {
+                    return;
+                };
+                // HTTP/1.0 has no chunked encoding: its stream ends by closing the connection.
+                let chunked = keep_alive;
+                let start = conn.out.len();
+                http::write_sse_head(&mut conn.out, chunked);
+                if conn.out_pos == start {
+                    conn.last_progress = now;
+                }
+                conn.last_event = now;
+                conn.state = State::Streaming {
+                    job,
+                    keep_alive,
+                    chunked,
+                };
+            }
+            (Reply::Event(data), State::Streaming { chunked, .. }) => {
+                let chunked = *chunked;
+                let start = conn.out.len();
+                http::write_body_piece(&mut conn.out, &data, chunked);
+                if conn.out_pos == start {
+                    conn.last_progress = now;
+                }
+                conn.last_event = now;
+            }
+            (
+                Reply::EndStream,
+                State::Streaming {
+                    keep_alive,
+                    chunked,
+                    ..
+                },
+            ) => {
+                let (keep, chunked) = (*keep_alive && *chunked, *chunked);
+                if chunked {
+                    push_out(conn, http::LAST_CHUNK, now);
+                }
+                if keep {
+                    conn.state = State::ReadingHead { since: None };
+                    conn.read_deadline = Some(now + keepalive_timeout);
+                } else {
+                    conn.state = State::Closing;
+                }
+            }
+            (reply, _) => {
+                log::warn!(
+                    "dropping out-of-order reply {:?} in state {}",
+                    std::mem::discriminant(&reply),
+                    conn.state_name()
+                );
+            }
+        }
+    }
+
+    fn process_timers(&mut self) {
+        let now = self.clock.now();
+        while let Some((at, token, kind)) = self.timers.pop_due(now) {
+            let Some(conn) = self.conns.get_mut(token).and_then(Option::as_mut) else {
+                continue;
+            };
+            if !TimerSet::accept(&mut conn.armed, at, kind) {
+                continue;
+            }
+            match kind {
+                TimerKind::Read => {
+                    if conn.read_deadline.is_some_and(|d| d <= now) {
+                        self.close(token, "read timeout");
+                        continue;
+                    }
+                }
+                TimerKind::Heartbeat => {
+                    if let State::Streaming { chunked, .. } = conn.state {
+                        if now >= conn.last_event + self.cfg.heartbeat_interval {
+                            let start = conn.out.len();
+                            http::write_body_piece(&mut conn.out, b": heartbeat\n\n", chunked);
+                            if conn.out_pos == start {
+                                conn.last_progress = now;
+                            }
+                            conn.last_event = now;
+                        }
+                    }
+                }
+                TimerKind::WriteStall => {
+                    if conn.pending_out() > 0
+                        && now >= conn.last_progress + self.cfg.write_stall_timeout
+                    {
+                        self.close(token, "write stalled");
+                        continue;
+                    }
+                }
+            }
+            self.drive(token);
+        }
+    }
+
+    fn rearm(&mut self, slot: usize) {
+        let hb = self.cfg.heartbeat_interval;
+        let stall = self.cfg.write_stall_timeout;
+        let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        let read_deadline = match &conn.state {
+            State::ReadingHead { .. } => conn.read_deadline,
+            State::ReadingBody(b) => Some(b.deadline),
+            _ => None,
+        };
+        match read_deadline {
+            Some(at) => self.timers.arm(&mut conn.armed, slot, TimerKind::Read, at),
+            None => TimerSet::disarm(&mut conn.armed, TimerKind::Read),
+        }
+        if matches!(conn.state, State::Streaming { .. }) {
+            self.timers.arm(
+                &mut conn.armed,
+                slot,
+                TimerKind::Heartbeat,
+                conn.last_event + hb,
+            );
+        } else {
+            TimerSet::disarm(&mut conn.armed, TimerKind::Heartbeat);
+        }
+        if conn.pending_out() > 0 {
+            self.timers.arm(
+                &mut conn.armed,
+                slot,
+                TimerKind::WriteStall,
+                conn.last_progress + stall,
+            );
+        } else {
+            TimerSet::disarm(&mut conn.armed, TimerKind::WriteStall);
+        }
+    }
+
+    fn close(&mut self, slot: usize, why: &str) {
+        let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else {
+            return;
+        };
+        if let Some(job) = conn.job() {
+            // The stream never reached its end: whoever produces it must learn the client is gone.
+            job.stop(StopReason::ClientGone);
+        }
+        log::debug!(
+            "conn {}#{} closed in {} ({why})",
+            slot,
+            conn.id.generation,
+            conn.state_name()
+        );
+        let _ = self.poll.registry().deregister(&mut conn.sock);
+        let _ = conn.sock.shutdown(std::net::Shutdown::Both);
+        drop(conn);
+        self.free.push(slot);
+        self.live -= 1;
+    }
+}
+
+fn push_out(conn: &mut Conn, bytes: &[u8], now: Instant) {
+    if conn.pending_out() == 0 {
+        conn.last_progress = now;
+    }
+    conn.out.extend_from_slice(bytes);
+}
+
+/// Run a server on its own thread (tests and embedders).
+pub fn spawn(server: Server) -> io::Result<std::thread::JoinHandle<io::Result<()>>> {
+    std::thread::Builder::new()
+        .name("iac-agui-loop".into())
+        .spawn(move || server.run())
+}

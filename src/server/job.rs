@@ -1,0 +1,351 @@
+//! The link between the loop and one worker job.
+//!
+//! Each job has its own bounded reply queue, so a slow client only ever blocks its own worker
+//! (which then stops reading upstream): backpressure without head-of-line blocking. A worker
+//! that queues into an empty queue puts the job on the shared ready list and wakes the loop
+//! once; the loop drains ready jobs. The loop tells a worker to stop (client gone, shutdown)
+//! through a flag plus hooks, which the worker uses to close its upstream socket at once.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use super::http::Response;
+
+/// Identifies a connection across slot reuse: slot index plus a generation counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ConnId {
+    pub slot: usize,
+    pub generation: u64,
+}
+
+/// What a worker sends to the loop.
+#[derive(Debug)]
+pub enum Reply {
+    /// A complete response; the job is finished.
+    Response(Response),
+    /// Start the SSE response (head is written by the loop).
+    StartStream,
+    /// One SSE event, already encoded as `data: …\n\n`.
+    Event(Vec<u8>),
+    /// The stream ended after its terminal event.
+    EndStream,
+}
+
+/// Shared between the loop ("ready list") and all jobs.
+pub struct Inbox {
+    ready: Mutex<Vec<Arc<JobShared>>>,
+    waker: Box<dyn Fn() + Send + Sync>,
+}
+
+impl Inbox {
+    pub fn new(waker: Box<dyn Fn() + Send + Sync>) -> Arc<Inbox> {
+        Arc::new(Inbox {
+            ready: Mutex::new(Vec::new()),
+            waker,
+        })
+    }
+
+    /// Jobs that queued something since the last call.
+    pub fn take_ready(&self) -> Vec<Arc<JobShared>> {
+        std::mem::take(&mut *lock(&self.ready))
+    }
+
+    fn notify(&self, job: Arc<JobShared>) {
+        lock(&self.ready).push(job);
+        (self.waker)();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A worker that panicked while holding a lock must not take the loop down with it.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+struct Queue {
+    items: VecDeque<Reply>,
+    /// The worker dropped its end.
+    closed: bool,
+    /// The job is on the inbox ready list and will be drained.
+    notified: bool,
+}
+
+/// Why the loop stopped a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The client went away (or was dropped as too slow): nobody reads replies any more.
+    ClientGone,
+    /// The server is shutting down: abort upstream work, but the terminal event is still read.
+    Shutdown,
+}
+
+/// State shared by the loop side ([`JobHandle`]) and the worker side ([`Outbox`]).
+pub struct JobShared {
+    pub conn: ConnId,
+    queue: Mutex<Queue>,
+    space: Condvar,
+    stop: AtomicU8,
+    stop_hooks: Mutex<Vec<Box<dyn FnOnce() + Send>>>,
+    capacity: usize,
+    inbox: Arc<Inbox>,
+}
+
+impl JobShared {
+    /// Ask the worker to stop and run its stop hooks (once). `ClientGone` wins over
+    /// `Shutdown` when both happen.
+    pub fn stop(&self, reason: StopReason) {
+        let code = match reason {
+            StopReason::Shutdown => 1,
+            StopReason::ClientGone => 2,
+        };
+        let prev = self.stop.fetch_max(code, Ordering::SeqCst);
+        if prev == 0 {
+            let hooks = std::mem::take(&mut *lock(&self.stop_hooks));
+            for hook in hooks {
+                hook();
+            }
+        }
+        // Hold the queue lock so a sender between its check and its wait cannot miss this.
+        let _q = lock(&self.queue);
+        self.space.notify_all();
+    }
+
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        match self.stop.load(Ordering::SeqCst) {
+            0 => None,
+            1 => Some(StopReason::Shutdown),
+            _ => Some(StopReason::ClientGone),
+        }
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.stop_reason().is_some()
+    }
+
+    /// Take up to `max` queued replies. `closed` reports a worker that has gone away.
+    pub fn drain(&self, max: usize, out: &mut Vec<Reply>) -> bool {
+        let mut q = lock(&self.queue);
+        q.notified = false;
+        let n = q.items.len().min(max);
+        out.extend(q.items.drain(..n));
+        if n > 0 {
+            self.space.notify_all();
+        }
+        q.closed && q.items.is_empty()
+    }
+
+    /// Put the job back on the ready list (used when the loop stopped draining early).
+    pub fn renotify(self: &Arc<Self>) {
+        let mut q = lock(&self.queue);
+        if !q.notified && (!q.items.is_empty() || q.closed) {
+            q.notified = true;
+            drop(q);
+            self.inbox.notify(self.clone());
+        }
+    }
+
+    pub fn has_pending(&self) -> bool {
+        let q = lock(&self.queue);
+        !q.items.is_empty() || q.closed
+    }
+}
+
+/// The worker's end: send replies, observe the stop flag, register stop hooks.
+pub struct Outbox {
+    shared: Arc<JobShared>,
+}
+
+/// Returned by [`Outbox::send`] when the loop stopped the job (client gone or shutdown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stopped;
+
+impl Outbox {
+    /// Queue a reply, blocking while the queue is full. Fails once the client is gone.
+    pub fn send(&self, reply: Reply) -> Result<(), Stopped> {
+        let s = &self.shared;
+        let mut q = lock(&s.queue);
+        loop {
+            if s.stop_reason() == Some(StopReason::ClientGone) {
+                return Err(Stopped);
+            }
+            if q.items.len() < s.capacity {
+                break;
+            }
+            q = s.space.wait(q).unwrap_or_else(|e| e.into_inner());
+        }
+        q.items.push_back(reply);
+        if !q.notified {
+            q.notified = true;
+            drop(q);
+            s.inbox.notify(s.clone());
+        }
+        Ok(())
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.shared.is_stopped()
+    }
+
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        self.shared.stop_reason()
+    }
+
+    /// Run `hook` when the job is stopped (immediately if it already is).
+    pub fn on_stop(&self, hook: Box<dyn FnOnce() + Send>) {
+        let mut hooks = lock(&self.shared.stop_hooks);
+        if self.shared.is_stopped() {
+            drop(hooks);
+            hook();
+        } else {
+            hooks.push(hook);
+        }
+    }
+
+    /// A handle to the stop flag that outlives the outbox (for helper threads).
+    pub fn stop_flag(&self) -> StopFlag {
+        StopFlag {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl Drop for Outbox {
+    fn drop(&mut self) {
+        let s = &self.shared;
+        let mut q = lock(&s.queue);
+        q.closed = true;
+        if !q.notified {
+            q.notified = true;
+            drop(q);
+            s.inbox.notify(s.clone());
+        }
+    }
+}
+
+/// Read-only view of a job's stop flag.
+#[derive(Clone)]
+pub struct StopFlag {
+    shared: Arc<JobShared>,
+}
+
+impl StopFlag {
+    pub fn is_stopped(&self) -> bool {
+        self.shared.is_stopped()
+    }
+
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        self.shared.stop_reason()
+    }
+}
+
+/// Create a job for `conn`: the loop keeps the shared part, the worker gets the outbox.
+pub fn new_job(conn: ConnId, capacity: usize, inbox: &Arc<Inbox>) -> (Arc<JobShared>, Outbox) {
+    let shared = Arc::new(JobShared {
+        conn,
+        queue: Mutex::new(Queue {
+            items: VecDeque::new(),
+            closed: false,
+            notified: false,
+        }),
+        space: Condvar::new(),
+        stop: AtomicU8::new(0),
+        stop_hooks: Mutex::new(Vec::new()),
+        capacity: capacity.max(1),
+        inbox: inbox.clone(),
+    });
+    let outbox = Outbox {
+        shared: shared.clone(),
+    };
+    (shared, outbox)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Duration;
+
+    fn inbox() -> (Arc<Inbox>, Arc<AtomicUsize>) {
+        let wakes = Arc::new(AtomicUsize::new(0));
+        let w = wakes.clone();
+        (
+            Inbox::new(Box::new(move || {
+                w.fetch_add(1, Ordering::SeqCst);
+            })),
+            wakes,
+        )
+    }
+
+    const ID: ConnId = ConnId {
+        slot: 3,
+        generation: 1,
+    };
+
+    #[test]
+    fn one_wake_per_burst() {
+        let (inbox, wakes) = inbox();
+        let (job, out) = new_job(ID, 8, &inbox);
+        out.send(Reply::StartStream).unwrap();
+        out.send(Reply::Event(b"a".to_vec())).unwrap();
+        assert_eq!(wakes.load(Ordering::SeqCst), 1);
+        let ready = inbox.take_ready();
+        assert_eq!(ready.len(), 1);
+        let mut got = Vec::new();
+        assert!(!job.drain(100, &mut got));
+        assert_eq!(got.len(), 2);
+        out.send(Reply::EndStream).unwrap();
+        assert_eq!(wakes.load(Ordering::SeqCst), 2);
+        drop(out);
+        let mut got = Vec::new();
+        assert!(job.drain(100, &mut got));
+    }
+
+    #[test]
+    fn full_queue_blocks_until_drained_or_stopped() {
+        let (inbox, _) = inbox();
+        let (job, out) = new_job(ID, 1, &inbox);
+        out.send(Reply::StartStream).unwrap();
+        let t = std::thread::spawn(move || {
+            let r1 = out.send(Reply::Event(vec![1]));
+            let r2 = out.send(Reply::Event(vec![2]));
+            (r1, r2)
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        let mut got = Vec::new();
+        job.drain(10, &mut got);
+        std::thread::sleep(Duration::from_millis(50));
+        job.stop(StopReason::ClientGone);
+        let (r1, r2) = t.join().unwrap();
+        assert!(r1.is_ok());
+        assert_eq!(r2, Err(Stopped));
+    }
+
+    #[test]
+    fn shutdown_still_lets_the_terminal_event_through() {
+        let (inbox, _) = inbox();
+        let (job, out) = new_job(ID, 4, &inbox);
+        job.stop(StopReason::Shutdown);
+        assert!(out.send(Reply::EndStream).is_ok());
+        job.stop(StopReason::ClientGone);
+        assert_eq!(out.send(Reply::EndStream), Err(Stopped));
+    }
+
+    #[test]
+    fn stop_hooks_run_once_even_if_registered_late() {
+        let (inbox, _) = inbox();
+        let (job, out) = new_job(ID, 4, &inbox);
+        let count = Arc::new(AtomicUsize::new(0));
+        let c = count.clone();
+        out.on_stop(Box::new(move || {
+            c.fetch_add(1, Ordering::SeqCst);
+        }));
+        job.stop(StopReason::Shutdown);
+        job.stop(StopReason::ClientGone);
+        let c = count.clone();
+        out.on_stop(Box::new(move || {
+            c.fetch_add(1, Ordering::SeqCst);
+        }));
+        assert_eq!(count.load(Ordering::SeqCst), 2);
+        assert_eq!(out.stop_reason(), Some(StopReason::ClientGone));
+    }
+}

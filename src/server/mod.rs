@@ -1,0 +1,84 @@
+//! The single-threaded HTTP/1.1 + SSE server. It knows nothing about AG-UI: a [`Handler`]
+//! decides what each request head means and runs the work on its own threads, talking back
+//! through a [`job::Outbox`].
+
+pub mod conn;
+pub mod event_loop;
+pub mod http;
+pub mod job;
+pub mod timers;
+
+use std::time::Duration;
+
+use crate::limits;
+pub use event_loop::{Server, ShutdownHandle};
+use http::{RequestHead, Response};
+pub use job::{Outbox, Reply, StopReason};
+
+/// Tunables of the loop; defaults come from [`crate::limits`].
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub header_timeout: Duration,
+    pub body_timeout: Duration,
+    pub keepalive_timeout: Duration,
+    pub heartbeat_interval: Duration,
+    pub write_stall_timeout: Duration,
+    pub max_connections: usize,
+    pub max_output_bytes: usize,
+    pub job_queue_capacity: usize,
+    /// How long graceful shutdown waits for open streams to finish.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            header_timeout: limits::HEADER_TIMEOUT,
+            body_timeout: limits::BODY_TIMEOUT,
+            keepalive_timeout: limits::KEEPALIVE_TIMEOUT,
+            heartbeat_interval: limits::HEARTBEAT_INTERVAL,
+            write_stall_timeout: limits::WRITE_STALL_TIMEOUT,
+            max_connections: limits::MAX_CONNECTIONS,
+            max_output_bytes: limits::MAX_OUTPUT_BYTES,
+            job_queue_capacity: limits::JOB_QUEUE_CAPACITY,
+            shutdown_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What to do with a request once its head is known.
+pub enum HeadDecision {
+    /// Answer now without reading a body (the connection closes if a body was announced).
+    Respond(Response),
+    /// Read the body (at most `limit` bytes), then hand the request to [`Handler::dispatch`].
+    ReadBody {
+        limit: usize,
+        /// Sent (and the connection closed) when the body exceeds `limit`.
+        too_large: Response,
+        /// Opaque route tag passed back in [`Request::route`].
+        route: u32,
+    },
+}
+
+/// A complete request for a worker.
+#[derive(Debug)]
+pub struct Request {
+    pub head: RequestHead,
+    pub body: Vec<u8>,
+    pub route: u32,
+}
+
+/// The application side of the server.
+pub trait Handler: Send + Sync + 'static {
+    /// Called on the loop thread; must be cheap and must not block.
+    fn on_head(&self, head: &RequestHead) -> HeadDecision;
+
+    /// Called on the loop thread with a complete request. Start the work elsewhere and keep
+    /// `outbox`; or refuse at once with a response. Must not block.
+    fn dispatch(&self, request: Request, outbox: Outbox) -> Result<(), Response>;
+
+    /// The answer for a connection refused because `max_connections` are open.
+    fn over_capacity(&self) -> Response {
+        Response::text(503, "Service Unavailable")
+    }
+}

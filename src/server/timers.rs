@@ -1,0 +1,189 @@
+//! Deadlines for the event loop, driven by an injectable clock.
+//!
+//! The set is a min-heap of `(deadline, token, kind)`. Entries are never removed in place:
+//! a connection remembers which deadline it armed per kind, and an entry that no longer
+//! matches is skipped when it pops (lazy deletion). Re-arming a kind to a *later* time
+//! pushes nothing; the earlier entry fires, and its owner re-arms for the remainder. So a
+//! busy SSE stream costs one heap entry per heartbeat interval, not one per event.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Source of monotonic time; tests substitute a manual clock.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> Instant;
+}
+
+/// The real monotonic clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+/// A clock that moves only when told to.
+#[derive(Debug)]
+pub struct ManualClock {
+    now: Mutex<Instant>,
+}
+
+impl ManualClock {
+    pub fn new() -> ManualClock {
+        ManualClock {
+            now: Mutex::new(Instant::now()),
+        }
+    }
+
+    pub fn advance(&self, d: Duration) {
+        let mut now = self.now.lock().unwrap_or_else(|e| e.into_inner());
+        *now += d;
+    }
+}
+
+impl Default for ManualClock {
+    fn default() -> Self {
+        ManualClock::new()
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Instant {
+        *self.now.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// What a connection deadline is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TimerKind {
+    /// Header, body or keep-alive idle deadline (depends on the connection state).
+    Read = 0,
+    /// SSE heartbeat after silence.
+    Heartbeat = 1,
+    /// Pending output that makes no progress.
+    WriteStall = 2,
+}
+
+pub const TIMER_KINDS: usize = 3;
+
+/// Per-connection record of the deadline currently in the heap for each kind.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Armed {
+    at: [Option<Instant>; TIMER_KINDS],
+}
+
+impl Armed {
+    pub fn get(&self, kind: TimerKind) -> Option<Instant> {
+        self.at[kind as usize]
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct TimerSet {
+    heap: BinaryHeap<Reverse<(Instant, usize, TimerKind)>>,
+}
+
+impl TimerSet {
+    pub fn new() -> TimerSet {
+        TimerSet::default()
+    }
+
+    /// Make sure an entry fires no later than `at` for `(token, kind)`.
+    pub fn arm(&mut self, armed: &mut Armed, token: usize, kind: TimerKind, at: Instant) {
+        match armed.at[kind as usize] {
+            Some(existing) if existing <= at => {}
+            _ => {
+                armed.at[kind as usize] = Some(at);
+                self.heap.push(Reverse((at, token, kind)));
+            }
+        }
+    }
+
+    /// Forget the armed deadline; the heap entry becomes stale and is skipped.
+    pub fn disarm(armed: &mut Armed, kind: TimerKind) {
+        armed.at[kind as usize] = None;
+    }
+
+    /// Time until the earliest entry, `None` when empty.
+    pub fn timeout(&self, now: Instant) -> Option<Duration> {
+        self.heap
+            .peek()
+            .map(|Reverse((at, _, _))| at.saturating_duration_since(now))
+    }
+
+    /// Pop one entry due at `now`. The caller must call [`TimerSet::accept`] with the owner's
+    /// `Armed` to learn whether it is still current.
+    pub fn pop_due(&mut self, now: Instant) -> Option<(Instant, usize, TimerKind)> {
+        match self.heap.peek() {
+            Some(Reverse((at, _, _))) if *at <= now => self.heap.pop().map(|Reverse(e)| e),
+            _ => None,
+        }
+    }
+
+    /// True when the popped entry is the owner's current deadline; clears it so the owner can
+    /// re-arm.
+    pub fn accept(armed: &mut Armed, at: Instant, kind: TimerKind) -> bool {
+        if armed.at[kind as usize] == Some(at) {
+            armed.at[kind as usize] = None;
+            true
+        } else {
+            false
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn earliest_first_and_stale_skipped() {
+        let clock = ManualClock::new();
+        let t0 = clock.now();
+        let mut set = TimerSet::new();
+        let mut a = Armed::default();
+        let mut b = Armed::default();
+        set.arm(&mut a, 1, TimerKind::Read, t0 + Duration::from_secs(5));
+        set.arm(&mut b, 2, TimerKind::Heartbeat, t0 + Duration::from_secs(3));
+        assert_eq!(set.timeout(t0), Some(Duration::from_secs(3)));
+        // Re-arming later pushes nothing.
+        set.arm(&mut b, 2, TimerKind::Heartbeat, t0 + Duration::from_secs(9));
+        assert_eq!(set.len(), 2);
+        clock.advance(Duration::from_secs(3));
+        let (at, tok, kind) = set.pop_due(clock.now()).unwrap();
+        assert_eq!((tok, kind), (2, TimerKind::Heartbeat));
+        assert!(TimerSet::accept(&mut b, at, kind));
+        assert!(set.pop_due(clock.now()).is_none());
+        // Disarmed entries are stale when they pop.
+        TimerSet::disarm(&mut a, TimerKind::Read);
+        clock.advance(Duration::from_secs(2));
+        let (at, _, kind) = set.pop_due(clock.now()).unwrap();
+        assert!(!TimerSet::accept(&mut a, at, kind));
+        assert!(set.is_empty());
+    }
+
+    #[test]
+    fn earlier_rearm_supersedes() {
+        let t0 = Instant::now();
+        let mut set = TimerSet::new();
+        let mut a = Armed::default();
+        set.arm(&mut a, 7, TimerKind::Read, t0 + Duration::from_secs(10));
+        set.arm(&mut a, 7, TimerKind::Read, t0 + Duration::from_secs(1));
+        let (at, _, kind) = set.pop_due(t0 + Duration::from_secs(1)).unwrap();
+        assert!(TimerSet::accept(&mut a, at, kind));
+        let (at, _, kind) = set.pop_due(t0 + Duration::from_secs(10)).unwrap();
+        assert!(!TimerSet::accept(&mut a, at, kind));
+    }
+}

@@ -1,0 +1,93 @@
+//! The binary: exit codes, the ready line, graceful shutdown on signals.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_iac-agui"));
+    c.env_remove("IAC_CODE_AGUI_PORT")
+        .env_remove("IAC_CODE_AGUI_HOST")
+        .env_remove("IAC_CODE_AGUI_AUTH_TOKEN");
+    c
+}
+
+/// Start the binary on a free port and return it with its address.
+fn start(args: &[&str]) -> (Child, std::net::SocketAddr) {
+    let mut child = bin()
+        .args(["--port", "0"])
+        .args(args)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let addr = loop {
+        let line = lines.next().expect("ready line").unwrap();
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            break rest.trim().parse().unwrap();
+        }
+    };
+    // Keep draining stderr so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (child, addr)
+}
+
+fn wait_exit(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let end = Instant::now() + within;
+    while Instant::now() < end {
+        if let Some(s) = child.try_wait().unwrap() {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+#[test]
+fn version_and_help_exit_zero() {
+    let out = bin().arg("--version").output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("iac-agui "));
+    let out = bin().arg("--help").output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--a2a-url"));
+}
+
+#[test]
+fn invalid_values_exit_2_with_one_line() {
+    for args in [
+        &["--port", "99999"][..],
+        &["--port", "abc"],
+        &["--idle-shutdown", "-3"],
+        &["--no-such-flag"],
+        &["--config", "/nonexistent/file.yaml"],
+    ] {
+        let out = bin().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("iac-agui: "), "{err}");
+    }
+    let out = bin().env("IAC_CODE_AGUI_PORT", "-1").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn sigterm_and_sigint_shut_down_gracefully() {
+    for sig in ["-TERM", "-INT"] {
+        let (mut child, addr) = start(&[]);
+        let r = common::raw(addr, &common::request("GET", "/health", &[], b""));
+        assert_eq!(r.status, 200);
+        let ok = Command::new("kill")
+            .args([sig, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        let status = wait_exit(&mut child, Duration::from_secs(10)).expect("exited");
+        assert_eq!(status.code(), Some(0), "{sig}");
+    }
+}

@@ -1,0 +1,888 @@
+//! Black-box tests of the HTTP/1.1 + SSE server core through real loopback sockets, with a
+//! scripted backend standing in for the AG-UI run logic.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use iac_agui::app::{Backend, CancelRequest, RunRequest, RunStream, run_error_json};
+use iac_agui::catalog::Msg;
+use iac_agui::errors::{ApiError, Code};
+use iac_agui::i18n::Lang;
+use iac_agui::server::ServerConfig;
+use iac_agui::server::http::Response;
+use serde_json::{Value, json};
+
+/// Scripted behaviour chosen by the body's `script` field.
+#[derive(Default)]
+struct Scripted {
+    log: Mutex<Vec<String>>,
+    stopped: AtomicUsize,
+}
+
+impl Scripted {
+    fn event(n: u64, pad: usize) -> Vec<u8> {
+        serde_json::to_vec(
+            &json!({"type":"CUSTOM","timestamp":n,"name":"n","value":"x".repeat(pad)}),
+        )
+        .unwrap()
+    }
+}
+
+impl Backend for Scripted {
+    fn run(&self, req: RunRequest, stream: &mut RunStream<'_>) {
+        let b = &req.body;
+        let script = b["script"].as_str().unwrap_or("events");
+        self.log.lock().unwrap().push(format!(
+            "run {script} header={} payload={}",
+            req.header_lang.code(),
+            req.payload_lang.code()
+        ));
+        match script {
+            "reject" => stream.reject(
+                ApiError::new(Code::ThreadBusy, Msg::ThreadBusy).response(req.payload_lang),
+            ),
+            "panic-before" => panic!("scripted panic before the stream"),
+            "panic" => {
+                stream.start().unwrap();
+                stream.event(&Self::event(1, 0)).unwrap();
+                panic!("scripted panic inside the stream");
+            }
+            "no-terminal" => {
+                stream.start().unwrap();
+                stream.event(&Self::event(1, 0)).unwrap();
+            }
+            "wait-stop" => {
+                stream.start().unwrap();
+                let flag = stream.stop_flag();
+                for _ in 0..2000 {
+                    if flag.is_stopped() {
+                        self.stopped.fetch_add(1, Ordering::SeqCst);
+                        let _ =
+                            stream.terminal(&run_error_json(Code::Cancelled, "stopped", "t", "r"));
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+            _ => {
+                let count = b["count"].as_u64().unwrap_or(3);
+                let delay = b["delayMs"].as_u64().unwrap_or(0);
+                let pad = b["pad"].as_u64().unwrap_or(0) as usize;
+                stream.start().unwrap();
+                for i in 0..count {
+                    if delay > 0 {
+                        std::thread::sleep(Duration::from_millis(delay));
+                    }
+                    if stream.event(&Self::event(i, pad)).is_err() {
+                        self.stopped.fetch_add(1, Ordering::SeqCst);
+                        return;
+                    }
+                }
+                let done = json!({"type":"RUN_FINISHED","timestamp":0,"threadId":"t","runId":"r","outcome":{"type":"success"}});
+                let _ = stream.terminal(&serde_json::to_vec(&done).unwrap());
+            }
+        }
+    }
+
+    fn cancel(&self, req: CancelRequest) -> Response {
+        self.log.lock().unwrap().push(format!(
+            "cancel {} {} {}",
+            req.execution_id, req.thread_id, req.ros_invocation_id
+        ));
+        Response::json(
+            200,
+            serde_json::to_vec(&json!({"executionId": req.execution_id, "status": "cancelled"}))
+                .unwrap(),
+        )
+    }
+}
+
+fn server_with(auth: Option<&str>, cfg: ServerConfig) -> (TestServer, Arc<Scripted>) {
+    let backend = Arc::new(Scripted::default());
+    (TestServer::start(backend.clone(), auth, cfg, 64), backend)
+}
+
+fn server() -> (TestServer, Arc<Scripted>) {
+    server_with(None, ServerConfig::default())
+}
+
+const CANCEL: &str = "/extensions/iac-code/v1/executions/exec-1/cancel";
+
+// ---------------------------------------------------------------- routes and methods
+
+#[test]
+fn health_get_and_head_are_exact_and_open_without_auth() {
+    let (srv, _) = server_with(Some("tok"), ServerConfig::default());
+    let r = raw(srv.addr, &request("GET", "/health", &[], b""));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let v = r.json();
+    assert_eq!(v["status"], "ok");
+    assert_eq!(v["protocol"], "ag-ui");
+    assert_eq!(v["protocolPackageVersion"], "0.1.20");
+    assert_eq!(v["executionKernel"], "a2a-1.0");
+    assert!(v["serverVersion"].is_string());
+    assert!(r.text().starts_with(r#"{"status":"ok","protocol":"ag-ui","protocolPackageVersion":"0.1.20","executionKernel":"a2a-1.0","serverVersion":"#));
+    let h = raw(srv.addr, &request("HEAD", "/health", &[], b""));
+    assert_eq!(h.status, 200);
+    assert_eq!(
+        h.header("content-length").unwrap(),
+        r.body.len().to_string()
+    );
+    assert!(h.body.is_empty());
+}
+
+#[test]
+fn wrong_methods_get_405_with_allow() {
+    let (srv, _) = server();
+    let r = raw(srv.addr, &request("POST", "/health", &[], b""));
+    assert_eq!((r.status, r.text().as_str()), (405, "Method Not Allowed"));
+    assert_eq!(r.header("allow"), Some("HEAD, GET"));
+    assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
+    let r = raw(srv.addr, &request("GET", "/", &[], b""));
+    assert_eq!((r.status, r.header("allow")), (405, Some("POST")));
+    let r = raw(srv.addr, &request("DELETE", CANCEL, &[], b""));
+    assert_eq!((r.status, r.header("allow")), (405, Some("POST")));
+}
+
+#[test]
+fn unknown_paths_get_404_and_slash_variants_redirect() {
+    let (srv, _) = server();
+    let r = raw(srv.addr, &request("GET", "/nope", &[], b""));
+    assert_eq!((r.status, r.text().as_str()), (404, "Not Found"));
+    let r = raw(srv.addr, &request("GET", "/health/", &[], b""));
+    assert_eq!(r.status, 307);
+    assert_eq!(r.header("location"), Some("http://test/health"));
+    let r = raw(srv.addr, &request("POST", &format!("{CANCEL}/"), &[], b""));
+    assert_eq!(r.status, 307);
+    // An encoded slash decodes to a second path segment: not the cancel route.
+    let r = raw(
+        srv.addr,
+        &request(
+            "POST",
+            "/extensions/iac-code/v1/executions/a%2Fb/cancel",
+            &[],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 404);
+}
+
+#[test]
+fn cancel_route_percent_decodes_its_id() {
+    let (srv, backend) = server();
+    let r = post_json(
+        srv.addr,
+        "/extensions/iac-code/v1/executions/ex%20one/cancel",
+        &[],
+        br#"{"threadId":"t1","rosInvocationId":"r1","other":1}"#,
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["executionId"], "ex one");
+    assert!(
+        backend
+            .log
+            .lock()
+            .unwrap()
+            .contains(&"cancel ex one t1 r1".to_string())
+    );
+}
+
+#[test]
+fn cancel_route_validation_order() {
+    let (srv, _) = server();
+    let cases: &[(&[u8], u16, &str, Msg)] = &[
+        (b"{bad", 400, "INVALID_JSON", Msg::CancelInvalidJson),
+        (b"[]", 400, "INVALID_INPUT", Msg::CancelNotObject),
+        (
+            br#"{"threadId":"t"}"#,
+            400,
+            "INVALID_INPUT",
+            Msg::CancelIdsRequired,
+        ),
+        (
+            br#"{"threadId":"","rosInvocationId":"r"}"#,
+            400,
+            "INVALID_INPUT",
+            Msg::CancelIdsRequired,
+        ),
+        (
+            br#"{"threadId":1,"rosInvocationId":"r"}"#,
+            400,
+            "INVALID_INPUT",
+            Msg::CancelIdsRequired,
+        ),
+    ];
+    for (body, status, code, msg) in cases {
+        let r = post_json(srv.addr, CANCEL, &[], body);
+        assert_eq!(
+            (r.status, r.error_code().as_str()),
+            (*status, *code),
+            "{body:?}"
+        );
+        assert_eq!(r.error_message(), msg.text(Lang::En));
+    }
+    let big = vec![b' '; 64 * 1024 + 1];
+    let r = post_json(srv.addr, CANCEL, &[], &big);
+    assert_eq!(
+        (r.status, r.error_code().as_str()),
+        (413, "REQUEST_TOO_LARGE")
+    );
+    assert_eq!(r.error_message(), Msg::CancelBodyTooLarge.text(Lang::En));
+}
+
+// ---------------------------------------------------------------- auth and content type
+
+#[test]
+fn bearer_auth_cases() {
+    let (srv, _) = server_with(Some("s3cret"), ServerConfig::default());
+    let body = br#"{"script":"reject"}"#;
+    let cases: &[(Option<&str>, u16)] = &[
+        (None, 401),
+        (Some("Basic s3cret"), 401),
+        (Some("Bearer  s3cret"), 401),
+        (Some("Bearer s3cret x"), 401),
+        (Some("Bearer"), 401),
+        (Some("Bearer s3cre"), 401),
+        (Some("Bearer s3cret"), 409),
+        (Some("BEARER s3cret"), 409),
+        (Some("bearer s3cret"), 409),
+    ];
+    for (auth, status) in cases {
+        let mut h = vec![];
+        if let Some(a) = auth {
+            h.push(("Authorization", *a));
+        }
+        let r = post_json(srv.addr, "/", &h, body);
+        assert_eq!(r.status, *status, "{auth:?}");
+        if *status == 401 {
+            assert_eq!(r.error_code(), "UNAUTHORIZED");
+            assert_eq!(r.header("www-authenticate"), None);
+        }
+        // The cancel route is protected too.
+        let r = post_json(
+            srv.addr,
+            CANCEL,
+            &h,
+            br#"{"threadId":"t","rosInvocationId":"r"}"#,
+        );
+        assert_eq!(r.status == 401, *status == 401, "cancel {auth:?}");
+    }
+    // A non-ASCII token is a 401, never a 500.
+    let mut req = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: Bearer s\xc3\xa9cret\r\nContent-Length: 2\r\n\r\n{}".to_vec();
+    assert_eq!(raw(srv.addr, &req).status, 401);
+    req.clear();
+}
+
+#[test]
+fn auth_is_checked_before_content_type() {
+    let (srv, _) = server_with(Some("tok"), ServerConfig::default());
+    let r = raw(
+        srv.addr,
+        &request("POST", "/", &[("Content-Type", "text/plain")], b"{}"),
+    );
+    assert_eq!(r.status, 401);
+}
+
+#[test]
+fn content_type_variants() {
+    let (srv, _) = server();
+    let body = br#"{"script":"reject"}"#;
+    for (ct, status) in [
+        (Some("text/plain"), 415),
+        (Some("application/json-patch+json"), 415),
+        (Some("application/jsonx"), 415),
+        (None, 415),
+        (Some("application/json"), 409),
+        (Some("Application/JSON; charset=utf-8"), 409),
+        (Some(" application/json ; charset=utf-8"), 409),
+    ] {
+        let mut h = vec![];
+        if let Some(c) = ct {
+            h.push(("Content-Type", c));
+        }
+        let r = raw(srv.addr, &request("POST", "/", &h, body));
+        assert_eq!(r.status, status, "{ct:?}");
+        if status == 415 {
+            assert_eq!(r.error_code(), "UNSUPPORTED_MEDIA_TYPE");
+        }
+    }
+}
+
+// ---------------------------------------------------------------- bodies
+
+#[test]
+fn content_length_over_limit_is_413_before_the_body() {
+    let (srv, _) = server();
+    let mut s = srv.connect();
+    s.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 12582913\r\n\r\n")
+        .unwrap();
+    let mut r = Reader::new(s);
+    let resp = r.response(false).unwrap();
+    assert_eq!(resp.status, 413);
+    assert_eq!(resp.error_code(), "REQUEST_TOO_LARGE");
+    assert_eq!(resp.error_message(), Msg::RunBodyTooLarge.text(Lang::En));
+    assert!(r.closed());
+}
+
+#[test]
+fn exactly_12_mib_is_accepted_and_one_more_byte_is_not() {
+    let (srv, _) = server();
+    let prefix = br#"{"script":"reject","pad":""#;
+    let suffix = br#""}"#;
+    let mut body = prefix.to_vec();
+    body.resize(12 * 1024 * 1024 - suffix.len(), b'a');
+    body.extend_from_slice(suffix);
+    assert_eq!(body.len(), 12_582_912);
+    let r = post_json(srv.addr, "/", &[], &body);
+    assert_eq!(r.status, 409, "{}", r.text());
+    let mut body2 = body.clone();
+    body2.insert(prefix.len(), b'a');
+    let r = post_json(srv.addr, "/", &[], &body2);
+    assert_eq!(r.status, 413);
+}
+
+fn chunked(body: &[u8], piece: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for c in body.chunks(piece) {
+        out.extend_from_slice(format!("{:x}\r\n", c.len()).as_bytes());
+        out.extend_from_slice(c);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"0\r\n\r\n");
+    out
+}
+
+#[test]
+fn chunked_bodies_work_and_over_limit_is_413() {
+    let (srv, _) = server();
+    let head = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let mut req = head.to_vec();
+    req.extend(chunked(br#"{"script":"reject"}"#, 3));
+    assert_eq!(raw(srv.addr, &req).status, 409);
+
+    let mut req = head.to_vec();
+    let big = vec![b' '; 12 * 1024 * 1024 + 1];
+    req.extend(chunked(&big, 1 << 20));
+    let mut s = srv.connect();
+    // The server may answer and close before it has read everything; ignore write errors.
+    let _ = s.write_all(&req);
+    let resp = Reader::new(s).response(false).unwrap();
+    assert_eq!(
+        (resp.status, resp.error_code().as_str()),
+        (413, "REQUEST_TOO_LARGE")
+    );
+}
+
+#[test]
+fn malformed_chunks_are_400() {
+    let (srv, _) = server();
+    let r = raw(
+        srv.addr,
+        b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+    );
+    assert_eq!(r.status, 400);
+}
+
+#[test]
+fn expect_100_continue_gets_an_interim_response() {
+    let (srv, _) = server();
+    let mut s = srv.connect();
+    let body = br#"{"script":"reject"}"#;
+    s.write_all(format!("POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n", body.len()).as_bytes()).unwrap();
+    let mut r = Reader::new(s);
+    let interim = r.head().unwrap();
+    assert_eq!(interim.0, 100);
+    r.sock.write_all(body).unwrap();
+    assert_eq!(r.response(false).unwrap().status, 409);
+}
+
+#[test]
+fn json_errors_and_non_objects() {
+    let (srv, _) = server();
+    let deep = "[".repeat(100_000);
+    for (body, status, code) in [
+        (&b"{bad"[..], 400, "INVALID_JSON"),
+        (b"\xff\xfe", 400, "INVALID_JSON"),
+        (deep.as_bytes(), 400, "INVALID_JSON"),
+        (br#"{"a":"\ud800"}"#, 400, "INVALID_JSON"),
+        (b"[]", 400, "INVALID_INPUT"),
+        (b"5", 400, "INVALID_INPUT"),
+    ] {
+        let r = post_json(srv.addr, "/", &[], body);
+        assert_eq!((r.status, r.error_code().as_str()), (status, code));
+    }
+    let r = post_json(srv.addr, "/", &[], b"[]");
+    assert_eq!(r.error_message(), Msg::RunNotObject.text(Lang::En));
+}
+
+// ---------------------------------------------------------------- connection handling
+
+#[test]
+fn keep_alive_serves_two_requests_on_one_socket() {
+    let (srv, _) = server();
+    let mut r = Reader::new(srv.connect());
+    r.sock
+        .write_all(&request("GET", "/health", &[], b""))
+        .unwrap();
+    assert_eq!(r.response(false).unwrap().status, 200);
+    r.sock
+        .write_all(&request(
+            "POST",
+            "/",
+            &[("Content-Type", "application/json")],
+            br#"{"count":2}"#,
+        ))
+        .unwrap();
+    let resp = r.response(false).unwrap();
+    assert_eq!(resp.status, 200);
+    let (events, _) = sse_events(&resp.body);
+    assert_eq!(events.len(), 3);
+    r.sock
+        .write_all(&request("GET", "/nope", &[], b""))
+        .unwrap();
+    assert_eq!(r.response(false).unwrap().status, 404);
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    let (srv, _) = server();
+    let mut all = Vec::new();
+    all.extend(request("GET", "/health", &[], b""));
+    all.extend(request(
+        "POST",
+        "/",
+        &[("Content-Type", "application/json")],
+        br#"{"count":1}"#,
+    ));
+    all.extend(request("GET", "/nope", &[], b""));
+    all.extend(request(
+        "POST",
+        "/",
+        &[("Content-Type", "application/json")],
+        br#"{"script":"reject"}"#,
+    ));
+    all.extend(request("GET", "/health", &[("Connection", "close")], b""));
+    let mut r = Reader::new(srv.connect());
+    r.sock.write_all(&all).unwrap();
+    let statuses: Vec<u16> = (0..5).map(|_| r.response(false).unwrap().status).collect();
+    assert_eq!(statuses, [200, 200, 404, 409, 200]);
+    assert!(r.closed());
+}
+
+#[test]
+fn connection_close_is_honoured() {
+    let (srv, _) = server();
+    let mut r = Reader::new(srv.connect());
+    r.sock
+        .write_all(&request("GET", "/health", &[("Connection", "close")], b""))
+        .unwrap();
+    let resp = r.response(false).unwrap();
+    assert_eq!(resp.header("connection"), Some("close"));
+    assert!(r.closed());
+}
+
+#[test]
+fn header_and_uri_limits() {
+    let (srv, _) = server();
+    let long_uri = format!("/{}", "a".repeat(9000));
+    let r = raw(srv.addr, &request("GET", &long_uri, &[], b""));
+    assert_eq!(r.status, 414);
+    let big = "b".repeat(20_000);
+    let r = raw(
+        srv.addr,
+        &request("GET", "/health", &[("X-Big", &big)], b""),
+    );
+    assert_eq!(r.status, 431);
+    let many: Vec<(String, String)> = (0..100).map(|i| (format!("X-{i}"), "v".into())).collect();
+    let refs: Vec<(&str, &str)> = many.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let r = raw(srv.addr, &request("GET", "/health", &refs, b""));
+    assert_eq!(r.status, 431);
+}
+
+#[test]
+fn request_smuggling_shapes_are_rejected_and_closed() {
+    let (srv, _) = server();
+    let shapes: &[&[u8]] = &[
+        b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+        b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}",
+        b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: -1\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: x\r\n\rX: y\r\n\r\n",
+    ];
+    for shape in shapes {
+        let mut s = srv.connect();
+        s.write_all(shape).unwrap();
+        let mut r = Reader::new(s);
+        let resp = r.response(false).unwrap();
+        assert_eq!(resp.status, 400, "{}", String::from_utf8_lossy(shape));
+        assert!(r.closed());
+    }
+}
+
+#[test]
+fn slowloris_head_is_closed_by_the_header_timeout() {
+    let cfg = ServerConfig {
+        header_timeout: Duration::from_millis(300),
+        ..ServerConfig::default()
+    };
+    let (srv, _) = server_with(None, cfg);
+    let mut s = srv.connect();
+    s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n").unwrap();
+    let start = std::time::Instant::now();
+    // Keep dribbling header bytes: the deadline counts from the first byte, not the last.
+    for _ in 0..4 {
+        std::thread::sleep(Duration::from_millis(100));
+        if s.write_all(b"X-A: b\r\n").is_err() {
+            break;
+        }
+    }
+    let mut r = Reader::new(s);
+    assert!(r.closed());
+    assert!(start.elapsed() < Duration::from_secs(3));
+}
+
+#[test]
+fn slow_body_is_closed_by_the_body_timeout() {
+    let cfg = ServerConfig {
+        body_timeout: Duration::from_millis(300),
+        ..ServerConfig::default()
+    };
+    let (srv, _) = server_with(None, cfg);
+    let mut s = srv.connect();
+    s.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+        .unwrap();
+    assert!(Reader::new(s).closed());
+}
+
+#[test]
+fn idle_keep_alive_connections_are_closed() {
+    let cfg = ServerConfig {
+        keepalive_timeout: Duration::from_millis(200),
+        ..ServerConfig::default()
+    };
+    let (srv, _) = server_with(None, cfg);
+    let mut r = Reader::new(srv.connect());
+    r.sock
+        .write_all(&request("GET", "/health", &[], b""))
+        .unwrap();
+    assert_eq!(r.response(false).unwrap().status, 200);
+    assert!(r.closed());
+}
+
+// ---------------------------------------------------------------- SSE
+
+#[test]
+fn sse_head_and_framing() {
+    let (srv, _) = server();
+    let mut r = Reader::new(srv.connect());
+    r.sock
+        .write_all(&request(
+            "POST",
+            "/",
+            &[("Content-Type", "application/json")],
+            br#"{"count":2}"#,
+        ))
+        .unwrap();
+    let (status, headers) = r.head().unwrap();
+    assert_eq!(status, 200);
+    let h = |n: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k == n)
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(h("content-type"), Some("text/event-stream; charset=utf-8"));
+    assert_eq!(h("cache-control"), Some("no-cache"));
+    assert_eq!(h("x-accel-buffering"), Some("no"));
+    assert_eq!(h("transfer-encoding"), Some("chunked"));
+    let first = r.chunk().unwrap();
+    assert!(first.starts_with(b"data: {\"type\":\"CUSTOM\""));
+    assert!(first.ends_with(b"}\n\n"));
+    assert!(!first.contains(&b'\r'));
+    r.chunk().unwrap();
+    let last = r.chunk().unwrap();
+    assert!(last.starts_with(b"data: {\"type\":\"RUN_FINISHED\""));
+    assert!(r.chunk().is_none());
+}
+
+#[test]
+fn http10_streams_end_by_closing() {
+    let (srv, _) = server();
+    let mut s = srv.connect();
+    s.write_all(b"POST / HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"count\":1}")
+        .unwrap();
+    let resp = Reader::new(s).response(false).unwrap();
+    assert_eq!(resp.header("transfer-encoding"), None);
+    let (events, _) = sse_events(&resp.body);
+    assert_eq!(events.len(), 2);
+}
+
+#[test]
+fn heartbeat_after_the_configured_silence() {
+    let cfg = ServerConfig {
+        heartbeat_interval: Duration::from_millis(150),
+        ..ServerConfig::default()
+    };
+    let (srv, _) = server_with(None, cfg);
+    let resp = post_json(srv.addr, "/", &[], br#"{"count":2,"delayMs":500}"#);
+    let (events, heartbeats) = sse_events(&resp.body);
+    assert_eq!(events.len(), 3);
+    // 2 × 500 ms of silence at a 150 ms interval: several heartbeats, exact bytes.
+    assert!(heartbeats >= 4, "{heartbeats}");
+    assert!(
+        resp.text().contains("\n\n: heartbeat\n\n") || resp.text().starts_with(": heartbeat\n\n")
+    );
+}
+
+#[test]
+fn heartbeats_are_not_sent_while_events_flow() {
+    let cfg = ServerConfig {
+        heartbeat_interval: Duration::from_millis(400),
+        ..ServerConfig::default()
+    };
+    let (srv, _) = server_with(None, cfg);
+    let resp = post_json(srv.addr, "/", &[], br#"{"count":10,"delayMs":50}"#);
+    let (events, heartbeats) = sse_events(&resp.body);
+    assert_eq!((events.len(), heartbeats), (11, 0));
+}
+
+#[test]
+fn slow_reader_is_disconnected_at_the_output_bound_and_the_worker_stops() {
+    let cfg = ServerConfig {
+        max_output_bytes: 64 * 1024,
+        write_stall_timeout: Duration::from_millis(500),
+        job_queue_capacity: 8,
+        ..ServerConfig::default()
+    };
+    let (srv, backend) = server_with(None, cfg);
+    let mut s = srv.connect();
+    // Shrink our receive window so the server's socket buffer fills quickly.
+    s.write_all(&request(
+        "POST",
+        "/",
+        &[("Content-Type", "application/json")],
+        br#"{"count":100000,"pad":4000}"#,
+    ))
+    .unwrap();
+    // Never read. The worker must be told to stop (its send fails) within a bounded time.
+    assert!(
+        wait_until(Duration::from_secs(20), || backend
+            .stopped
+            .load(Ordering::SeqCst)
+            == 1),
+        "worker was not stopped"
+    );
+    drop(s);
+}
+
+#[test]
+fn client_disconnect_stops_the_worker() {
+    let (srv, backend) = server();
+    let mut s = srv.connect();
+    s.write_all(&request(
+        "POST",
+        "/",
+        &[("Content-Type", "application/json")],
+        br#"{"script":"wait-stop"}"#,
+    ))
+    .unwrap();
+    let mut r = Reader::new(s);
+    assert_eq!(r.head().unwrap().0, 200);
+    drop(r);
+    assert!(wait_until(Duration::from_secs(5), || backend
+        .stopped
+        .load(Ordering::SeqCst)
+        == 1));
+}
+
+#[test]
+fn a_panicking_worker_becomes_one_run_error_and_the_server_lives_on() {
+    let (srv, _) = server();
+    let resp = post_json(
+        srv.addr,
+        "/",
+        &[],
+        br#"{"script":"panic","threadId":"t9","runId":"r9"}"#,
+    );
+    assert_eq!(resp.status, 200);
+    let (events, _) = sse_events(&resp.body);
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "RUN_ERROR");
+    assert_eq!(
+        (last["threadId"].as_str(), last["runId"].as_str()),
+        (Some("t9"), Some("r9"))
+    );
+    assert_eq!(
+        events.iter().filter(|e| e["type"] == "RUN_ERROR").count(),
+        1
+    );
+
+    let resp = post_json(srv.addr, "/", &[], br#"{"script":"panic-before"}"#);
+    assert_eq!(
+        (resp.status, resp.error_code().as_str()),
+        (500, "INTERNAL_ERROR")
+    );
+
+    let resp = post_json(srv.addr, "/", &[], br#"{"script":"no-terminal"}"#);
+    let (events, _) = sse_events(&resp.body);
+    assert_eq!(events.last().unwrap()["type"], "RUN_ERROR");
+
+    assert_eq!(
+        raw(srv.addr, &request("GET", "/health", &[], b"")).status,
+        200
+    );
+}
+
+#[test]
+fn connections_beyond_the_maximum_are_refused_cleanly() {
+    let cfg = ServerConfig {
+        max_connections: 3,
+        ..ServerConfig::default()
+    };
+    let (srv, _) = server_with(None, cfg);
+    let mut stream = Reader::new(srv.connect());
+    stream
+        .sock
+        .write_all(&request(
+            "POST",
+            "/",
+            &[("Content-Type", "application/json")],
+            br#"{"count":4,"delayMs":150}"#,
+        ))
+        .unwrap();
+    assert_eq!(stream.head().unwrap().0, 200);
+    let _a = srv.connect();
+    let _b = srv.connect();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut extra = Reader::new(srv.connect());
+    let resp = extra.response(false).unwrap();
+    assert_eq!(
+        (resp.status, resp.error_code().as_str()),
+        (503, "SERVER_BUSY")
+    );
+    // The existing stream is unaffected.
+    let mut n = 0;
+    while stream.chunk().is_some() {
+        n += 1;
+    }
+    assert_eq!(n, 5);
+}
+
+#[test]
+fn jobs_beyond_the_maximum_get_503() {
+    let backend = Arc::new(Scripted::default());
+    let srv = TestServer::start(backend, None, ServerConfig::default(), 1);
+    let mut first = Reader::new(srv.connect());
+    first
+        .sock
+        .write_all(&request(
+            "POST",
+            "/",
+            &[("Content-Type", "application/json")],
+            br#"{"count":3,"delayMs":200}"#,
+        ))
+        .unwrap();
+    assert_eq!(first.head().unwrap().0, 200);
+    let r = post_json(srv.addr, "/", &[], br#"{"count":1}"#);
+    assert_eq!((r.status, r.error_code().as_str()), (503, "SERVER_BUSY"));
+}
+
+#[test]
+fn graceful_shutdown_ends_open_streams() {
+    let (srv, backend) = server();
+    let mut r = Reader::new(srv.connect());
+    r.sock
+        .write_all(&request(
+            "POST",
+            "/",
+            &[("Content-Type", "application/json")],
+            br#"{"script":"wait-stop"}"#,
+        ))
+        .unwrap();
+    assert_eq!(r.head().unwrap().0, 200);
+    srv.stop();
+    let mut last = Vec::new();
+    while let Some(c) = r.chunk() {
+        last = c;
+    }
+    assert!(String::from_utf8_lossy(&last).contains("RUN_ERROR"));
+    assert_eq!(backend.stopped.load(Ordering::SeqCst), 1);
+}
+
+// ---------------------------------------------------------------- languages
+
+#[test]
+fn language_selection_over_http() {
+    let (srv, backend) = server();
+    // Header language for header-level errors (415), §9.1 #11.
+    let r = raw(
+        srv.addr,
+        &request(
+            "POST",
+            "/",
+            &[("Content-Type", "text/plain"), ("Accept-Language", "es")],
+            b"{}",
+        ),
+    );
+    assert_eq!(r.error_message(), Msg::UnsupportedMediaType.text(Lang::Es));
+    let r = raw(
+        srv.addr,
+        &request(
+            "POST",
+            "/",
+            &[
+                ("Content-Type", "text/plain"),
+                ("Accept-Language", "xx, ja;q=0.1"),
+            ],
+            b"{}",
+        ),
+    );
+    assert_eq!(r.error_message(), Msg::UnsupportedMediaType.text(Lang::Ja));
+    // Payload language wins over the header for body-level errors, §9.1 #13.
+    let body = br#"{"script":"reject","forwardedProps":{"iacCode":{"preferredLanguage":"ja"}}}"#;
+    let r = post_json(srv.addr, "/", &[("Accept-Language", "zh")], body);
+    assert_eq!(r.error_message(), Msg::ThreadBusy.text(Lang::Ja));
+    let log = backend.log.lock().unwrap().clone();
+    assert!(
+        log.contains(&"run reject header=zh payload=ja".to_string()),
+        "{log:?}"
+    );
+    // A non-object body still uses the header language.
+    let r = post_json(srv.addr, "/", &[("Accept-Language", "de-DE")], b"[]");
+    assert_eq!(r.error_message(), Msg::RunNotObject.text(Lang::De));
+}
+
+#[test]
+fn invalid_utf8_and_garbage_requests_do_not_crash() {
+    let (srv, _) = server();
+    for junk in [
+        &b"\x00\x01\x02\x03\r\n\r\n"[..],
+        b"GET \xff\xfe HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"\r\n\r\n\r\n",
+        b"GET / HTTP/9.9\r\nHost: x\r\n\r\n",
+    ] {
+        let mut s = srv.connect();
+        let _ = s.write_all(junk);
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let mut buf = Vec::new();
+        let _ = s.read_to_end(&mut buf);
+    }
+    assert_eq!(
+        raw(srv.addr, &request("GET", "/health", &[], b"")).status,
+        200
+    );
+}
+
+#[test]
+fn values_are_raw_utf8_json() {
+    let v: Value = json!({"a":"日本"});
+    assert_eq!(serde_json::to_string(&v).unwrap(), "{\"a\":\"日本\"}");
+}
