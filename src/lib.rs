@@ -1,12 +1,14 @@
 //! iac-agui: an AG-UI (HTTP + SSE) adapter in front of a loopback iac-code A2A kernel.
 #![forbid(unsafe_code)]
 
+pub mod a2a;
 pub mod app;
 pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod errors;
 pub mod i18n;
+pub mod ids;
 pub mod limits;
 pub mod routes;
 pub mod server;

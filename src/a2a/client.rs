@@ -1,0 +1,491 @@
+//! Blocking A2A 1.0 client (ureq), used only from worker threads.
+//!
+//! Every call carries `A2A-Version: 1.0` and the bearer token. Each run uses its own
+//! [`Session`] (its own ureq agent), so the loop can abort that run's upstream I/O at once
+//! with [`Session::aborter`] when the client goes away; other runs are unaffected.
+
+use std::collections::VecDeque;
+use std::io::Read;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::sse::{SseError, SseReader};
+use super::types::Payload;
+use crate::ids;
+
+/// Largest single upstream SSE event.
+pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
+/// Largest non-streaming upstream JSON body.
+pub const MAX_JSON_BODY: u64 = 32 * 1024 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct A2aConfig {
+    /// Normalised base URL ending with exactly one `/`.
+    pub base_url: String,
+    pub token: Option<String>,
+    pub connect_timeout: Duration,
+    /// An upstream that sends no byte (not even a keep-alive comment) for this long is dead.
+    pub idle_timeout: Duration,
+    pub max_event_bytes: usize,
+}
+
+impl A2aConfig {
+    pub fn new(base_url: String, token: Option<String>) -> A2aConfig {
+        A2aConfig {
+            base_url,
+            token: token.filter(|t| !t.is_empty()),
+            connect_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(120),
+            max_event_bytes: MAX_EVENT_BYTES,
+        }
+    }
+}
+
+/// Why an upstream call failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum A2aError {
+    /// Transport failure, timeout, non-2xx status, unreadable body.
+    Unavailable(String),
+    /// The kernel answered with something this adapter cannot interpret.
+    Protocol(String),
+}
+
+impl std::fmt::Display for A2aError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            A2aError::Unavailable(s) => write!(f, "A2A kernel unavailable: {s}"),
+            A2aError::Protocol(s) => write!(f, "A2A protocol error: {s}"),
+        }
+    }
+}
+
+fn unavailable(e: impl std::fmt::Display) -> A2aError {
+    A2aError::Unavailable(e.to_string())
+}
+
+/// Result of `POST /iac-code/session/ensure-restored`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Restore {
+    Current,
+    Restored,
+    NotFound,
+    /// 409 `SESSION_BACKUP_NOT_READY`, with the kernel's message when it gave one.
+    NotReady(Option<String>),
+}
+
+/// Accept only `http(s)://` URLs on 127.0.0.1, localhost or ::1 (reference §8.4); return the
+/// normalised base URL ending with exactly one `/`.
+pub fn loopback_base_url(raw: &str) -> Result<String, String> {
+    const MSG: &str = "The AG-UI adapter may connect only to a loopback A2A HTTP(S) URL.";
+    let raw = raw.trim();
+    let lower = raw.to_ascii_lowercase();
+    let rest_at = if lower.starts_with("http://") {
+        7
+    } else if lower.starts_with("https://") {
+        return Err(format!(
+            "{MSG} (https is not supported by this build: the kernel is on loopback, use http)"
+        ));
+    } else {
+        return Err(MSG.into());
+    };
+    let rest = &raw[rest_at..];
+    let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..auth_end];
+    if authority.contains('@') {
+        return Err(format!("{MSG} (credentials in the URL are not allowed)"));
+    }
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let close = v6.find(']').ok_or(MSG)?;
+        (&v6[..close], &v6[close + 1..])
+    } else {
+        match authority.rfind(':') {
+            Some(i) => (&authority[..i], &authority[i..]),
+            None => (authority, ""),
+        }
+    };
+    if !port.is_empty() {
+        let digits = port.strip_prefix(':').ok_or(MSG)?;
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || digits.len() > 5 {
+            return Err(format!("{MSG} (invalid port)"));
+        }
+    }
+    let host = host.to_ascii_lowercase();
+    if !matches!(host.as_str(), "127.0.0.1" | "localhost" | "::1") {
+        return Err(MSG.into());
+    }
+    let tail = &rest[auth_end..];
+    if tail.contains(['?', '#']) {
+        return Err(format!("{MSG} (no query or fragment)"));
+    }
+    Ok(format!("{}/", raw.trim_end_matches('/')))
+}
+
+/// Shared, immutable client settings; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct A2aClient {
+    cfg: Arc<A2aConfig>,
+}
+
+impl A2aClient {
+    pub fn new(cfg: A2aConfig) -> A2aClient {
+        A2aClient { cfg: Arc::new(cfg) }
+    }
+
+    pub fn config(&self) -> &A2aConfig {
+        &self.cfg
+    }
+
+    /// A fresh session (its own connection pool) for one run or one call.
+    pub fn session(&self) -> Session {
+        let config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .proxy(None)
+            .max_redirects(0)
+            .no_delay(true)
+            .timeout_connect(Some(self.cfg.connect_timeout))
+            .timeout_per_read(Some(self.cfg.idle_timeout))
+            .timeout_per_write(Some(self.cfg.idle_timeout))
+            .user_agent(concat!("iac-agui/", env!("CARGO_PKG_VERSION")))
+            .build();
+        Session {
+            agent: ureq::Agent::new_with_config(config),
+            cfg: self.cfg.clone(),
+        }
+    }
+}
+
+/// One run's upstream connection(s).
+pub struct Session {
+    agent: ureq::Agent,
+    cfg: Arc<A2aConfig>,
+}
+
+/// A stream of JSON-RPC payloads from a streaming method.
+pub struct EventStream {
+    reader: Option<SseReader<Box<dyn Read + Send>>>,
+    ready: VecDeque<Payload>,
+}
+
+impl EventStream {
+    /// The next payload; `Ok(None)` when the kernel closed the stream.
+    pub fn next(&mut self) -> Result<Option<Payload>, A2aError> {
+        if let Some(p) = self.ready.pop_front() {
+            return Ok(Some(p));
+        }
+        let Some(reader) = self.reader.as_mut() else {
+            return Ok(None);
+        };
+        loop {
+            match reader.next_event() {
+                Ok(Some(ev)) => {
+                    let data = trim_ascii(&ev.data);
+                    if data.is_empty() {
+                        continue;
+                    }
+                    let v: Value = serde_json::from_slice(data).map_err(|e| {
+                        A2aError::Protocol(format!("an upstream event is not JSON: {e}"))
+                    })?;
+                    return Ok(Some(Payload::from_value(v)));
+                }
+                Ok(None) => {
+                    self.reader = None;
+                    return Ok(None);
+                }
+                Err(SseError::TooLarge) => {
+                    return Err(A2aError::Protocol(
+                        "an upstream event exceeds the size limit".into(),
+                    ));
+                }
+                Err(SseError::Io(e)) => return Err(unavailable(e)),
+            }
+        }
+    }
+
+    /// A stream that yields the given payloads (tests, and JSON answers to streaming calls).
+    pub fn from_payloads(p: Vec<Payload>) -> EventStream {
+        EventStream {
+            reader: None,
+            ready: p.into(),
+        }
+    }
+}
+
+fn trim_ascii(b: &[u8]) -> &[u8] {
+    b.trim_ascii()
+}
+
+impl Session {
+    /// A closure that aborts this session's I/O from another thread (blocked reads return).
+    pub fn aborter(&self) -> Box<dyn FnOnce() + Send> {
+        let agent = self.agent.clone();
+        Box::new(move || agent.shutdown())
+    }
+
+    fn url(&self, path: &str) -> String {
+        if path.is_empty() {
+            self.cfg.base_url.clone()
+        } else {
+            format!("{}{}", self.cfg.base_url.trim_end_matches('/'), path)
+        }
+    }
+
+    fn post(&self, url: &str) -> ureq::RequestBuilder<ureq::typestate::WithBody> {
+        let mut r = self
+            .agent
+            .post(url)
+            .header("A2A-Version", "1.0")
+            .header("Content-Type", "application/json");
+        if let Some(t) = &self.cfg.token {
+            r = r.header("Authorization", format!("Bearer {t}"));
+        }
+        r
+    }
+
+    fn envelope(method: &str, params: Value) -> Vec<u8> {
+        let v = json!({"jsonrpc": "2.0", "id": ids::uuid4(), "method": method, "params": params});
+        serde_json::to_vec(&v).unwrap_or_default()
+    }
+
+    fn read_json(resp: &mut ureq::http::Response<ureq::Body>) -> Result<Value, A2aError> {
+        let bytes = resp
+            .body_mut()
+            .with_config()
+            .limit(MAX_JSON_BODY)
+            .read_to_vec()
+            .map_err(unavailable)?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| A2aError::Unavailable(format!("the kernel answered non-JSON: {e}")))
+    }
+
+    /// A non-streaming JSON-RPC call; returns the whole response object.
+    pub fn rpc(&self, method: &str, params: Value) -> Result<Value, A2aError> {
+        let body = Self::envelope(method, params);
+        let mut resp = self
+            .post(&self.url(""))
+            .send(&body[..])
+            .map_err(unavailable)?;
+        let status = resp.status().as_u16();
+        if !(200..300).contains(&status) {
+            return Err(A2aError::Unavailable(format!(
+                "{method} answered HTTP {status}"
+            )));
+        }
+        let v = Self::read_json(&mut resp)?;
+        if !v.is_object() {
+            return Err(A2aError::Unavailable(format!(
+                "{method} answered a non-object"
+            )));
+        }
+        Ok(v)
+    }
+
+    /// A streaming JSON-RPC call. An `application/json` answer (an error before the first
+    /// event) becomes a one-item stream holding that payload.
+    pub fn stream(&self, method: &str, params: Value) -> Result<EventStream, A2aError> {
+        let body = Self::envelope(method, params);
+        let mut resp = self
+            .post(&self.url(""))
+            .send(&body[..])
+            .map_err(unavailable)?;
+        let status = resp.status().as_u16();
+        if !(200..300).contains(&status) {
+            return Err(A2aError::Unavailable(format!(
+                "{method} answered HTTP {status}"
+            )));
+        }
+        let ct = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if ct.starts_with("application/json") {
+            let v = Self::read_json(&mut resp)?;
+            return Ok(EventStream::from_payloads(vec![Payload::from_value(v)]));
+        }
+        if !ct.starts_with("text/event-stream") {
+            return Err(A2aError::Unavailable(format!(
+                "{method} answered content type {ct:?}"
+            )));
+        }
+        let reader: Box<dyn Read + Send> = Box::new(resp.into_body().into_reader());
+        Ok(EventStream {
+            reader: Some(SseReader::new(reader, self.cfg.max_event_bytes)),
+            ready: VecDeque::new(),
+        })
+    }
+
+    pub fn send_streaming_message(&self, params: Value) -> Result<EventStream, A2aError> {
+        self.stream("SendStreamingMessage", params)
+    }
+
+    pub fn send_message(&self, params: Value) -> Result<Payload, A2aError> {
+        self.rpc("SendMessage", params).map(Payload::from_value)
+    }
+
+    pub fn get_task(&self, task_id: &str) -> Result<Payload, A2aError> {
+        self.rpc("GetTask", json!({"id": task_id, "historyLength": 100}))
+            .map(Payload::from_value)
+    }
+
+    pub fn cancel_task(&self, task_id: &str) -> Result<Payload, A2aError> {
+        self.rpc("CancelTask", json!({"id": task_id}))
+            .map(Payload::from_value)
+    }
+
+    pub fn subscribe(&self, task_id: &str) -> Result<EventStream, A2aError> {
+        self.stream("SubscribeToTask", json!({"id": task_id}))
+    }
+
+    /// `POST /iac-code/session/ensure-restored` (reference §4.4).
+    pub fn ensure_restored(
+        &self,
+        cwd: Option<&str>,
+        session_id: Option<&str>,
+        task_id: Option<&str>,
+    ) -> Result<Restore, A2aError> {
+        let mut body = serde_json::Map::new();
+        for (k, v) in [("cwd", cwd), ("sessionId", session_id), ("taskId", task_id)] {
+            if let Some(v) = v {
+                body.insert(k.into(), Value::String(v.into()));
+            }
+        }
+        let bytes = serde_json::to_vec(&body).unwrap_or_default();
+        let mut resp = self
+            .post(&self.url("/iac-code/session/ensure-restored"))
+            .send(&bytes[..])
+            .map_err(unavailable)?;
+        let status = resp.status().as_u16();
+        match status {
+            404 => Ok(Restore::NotFound),
+            409 => {
+                let v = Self::read_json(&mut resp).unwrap_or(Value::Null);
+                let err = &v["error"];
+                if err["code"] == "SESSION_BACKUP_NOT_READY" && err["retryable"] == true {
+                    Ok(Restore::NotReady(
+                        err["message"].as_str().map(str::to_string),
+                    ))
+                } else {
+                    Err(A2aError::Unavailable("ensure-restored answered 409".into()))
+                }
+            }
+            200..=299 => {
+                let v = Self::read_json(&mut resp)?;
+                match v["status"].as_str() {
+                    Some("current") => Ok(Restore::Current),
+                    Some("restored") => Ok(Restore::Restored),
+                    _ => Err(A2aError::Unavailable(
+                        "ensure-restored answered an unknown status".into(),
+                    )),
+                }
+            }
+            s => Err(A2aError::Unavailable(format!(
+                "ensure-restored answered HTTP {s}"
+            ))),
+        }
+    }
+
+    /// `GET /iac-code/pipeline/state` (reference §4.4): `None` on 404.
+    pub fn pipeline_state(&self, task_id: &str, after: i64) -> Result<Option<Value>, A2aError> {
+        let url = format!(
+            "{}?taskId={}&afterSequence={}",
+            self.url("/iac-code/pipeline/state"),
+            percent_encode(task_id),
+            after.max(0)
+        );
+        let mut r = self.agent.get(&url).header("A2A-Version", "1.0");
+        if let Some(t) = &self.cfg.token {
+            r = r.header("Authorization", format!("Bearer {t}"));
+        }
+        let mut resp = r.call().map_err(unavailable)?;
+        match resp.status().as_u16() {
+            404 => Ok(None),
+            200..=299 => {
+                let v = Self::read_json(&mut resp)?;
+                if v.is_object() {
+                    Ok(Some(v))
+                } else {
+                    Err(A2aError::Unavailable(
+                        "the pipeline state is not an object".into(),
+                    ))
+                }
+            }
+            s => Err(A2aError::Unavailable(format!(
+                "pipeline state answered HTTP {s}"
+            ))),
+        }
+    }
+
+    /// `GET /health`: the HTTP status.
+    pub fn health(&self) -> Result<u16, A2aError> {
+        let mut r = self.agent.get(self.url("/health"));
+        if let Some(t) = &self.cfg.token {
+            r = r.header("Authorization", format!("Bearer {t}"));
+        }
+        let mut resp = r.call().map_err(unavailable)?;
+        let _ = resp.body_mut().with_config().limit(64 * 1024).read_to_vec();
+        Ok(resp.status().as_u16())
+    }
+}
+
+/// Percent-encode everything but RFC 3986 unreserved characters.
+pub fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_rule() {
+        for ok in [
+            "http://127.0.0.1:41242",
+            "http://127.0.0.1:41242/",
+            "http://localhost:1//",
+            "HTTP://LOCALHOST:8080/",
+            "http://[::1]:8080/",
+            "http://127.0.0.1:41242/a2a",
+        ] {
+            assert!(loopback_base_url(ok).is_ok(), "{ok}");
+        }
+        assert_eq!(
+            loopback_base_url("http://127.0.0.1:41242/a2a").unwrap(),
+            "http://127.0.0.1:41242/a2a/"
+        );
+        assert_eq!(
+            loopback_base_url("http://localhost:1//").unwrap(),
+            "http://localhost:1/"
+        );
+        for bad in [
+            "http://127.0.0.2:1/",
+            "http://10.0.0.1:1/",
+            "http://example.com/",
+            "ftp://127.0.0.1/",
+            "127.0.0.1:8080",
+            "http://user:pw@127.0.0.1:1/",
+            "http://localhost.evil.com/",
+            "http://127.0.0.1:x/",
+            "http://127.0.0.1:1/?q=1",
+            "https://127.0.0.1:1/",
+        ] {
+            assert!(loopback_base_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn percent_encoding() {
+        assert_eq!(percent_encode("a b/c"), "a%20b%2Fc");
+        assert_eq!(percent_encode("task-1_x.y~"), "task-1_x.y~");
+    }
+}

@@ -1,0 +1,274 @@
+//! Upstream Server-Sent Events reader following the WHATWG parsing rules: CRLF, LF and lone
+//! CR line endings (a CR at the end of one read and an LF at the start of the next are one
+//! ending), `:` comments, `field: value` with one optional space, multi-line `data` joined with
+//! `\n`, events dispatched on a blank line, a leading BOM ignored. Lines and events are bounded:
+//! an oversized event is a protocol error, never unbounded memory.
+
+use std::collections::VecDeque;
+use std::io::{self, Read};
+
+/// One dispatched event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SseEvent {
+    /// The `event:` field, if any (the kernel uses `error` for mid-stream JSON-RPC errors).
+    pub event: Option<String>,
+    /// The joined `data:` lines.
+    pub data: Vec<u8>,
+}
+
+#[derive(Debug)]
+pub enum SseError {
+    /// An event (or a single line) exceeded the configured bound.
+    TooLarge,
+    Io(io::Error),
+}
+
+impl std::fmt::Display for SseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SseError::TooLarge => f.write_str("an upstream SSE event exceeds the size limit"),
+            SseError::Io(e) => write!(f, "upstream read failed: {e}"),
+        }
+    }
+}
+
+/// Push parser: feed bytes, collect events.
+#[derive(Debug)]
+pub struct SseParser {
+    line: Vec<u8>,
+    data: Vec<u8>,
+    has_data: bool,
+    event: Option<String>,
+    /// The previous chunk ended with CR: a leading LF in the next chunk belongs to it.
+    pending_cr: bool,
+    at_start: bool,
+    max_event: usize,
+}
+
+impl SseParser {
+    pub fn new(max_event: usize) -> SseParser {
+        SseParser {
+            line: Vec::new(),
+            data: Vec::new(),
+            has_data: false,
+            event: None,
+            pending_cr: false,
+            at_start: true,
+            max_event,
+        }
+    }
+
+    /// Feed bytes; complete events are appended to `out`.
+    pub fn push(&mut self, mut input: &[u8], out: &mut VecDeque<SseEvent>) -> Result<(), SseError> {
+        if self.at_start && !input.is_empty() {
+            // A UTF-8 BOM may open the stream; it may arrive split across reads, so only strip
+            // it when the whole BOM is in this first piece.
+            if let Some(rest) = input.strip_prefix(b"\xEF\xBB\xBF") {
+                input = rest;
+            }
+            self.at_start = false;
+        }
+        if self.pending_cr {
+            self.pending_cr = false;
+            if let Some(rest) = input.strip_prefix(b"\n") {
+                input = rest;
+            }
+        }
+        while !input.is_empty() {
+            match input.iter().position(|&b| b == b'\n' || b == b'\r') {
+                None => {
+                    self.extend_line(input)?;
+                    break;
+                }
+                Some(i) => {
+                    self.extend_line(&input[..i])?;
+                    let was_cr = input[i] == b'\r';
+                    input = &input[i + 1..];
+                    if was_cr {
+                        if input.is_empty() {
+                            self.pending_cr = true;
+                        } else if input[0] == b'\n' {
+                            input = &input[1..];
+                        }
+                    }
+                    self.end_line(out)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn extend_line(&mut self, bytes: &[u8]) -> Result<(), SseError> {
+        if self.line.len() + bytes.len() + self.data.len() > self.max_event {
+            return Err(SseError::TooLarge);
+        }
+        self.line.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn end_line(&mut self, out: &mut VecDeque<SseEvent>) -> Result<(), SseError> {
+        let line = std::mem::take(&mut self.line);
+        if line.is_empty() {
+            if self.has_data {
+                out.push_back(SseEvent {
+                    event: self.event.take(),
+                    data: std::mem::take(&mut self.data),
+                });
+            }
+            self.has_data = false;
+            self.event = None;
+            self.data.clear();
+            self.line = line;
+            return Ok(());
+        }
+        if line[0] == b':' {
+            self.line = line;
+            self.line.clear();
+            return Ok(());
+        }
+        let (field, value) = match line.iter().position(|&b| b == b':') {
+            Some(i) => {
+                let v = &line[i + 1..];
+                (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
+            }
+            None => (&line[..], &b""[..]),
+        };
+        match field {
+            b"data" => {
+                if self.has_data {
+                    self.data.push(b'\n');
+                }
+                self.data.extend_from_slice(value);
+                self.has_data = true;
+                if self.data.len() > self.max_event {
+                    return Err(SseError::TooLarge);
+                }
+            }
+            b"event" => self.event = Some(String::from_utf8_lossy(value).into_owned()),
+            _ => {} // id, retry and unknown fields carry nothing the adapter uses
+        }
+        let mut line = line;
+        line.clear();
+        self.line = line;
+        Ok(())
+    }
+}
+
+/// Pull reader over any `Read` (the upstream response body).
+pub struct SseReader<R> {
+    inner: R,
+    parser: SseParser,
+    queue: VecDeque<SseEvent>,
+    buf: Box<[u8]>,
+    eof: bool,
+}
+
+impl<R: Read> SseReader<R> {
+    pub fn new(inner: R, max_event: usize) -> SseReader<R> {
+        SseReader {
+            inner,
+            parser: SseParser::new(max_event),
+            queue: VecDeque::new(),
+            buf: vec![0u8; 8192].into_boxed_slice(),
+            eof: false,
+        }
+    }
+
+    /// The next event, `Ok(None)` at the end of the stream. An incomplete final event (no
+    /// blank line before EOF) is discarded, as the WHATWG rules say.
+    pub fn next_event(&mut self) -> Result<Option<SseEvent>, SseError> {
+        loop {
+            if let Some(ev) = self.queue.pop_front() {
+                return Ok(Some(ev));
+            }
+            if self.eof {
+                return Ok(None);
+            }
+            let n = match self.inner.read(&mut self.buf) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(SseError::Io(e)),
+            };
+            if n == 0 {
+                self.eof = true;
+                continue;
+            }
+            self.parser.push(&self.buf[..n], &mut self.queue)?;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_split(input: &[u8], split: usize) -> Result<Vec<SseEvent>, ()> {
+        let mut p = SseParser::new(1 << 20);
+        let mut out = VecDeque::new();
+        for piece in input.chunks(split.max(1)) {
+            p.push(piece, &mut out).map_err(|_| ())?;
+        }
+        Ok(out.into_iter().collect())
+    }
+
+    fn datas(evs: &[SseEvent]) -> Vec<String> {
+        evs.iter()
+            .map(|e| String::from_utf8(e.data.clone()).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn all_line_endings_at_every_split() {
+        for input in [
+            &b"data: a\r\n\r\ndata: b\r\n\r\n"[..],
+            b"data: a\n\ndata: b\n\n",
+            b"data: a\r\rdata: b\r\r",
+            b"data: a\r\n\ndata: b\n\r\n",
+        ] {
+            for split in 1..input.len() {
+                let evs = parse_split(input, split).unwrap();
+                assert_eq!(datas(&evs), ["a", "b"], "{input:?} split {split}");
+            }
+        }
+    }
+
+    #[test]
+    fn comments_fields_and_multiline_data() {
+        let input = b"\xEF\xBB\xBF: ping - 2026-11-30 00:17:09+00:00\r\n\r\nevent: error\r\ndata: {\"x\":\r\ndata:1}\r\nid: 5\r\nretry: 10\r\n\r\ndata\r\n\r\n";
+        let evs = parse_split(input, 7).unwrap();
+        assert_eq!(evs.len(), 2);
+        assert_eq!(evs[0].event.as_deref(), Some("error"));
+        assert_eq!(evs[0].data, b"{\"x\":\n1}");
+        assert_eq!(evs[1].data, b"");
+    }
+
+    #[test]
+    fn comment_only_and_incomplete_events_are_not_dispatched() {
+        let evs = parse_split(b": a\n\n: b\n\ndata: x", 3).unwrap();
+        assert!(evs.is_empty());
+    }
+
+    #[test]
+    fn oversized_event_is_an_error() {
+        let mut p = SseParser::new(16);
+        let mut out = VecDeque::new();
+        assert!(matches!(
+            p.push(b"data: 0123456789\ndata: 0123456789\n\n", &mut out),
+            Err(SseError::TooLarge)
+        ));
+        let mut p = SseParser::new(16);
+        assert!(matches!(
+            p.push(&[b'a'; 40], &mut out),
+            Err(SseError::TooLarge)
+        ));
+    }
+
+    #[test]
+    fn reader_over_a_byte_source() {
+        let src: &[u8] = b"data: 1\n\ndata: 2\n\n";
+        let mut r = SseReader::new(src, 1024);
+        assert_eq!(r.next_event().unwrap().unwrap().data, b"1");
+        assert_eq!(r.next_event().unwrap().unwrap().data, b"2");
+        assert!(r.next_event().unwrap().is_none());
+    }
+}
