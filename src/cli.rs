@@ -6,6 +6,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use crate::a2a::client::{A2aClient, A2aConfig};
 use crate::app::{App, Backend, CancelRequest, RunRequest, RunStream};
 use crate::catalog::Msg;
 use crate::config::{self, Command, Config};
@@ -98,8 +99,54 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("cannot resolve {host}:{port}"))
 }
 
+/// The kernel this process talks to; dropping it stops whatever was started.
+#[allow(dead_code)] // the values are held only for their Drop
+enum Kernel {
+    Demo(crate::kernel::demo::DemoKernel),
+    Managed(crate::kernel::process::ManagedKernel),
+    External,
+}
+
+fn start_kernel(cfg: &Config) -> Result<(Kernel, A2aClient), String> {
+    let (kernel, url, token) = if cfg.demo {
+        let token = crate::ids::token_urlsafe();
+        let demo = crate::kernel::demo::DemoKernel::start(crate::kernel::demo::DemoConfig {
+            token: Some(token.clone()),
+            ..Default::default()
+        })
+        .map_err(|e| format!("cannot start the demo kernel: {e}"))?;
+        let url = demo.base_url();
+        log::info!("demo kernel on {url}");
+        (Kernel::Demo(demo), url, Some(token))
+    } else if let Some(url) = &cfg.a2a_url {
+        (Kernel::External, url.clone(), cfg.a2a_token.clone())
+    } else {
+        let spec = crate::kernel::process::KernelSpec::from_env(|k| std::env::var(k).ok());
+        let k = crate::kernel::process::ManagedKernel::start(&spec, |k| std::env::var(k).ok())?;
+        let (url, token) = (k.base_url.clone(), Some(k.token.clone()));
+        log::info!("local A2A kernel ready on {url}");
+        (Kernel::Managed(k), url, token)
+    };
+    let mut a2a = A2aConfig::new(url, token);
+    a2a.idle_timeout = cfg.a2a_idle_timeout;
+    Ok((kernel, A2aClient::new(a2a)))
+}
+
 fn serve(cfg: Config) -> Result<(), String> {
     let addr = resolve(&cfg.host, cfg.port)?;
+    // Bind before starting a kernel, so a busy port costs no child process.
+    let probe =
+        std::net::TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    drop(probe);
+    let (kernel, client) = start_kernel(&cfg)?;
+    let result = serve_with(cfg, addr, client);
+    // Every exit path (return, error, signal-initiated shutdown) stops the kernel here.
+    drop(kernel);
+    result
+}
+
+fn serve_with(cfg: Config, addr: SocketAddr, client: A2aClient) -> Result<(), String> {
+    let _ = &client;
     let backend: Arc<dyn Backend> = Arc::new(NoKernel);
     let routes = RouteConfig::new(cfg.auth_token.clone(), health_body(cfg.agui_protocol));
     let app = App::new(routes, backend, cfg.max_runs);

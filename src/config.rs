@@ -52,6 +52,8 @@ pub struct Config {
     pub heartbeat_interval: Duration,
     pub max_connections: usize,
     pub max_runs: usize,
+    /// An upstream silent for this long (not even a keep-alive comment) is unavailable.
+    pub a2a_idle_timeout: Duration,
 }
 
 impl Default for Config {
@@ -71,6 +73,7 @@ impl Default for Config {
             heartbeat_interval: limits::HEARTBEAT_INTERVAL,
             max_connections: limits::MAX_CONNECTIONS,
             max_runs: limits::MAX_JOBS,
+            a2a_idle_timeout: Duration::from_secs(120),
         }
     }
 }
@@ -115,6 +118,7 @@ OPTIONS:
     --heartbeat-interval SECS   Seconds of silence before an SSE heartbeat (default 15)
     --max-connections N         Open client connections before new ones get 503 (default 4096)
     --max-runs N                Concurrent requests in workers before new ones get 503 (default 2048)
+    --a2a-idle-timeout SECS     Upstream silence after which the kernel counts as unavailable (default 120)
     -d, --debug                 Debug logging (RUST_LOG overrides)
     --log-stdout                Log to stdout instead of stderr
     -V, --version               Print the version
@@ -174,6 +178,7 @@ pub fn parse(
             Long("heartbeat-interval") => "heartbeat_interval",
             Long("max-connections") => "max_connections",
             Long("max-runs") => "max_runs",
+            Long("a2a-idle-timeout") => "a2a_idle_timeout",
             other => return Err(err(other.unexpected())),
         };
         let value = p.value().map_err(err)?;
@@ -236,6 +241,12 @@ pub fn parse(
     }
     if let Some(v) = pick("max_runs", None) {
         c.max_runs = as_count("max_runs", v)?;
+    }
+    if let Some(v) = pick("a2a_idle_timeout", None) {
+        c.a2a_idle_timeout = as_seconds("a2a_idle_timeout", v, false)?;
+    }
+    if let Some(url) = &c.a2a_url {
+        c.a2a_url = Some(crate::a2a::client::loopback_base_url(url).map_err(ConfigError)?);
     }
     // Secrets: environment first, then the file; never a flag (flags show up in `ps`).
     c.auth_token = env_of("IAC_CODE_AGUI_AUTH_TOKEN")
@@ -432,6 +443,15 @@ mod tests {
         assert!(run(&["--bogus"], &[]).is_err());
         assert!(run(&["--config", "/nonexistent/iac-agui.yaml"], &[]).is_err());
         assert!(run(&["--demo", "--a2a-url", "http://127.0.0.1:1/"], &[]).is_err());
+        assert!(run(&["--a2a-url", "http://10.1.2.3:8000/"], &[]).is_err());
+        assert!(run(&[], &[("IAC_CODE_AGUI_A2A_URL", "http://example.com/")]).is_err());
+        assert_eq!(
+            run(&["--a2a-url", "http://localhost:9/x"], &[])
+                .unwrap()
+                .a2a_url
+                .as_deref(),
+            Some("http://localhost:9/x/")
+        );
     }
 
     #[test]

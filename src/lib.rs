@@ -9,6 +9,7 @@ pub mod config;
 pub mod errors;
 pub mod i18n;
 pub mod ids;
+pub mod kernel;
 pub mod limits;
 pub mod routes;
 pub mod server;

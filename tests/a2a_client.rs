@@ -116,7 +116,7 @@ fn collect(url: &str) -> Result<Vec<Payload>, A2aError> {
     let s = client(url).session();
     let mut stream = s.send_streaming_message(serde_json::json!({}))?;
     let mut out = Vec::new();
-    while let Some(p) = stream.next()? {
+    while let Some(p) = stream.next_payload()? {
         out.push(p);
     }
     Ok(out)
@@ -280,7 +280,7 @@ fn oversized_event_is_a_protocol_error() {
     cfg.max_event_bytes = 16 * 1024;
     let s = A2aClient::new(cfg).session();
     let mut st = s.send_streaming_message(serde_json::json!({})).unwrap();
-    assert!(matches!(st.next(), Err(A2aError::Protocol(_))));
+    assert!(matches!(st.next_payload(), Err(A2aError::Protocol(_))));
 }
 
 #[test]
@@ -393,7 +393,7 @@ fn aborting_a_session_unblocks_a_read_at_once() {
         abort();
     });
     let start = Instant::now();
-    assert!(st.next().is_err());
+    assert!(st.next_payload().is_err());
     assert!(start.elapsed() < Duration::from_secs(5));
     t.join().unwrap();
 }

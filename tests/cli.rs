@@ -17,7 +17,7 @@ fn bin() -> Command {
 /// Start the binary on a free port and return it with its address.
 fn start(args: &[&str]) -> (Child, std::net::SocketAddr) {
     let mut child = bin()
-        .args(["--port", "0"])
+        .args(["--port", "0", "--demo"])
         .args(args)
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
@@ -90,4 +90,67 @@ fn sigterm_and_sigint_shut_down_gracefully() {
         let status = wait_exit(&mut child, Duration::from_secs(10)).expect("exited");
         assert_eq!(status.code(), Some(0), "{sig}");
     }
+}
+
+#[test]
+fn sigterm_stops_the_managed_kernel_too() {
+    let record =
+        std::env::temp_dir().join(format!("iac-agui-cli-stub-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&record);
+    let mut child = bin()
+        .args(["--port", "0"])
+        .env(
+            "IAC_CODE_AGUI_KERNEL_CMD",
+            format!(
+                "env STUB_MODE=ok STUB_RECORD={} python3 tests/support/stub_kernel.py",
+                record.display()
+            ),
+        )
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    loop {
+        let line = lines.next().expect("ready line").unwrap();
+        if line.contains("listening on http://") {
+            break;
+        }
+    }
+    std::thread::spawn(move || for _ in lines {});
+    let rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    let kernel_pid = rec["pid"].as_u64().unwrap();
+    assert!(std::path::Path::new(&format!("/proc/{kernel_pid}")).exists());
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let status = wait_exit(&mut child, Duration::from_secs(15)).expect("exited");
+    assert_eq!(status.code(), Some(0));
+    // The kernel was stopped and reaped before iac-agui exited: no orphan.
+    assert!(!std::path::Path::new(&format!("/proc/{kernel_pid}")).exists());
+    let _ = std::fs::remove_file(record);
+}
+
+#[test]
+fn a_kernel_that_fails_to_start_exits_1_with_the_reason() {
+    let out = bin()
+        .args(["--port", "0"])
+        .env("IAC_CODE_AGUI_KERNEL_CMD", "/nonexistent/iac-code")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Cannot start the local A2A process"));
+}
+
+#[test]
+fn non_loopback_kernel_urls_are_refused_at_start() {
+    let out = bin()
+        .args(["--a2a-url", "http://192.0.2.1:8000/"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("loopback"));
 }

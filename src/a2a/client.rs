@@ -170,7 +170,7 @@ pub struct EventStream {
 
 impl EventStream {
     /// The next payload; `Ok(None)` when the kernel closed the stream.
-    pub fn next(&mut self) -> Result<Option<Payload>, A2aError> {
+    pub fn next_payload(&mut self) -> Result<Option<Payload>, A2aError> {
         if let Some(p) = self.ready.pop_front() {
             return Ok(Some(p));
         }

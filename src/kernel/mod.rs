@@ -1,0 +1,5 @@
+//! Where the A2A kernel comes from: a managed `iac-code a2a` child process, or the built-in
+//! demo kernel.
+
+pub mod demo;
+pub mod process;

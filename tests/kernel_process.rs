@@ -1,0 +1,129 @@
+//! The managed kernel child: started, health-waited, token passed, stopped (no orphans).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use iac_agui::kernel::process::{KernelSpec, ManagedKernel};
+
+fn spec(mode: &str) -> (KernelSpec, PathBuf) {
+    let record =
+        std::env::temp_dir().join(format!("iac-agui-stub-{}-{mode}.json", std::process::id()));
+    let _ = std::fs::remove_file(&record);
+    let spec = KernelSpec {
+        command: vec![
+            "env".into(),
+            format!("STUB_MODE={mode}"),
+            format!("STUB_RECORD={}", record.display()),
+            "python3".into(),
+            "tests/support/stub_kernel.py".into(),
+        ],
+        startup_timeout: Duration::from_secs(10),
+        stop_grace: Duration::from_millis(500),
+    };
+    (spec, record)
+}
+
+fn alive(pid: u32) -> bool {
+    // A reaped child has no /proc entry; a zombie would still show up with state Z.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !s.split_whitespace().nth(2).is_some_and(|st| st == "Z"),
+        Err(_) => false,
+    }
+}
+
+fn recorded(record: &PathBuf) -> serde_json::Value {
+    for _ in 0..200 {
+        if let Ok(s) = std::fs::read_to_string(record) {
+            return serde_json::from_str(&s).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("the stub did not record itself");
+}
+
+#[test]
+fn starts_waits_for_health_passes_token_and_stops() {
+    let (spec, record) = spec("ok");
+    let env = |k: &str| match k {
+        "IAC_CODE_AGUI_ALLOWED_CWDS" => Some("/tmp:/srv".to_string()),
+        _ => None,
+    };
+    let mut k = ManagedKernel::start(&spec, env).unwrap();
+    let rec = recorded(&record);
+    assert_eq!(rec["token"], k.token.as_str());
+    assert_eq!(k.token.len(), 43);
+    assert_eq!(rec["allowed"], "/tmp:/srv");
+    let argv: Vec<String> = serde_json::from_value(rec["argv"].clone()).unwrap();
+    assert_eq!(&argv[..3], ["a2a", "--host", "127.0.0.1"]);
+    assert_eq!(&argv[5..], ["--thinking-exposure", "all"]);
+    assert!(k.base_url.starts_with("http://127.0.0.1:"));
+    let pid = rec["pid"].as_u64().unwrap() as u32;
+    assert!(alive(pid));
+    k.stop();
+    assert!(!alive(pid), "the kernel child is still there");
+    let _ = std::fs::remove_file(record);
+}
+
+#[test]
+fn an_existing_kernel_allow_list_is_not_overwritten() {
+    let (spec, record) = spec("ok");
+    let env = |k: &str| match k {
+        "IAC_CODE_AGUI_ALLOWED_CWDS" => Some("/tmp".to_string()),
+        "IACCODE_A2A_ALLOWED_CWDS" => Some("/already".to_string()),
+        _ => None,
+    };
+    let k = ManagedKernel::start(&spec, env).unwrap();
+    // The child inherits the real environment; only a missing variable is filled in.
+    assert_ne!(recorded(&record)["allowed"], "/tmp");
+    drop(k);
+    let _ = std::fs::remove_file(record);
+}
+
+#[test]
+fn a_child_that_exits_during_startup_is_reported() {
+    let (spec, record) = spec("exit");
+    let err = ManagedKernel::start(&spec, |_| None).err().unwrap();
+    assert_eq!(
+        err,
+        "The local A2A process exited during startup (exit code 3)."
+    );
+    let _ = std::fs::remove_file(record);
+}
+
+#[test]
+fn a_child_that_never_gets_ready_is_killed() {
+    let (mut spec, record) = spec("never-ready");
+    spec.startup_timeout = Duration::from_millis(800);
+    let err = ManagedKernel::start(&spec, |_| None).err().unwrap();
+    assert_eq!(err, "The local A2A process did not become ready in time.");
+    let pid = recorded(&record)["pid"].as_u64().unwrap() as u32;
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!alive(pid));
+    let _ = std::fs::remove_file(record);
+}
+
+#[test]
+fn a_child_ignoring_sigterm_is_killed_after_the_grace_period() {
+    let (spec, record) = spec("ignore-term");
+    let mut k = ManagedKernel::start(&spec, |_| None).unwrap();
+    let pid = recorded(&record)["pid"].as_u64().unwrap() as u32;
+    let start = std::time::Instant::now();
+    k.stop();
+    assert!(start.elapsed() >= Duration::from_millis(400));
+    assert!(!alive(pid));
+    let _ = std::fs::remove_file(record);
+}
+
+#[test]
+fn a_missing_program_is_a_clear_error() {
+    let spec = KernelSpec {
+        command: vec!["/nonexistent/iac-code".into()],
+        startup_timeout: Duration::from_secs(1),
+        stop_grace: Duration::from_millis(100),
+    };
+    let err = ManagedKernel::start(&spec, |_| None).err().unwrap();
+    assert!(
+        err.starts_with("Cannot start the local A2A process (/nonexistent/iac-code)"),
+        "{err}"
+    );
+}
