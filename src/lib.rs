@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 pub mod a2a;
+pub mod agui;
 pub mod app;
 pub mod catalog;
 pub mod cli;

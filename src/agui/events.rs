@@ -1,0 +1,412 @@
+//! AG-UI events and their exact JSON (reference §5.1): compact, declared field order
+//! (`type`, `timestamp`, then the event's fields), absent optional fields omitted (never
+//! `null`), `RUN_ERROR`'s `threadId`/`runId` after `message`/`code`/`usage`.
+
+use serde_json::Value;
+
+use super::digest::write_str;
+use crate::errors::Code;
+
+/// Aggregated token usage for one (provider, model).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Usage {
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub total_tokens: i64,
+    pub cached_input_tokens: i64,
+}
+
+/// How a run finished successfully.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Success,
+    /// Interrupt objects, already built (§5.12).
+    Interrupt(Vec<Value>),
+    /// AG-UI 1.0 only: the run was cancelled.
+    Cancelled,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    RunStarted {
+        thread_id: String,
+        run_id: String,
+        parent_run_id: Option<String>,
+        protocol_version: Option<&'static str>,
+    },
+    RunFinished {
+        thread_id: String,
+        run_id: String,
+        outcome: Outcome,
+        usage: Vec<Usage>,
+    },
+    RunError {
+        message: String,
+        code: Code,
+        usage: Vec<Usage>,
+        thread_id: String,
+        run_id: String,
+    },
+    TextStart {
+        message_id: String,
+    },
+    TextContent {
+        message_id: String,
+        delta: String,
+    },
+    TextEnd {
+        message_id: String,
+    },
+    ReasoningStart {
+        message_id: String,
+    },
+    ReasoningMessageStart {
+        message_id: String,
+    },
+    ReasoningContent {
+        message_id: String,
+        delta: String,
+    },
+    ReasoningMessageEnd {
+        message_id: String,
+    },
+    ReasoningEnd {
+        message_id: String,
+    },
+    ToolStart {
+        tool_call_id: String,
+        name: String,
+        parent_message_id: Option<String>,
+    },
+    ToolArgs {
+        tool_call_id: String,
+        delta: String,
+    },
+    ToolEnd {
+        tool_call_id: String,
+    },
+    ToolResult {
+        tool_call_id: String,
+        content: String,
+    },
+    StepStarted {
+        name: String,
+    },
+    StepFinished {
+        name: String,
+    },
+    ActivitySnapshot {
+        pipeline_run_id: String,
+        snapshot: Value,
+    },
+    Custom {
+        name: &'static str,
+        value: Value,
+    },
+}
+
+impl Event {
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Event::RunStarted { .. } => "RUN_STARTED",
+            Event::RunFinished { .. } => "RUN_FINISHED",
+            Event::RunError { .. } => "RUN_ERROR",
+            Event::TextStart { .. } => "TEXT_MESSAGE_START",
+            Event::TextContent { .. } => "TEXT_MESSAGE_CONTENT",
+            Event::TextEnd { .. } => "TEXT_MESSAGE_END",
+            Event::ReasoningStart { .. } => "REASONING_START",
+            Event::ReasoningMessageStart { .. } => "REASONING_MESSAGE_START",
+            Event::ReasoningContent { .. } => "REASONING_MESSAGE_CONTENT",
+            Event::ReasoningMessageEnd { .. } => "REASONING_MESSAGE_END",
+            Event::ReasoningEnd { .. } => "REASONING_END",
+            Event::ToolStart { .. } => "TOOL_CALL_START",
+            Event::ToolArgs { .. } => "TOOL_CALL_ARGS",
+            Event::ToolEnd { .. } => "TOOL_CALL_END",
+            Event::ToolResult { .. } => "TOOL_CALL_RESULT",
+            Event::StepStarted { .. } => "STEP_STARTED",
+            Event::StepFinished { .. } => "STEP_FINISHED",
+            Event::ActivitySnapshot { .. } => "ACTIVITY_SNAPSHOT",
+            Event::Custom { .. } => "CUSTOM",
+        }
+    }
+
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, Event::RunFinished { .. } | Event::RunError { .. })
+    }
+}
+
+/// An event with the time it was created (Unix milliseconds).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stamped {
+    pub ts: u64,
+    pub event: Event,
+}
+
+struct W<'a> {
+    out: &'a mut Vec<u8>,
+}
+
+impl W<'_> {
+    fn key(&mut self, k: &str) {
+        self.out.push(b',');
+        write_str(k, self.out);
+        self.out.push(b':');
+    }
+    fn s(&mut self, k: &str, v: &str) {
+        self.key(k);
+        write_str(v, self.out);
+    }
+    fn opt(&mut self, k: &str, v: &Option<String>) {
+        if let Some(v) = v {
+            self.s(k, v);
+        }
+    }
+    fn v(&mut self, k: &str, v: &Value) {
+        self.key(k);
+        let _ = serde_json::to_writer(&mut *self.out, v);
+    }
+    fn usage(&mut self, usage: &[Usage]) {
+        if usage.is_empty() {
+            return;
+        }
+        self.key("usage");
+        self.out.push(b'[');
+        for (i, u) in usage.iter().enumerate() {
+            if i > 0 {
+                self.out.push(b',');
+            }
+            self.out.push(b'{');
+            let mut first = true;
+            let mut field = |out: &mut Vec<u8>, k: &str| {
+                if !first {
+                    out.push(b',');
+                }
+                first = false;
+                write_str(k, out);
+                out.push(b':');
+            };
+            if let Some(p) = &u.provider {
+                field(self.out, "provider");
+                write_str(p, self.out);
+            }
+            if let Some(m) = &u.model {
+                field(self.out, "model");
+                write_str(m, self.out);
+            }
+            for (k, n) in [
+                ("inputTokens", u.input_tokens),
+                ("outputTokens", u.output_tokens),
+                ("totalTokens", u.total_tokens),
+                ("cachedInputTokens", u.cached_input_tokens),
+            ] {
+                field(self.out, k);
+                self.out.extend_from_slice(n.to_string().as_bytes());
+            }
+            self.out.push(b'}');
+        }
+        self.out.push(b']');
+    }
+}
+
+impl Stamped {
+    /// The event's compact JSON.
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(128);
+        self.write_json(&mut out);
+        out
+    }
+
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"type\":\"");
+        out.extend_from_slice(self.event.type_name().as_bytes());
+        out.extend_from_slice(b"\",\"timestamp\":");
+        out.extend_from_slice(self.ts.to_string().as_bytes());
+        let mut w = W { out };
+        match &self.event {
+            Event::RunStarted {
+                thread_id,
+                run_id,
+                parent_run_id,
+                protocol_version,
+            } => {
+                w.s("threadId", thread_id);
+                w.s("runId", run_id);
+                w.opt("parentRunId", parent_run_id);
+                if let Some(p) = protocol_version {
+                    w.s("protocolVersion", p);
+                }
+            }
+            Event::RunFinished {
+                thread_id,
+                run_id,
+                outcome,
+                usage,
+            } => {
+                w.s("threadId", thread_id);
+                w.s("runId", run_id);
+                w.key("outcome");
+                match outcome {
+                    Outcome::Success => w.out.extend_from_slice(b"{\"type\":\"success\"}"),
+                    Outcome::Cancelled => w.out.extend_from_slice(b"{\"type\":\"cancelled\"}"),
+                    Outcome::Interrupt(list) => {
+                        w.out
+                            .extend_from_slice(b"{\"type\":\"interrupt\",\"interrupts\":");
+                        let _ = serde_json::to_writer(&mut *w.out, list);
+                        w.out.push(b'}');
+                    }
+                }
+                w.usage(usage);
+            }
+            Event::RunError {
+                message,
+                code,
+                usage,
+                thread_id,
+                run_id,
+            } => {
+                w.s("message", message);
+                w.s("code", code.as_str());
+                w.usage(usage);
+                w.s("threadId", thread_id);
+                w.s("runId", run_id);
+            }
+            Event::TextStart { message_id } => {
+                w.s("messageId", message_id);
+                w.s("role", "assistant");
+            }
+            Event::TextContent { message_id, delta }
+            | Event::ReasoningContent { message_id, delta } => {
+                w.s("messageId", message_id);
+                w.s("delta", delta);
+            }
+            Event::ReasoningMessageStart { message_id } => {
+                w.s("messageId", message_id);
+                w.s("role", "reasoning");
+            }
+            Event::TextEnd { message_id }
+            | Event::ReasoningStart { message_id }
+            | Event::ReasoningMessageEnd { message_id }
+            | Event::ReasoningEnd { message_id } => w.s("messageId", message_id),
+            Event::ToolStart {
+                tool_call_id,
+                name,
+                parent_message_id,
+            } => {
+                w.s("toolCallId", tool_call_id);
+                w.s("toolCallName", name);
+                w.opt("parentMessageId", parent_message_id);
+            }
+            Event::ToolArgs {
+                tool_call_id,
+                delta,
+            } => {
+                w.s("toolCallId", tool_call_id);
+                w.s("delta", delta);
+            }
+            Event::ToolEnd { tool_call_id } => w.s("toolCallId", tool_call_id),
+            Event::ToolResult {
+                tool_call_id,
+                content,
+            } => {
+                w.s("messageId", &format!("tool-result-{tool_call_id}"));
+                w.s("toolCallId", tool_call_id);
+                w.s("content", content);
+                w.s("role", "tool");
+            }
+            Event::StepStarted { name } | Event::StepFinished { name } => w.s("stepName", name),
+            Event::ActivitySnapshot {
+                pipeline_run_id,
+                snapshot,
+            } => {
+                w.s("messageId", &format!("pipeline:{pipeline_run_id}"));
+                w.s("activityType", "iac-code.pipeline.v1");
+                w.key("content");
+                w.out
+                    .extend_from_slice(b"{\"schemaVersion\":1,\"pipelineRunId\":");
+                write_str(pipeline_run_id, w.out);
+                w.out.extend_from_slice(b",\"snapshot\":");
+                let _ = serde_json::to_writer(&mut *w.out, snapshot);
+                w.out.push(b'}');
+                w.key("replace");
+                w.out.extend_from_slice(b"true");
+            }
+            Event::Custom { name, value } => {
+                w.s("name", name);
+                w.v("value", value);
+            }
+        }
+        out.push(b'}');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn j(ev: Event) -> String {
+        String::from_utf8(Stamped { ts: 7, event: ev }.to_json()).unwrap()
+    }
+
+    #[test]
+    fn field_order_and_omission() {
+        assert_eq!(
+            j(Event::RunStarted {
+                thread_id: "t".into(),
+                run_id: "r".into(),
+                parent_run_id: None,
+                protocol_version: None
+            }),
+            r#"{"type":"RUN_STARTED","timestamp":7,"threadId":"t","runId":"r"}"#
+        );
+        assert_eq!(
+            j(Event::RunError {
+                message: "m".into(),
+                code: Code::Cancelled,
+                usage: vec![Usage {
+                    provider: Some("p".into()),
+                    model: None,
+                    input_tokens: 1,
+                    output_tokens: 2,
+                    total_tokens: 3,
+                    cached_input_tokens: 0
+                }],
+                thread_id: "t".into(),
+                run_id: "r".into()
+            }),
+            r#"{"type":"RUN_ERROR","timestamp":7,"message":"m","code":"CANCELLED","usage":[{"provider":"p","inputTokens":1,"outputTokens":2,"totalTokens":3,"cachedInputTokens":0}],"threadId":"t","runId":"r"}"#
+        );
+        assert_eq!(
+            j(Event::ToolStart {
+                tool_call_id: "c".into(),
+                name: "bash".into(),
+                parent_message_id: Some("m".into())
+            }),
+            r#"{"type":"TOOL_CALL_START","timestamp":7,"toolCallId":"c","toolCallName":"bash","parentMessageId":"m"}"#
+        );
+        assert_eq!(
+            j(Event::ToolResult {
+                tool_call_id: "c".into(),
+                content: "a\nb".into()
+            }),
+            r#"{"type":"TOOL_CALL_RESULT","timestamp":7,"messageId":"tool-result-c","toolCallId":"c","content":"a\nb","role":"tool"}"#
+        );
+        assert_eq!(
+            j(Event::ActivitySnapshot {
+                pipeline_run_id: "p".into(),
+                snapshot: serde_json::json!({"b":1,"a":null})
+            }),
+            r#"{"type":"ACTIVITY_SNAPSHOT","timestamp":7,"messageId":"pipeline:p","activityType":"iac-code.pipeline.v1","content":{"schemaVersion":1,"pipelineRunId":"p","snapshot":{"b":1,"a":null}},"replace":true}"#
+        );
+        assert_eq!(
+            j(Event::RunFinished {
+                thread_id: "t".into(),
+                run_id: "r".into(),
+                outcome: Outcome::Interrupt(vec![serde_json::json!({"id":"i"})]),
+                usage: vec![]
+            }),
+            r#"{"type":"RUN_FINISHED","timestamp":7,"threadId":"t","runId":"r","outcome":{"type":"interrupt","interrupts":[{"id":"i"}]}}"#
+        );
+    }
+}
