@@ -14,4 +14,5 @@ pub mod kernel;
 pub mod limits;
 pub mod routes;
 pub mod server;
+pub mod store;
 pub mod yaml;

@@ -27,6 +27,54 @@ pub fn resume_digest(status: &str, payload: Option<&Value>) -> String {
     digest(&Value::Object(m))
 }
 
+/// Python `json.dumps(v, indent=2, sort_keys=True, ensure_ascii=False)` (the state-file format).
+pub fn pretty(v: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1024);
+    write_pretty(v, 0, &mut out);
+    out
+}
+
+fn indent(out: &mut Vec<u8>, level: usize) {
+    out.push(b'\n');
+    out.extend(std::iter::repeat_n(b' ', level * 2));
+}
+
+fn write_pretty(v: &Value, level: usize, out: &mut Vec<u8>) {
+    match v {
+        Value::Array(a) if !a.is_empty() => {
+            out.push(b'[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                indent(out, level + 1);
+                write_pretty(x, level + 1, out);
+            }
+            indent(out, level);
+            out.push(b']');
+        }
+        Value::Object(m) if !m.is_empty() => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort_unstable();
+            out.push(b'{');
+            for (i, k) in keys.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                indent(out, level + 1);
+                write_str(k, out);
+                out.extend_from_slice(b": ");
+                if let Some(x) = m.get(*k) {
+                    write_pretty(x, level + 1, out);
+                }
+            }
+            indent(out, level);
+            out.push(b'}');
+        }
+        other => write(other, out),
+    }
+}
+
 fn write(v: &Value, out: &mut Vec<u8>) {
     match v {
         Value::Null => out.extend_from_slice(b"null"),
@@ -235,6 +283,19 @@ mod tests {
         );
         // Code-point order: a supplementary character sorts after U+FFFF-range ones.
         assert_eq!(canon(r#"{"😀":1,"\uffff":2}"#), "{\"\u{ffff}\":2,\"😀\":1}");
+    }
+
+    #[test]
+    fn pretty_matches_the_reference_state_file_bytes() {
+        for f in [
+            include_str!("../../tests/fixtures/agui/01_after_interrupt.state.json"),
+            include_str!("../../tests/fixtures/agui/02_after_resume.state.json"),
+        ] {
+            let v: Value = serde_json::from_str(f).unwrap();
+            let mut out = pretty(&v);
+            out.push(b'\n');
+            assert_eq!(String::from_utf8(out).unwrap(), f);
+        }
     }
 
     #[test]

@@ -1,0 +1,445 @@
+//! The per-thread state document, schema version 1 (reference §7.3), its strict loader
+//! (§7.5) and its writer (Python `json.dumps(indent=2, sort_keys=True, ensure_ascii=False)`
+//! plus a newline). Files written by iac-code 0.16.0 load here and vice versa.
+//!
+//! Never stored: request bodies, message text, llm keys/headers, cloud credentials, model,
+//! thinking settings, channel, language, run mode, the active run id.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Map, Value, json};
+
+use crate::agui::digest;
+
+/// Input fields kept in `pending` and used to build interrupts; everything else is dropped.
+pub const PENDING_WHITELIST: &[&str] = &[
+    "schemaVersion",
+    "kind",
+    "requestTaskId",
+    "contextId",
+    "inputId",
+    "toolUseId",
+    "toolName",
+    "title",
+    "purpose",
+    "effect",
+    "target",
+    "isReadOnly",
+    "prompt",
+    "safeSummary",
+    "options",
+    "language",
+    "deploymentSummary",
+    "scope",
+    "subPipelineId",
+    "operation",
+    "displayParameters",
+    "allowFreeText",
+    "freeTextPrompt",
+    "required",
+    // New in iac-agui: the kernel's own deadline, passed through and enforced (issue: expiry).
+    "expiresAt",
+];
+
+/// Keep only whitelisted keys, in their original order.
+pub fn filter_input(v: &Map<String, Value>) -> Map<String, Value> {
+    v.iter()
+        .filter(|(k, _)| PENDING_WHITELIST.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// A pending interrupt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingInput {
+    pub value: Map<String, Value>,
+    pub sideband: bool,
+}
+
+/// The thread's current execution (one user turn and its resumes).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Execution {
+    pub execution_id: String,
+    pub ros_invocation_id: String,
+    pub task_id: Option<String>,
+    /// Pending inputs in insertion order.
+    pub pending: Vec<(String, PendingInput)>,
+    pub pipeline_sequence: i64,
+    pub open_steps: BTreeSet<String>,
+    pub text_digests: BTreeSet<String>,
+}
+
+impl Execution {
+    pub fn pending_get(&self, id: &str) -> Option<&PendingInput> {
+        self.pending.iter().find(|(k, _)| k == id).map(|(_, v)| v)
+    }
+
+    pub fn pending_remove(&mut self, id: &str) -> Option<PendingInput> {
+        let i = self.pending.iter().position(|(k, _)| k == id)?;
+        Some(self.pending.remove(i).1)
+    }
+
+    /// Insert or replace, keeping the original position of an existing id.
+    pub fn pending_put(&mut self, id: String, p: PendingInput) {
+        match self.pending.iter_mut().find(|(k, _)| *k == id) {
+            Some(slot) => slot.1 = p,
+            None => self.pending.push((id, p)),
+        }
+    }
+}
+
+/// Everything persisted for one AG-UI thread.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ThreadDoc {
+    pub thread_id: String,
+    pub context_id: String,
+    pub cwd: String,
+    pub user_id: Option<String>,
+    pub session_id: Option<String>,
+    pub execution: Execution,
+    pub run_digests: BTreeMap<String, String>,
+    /// (executionId, interruptId) → digest.
+    pub applied: BTreeMap<(String, String), String>,
+    pub terminal: BTreeSet<String>,
+}
+
+/// Why a state file was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocError(pub String);
+
+fn err<T>(s: &str) -> Result<T, DocError> {
+    Err(DocError(s.into()))
+}
+
+fn req_str(o: &Map<String, Value>, k: &str) -> Result<String, DocError> {
+    match o.get(k) {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+        _ => Err(DocError(format!("{k} must be a non-empty string"))),
+    }
+}
+
+fn opt_str(o: &Map<String, Value>, k: &str) -> Result<Option<String>, DocError> {
+    match o.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        _ => Err(DocError(format!("{k} must be a string or null"))),
+    }
+}
+
+fn is_hex64(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+impl ThreadDoc {
+    /// Validate a parsed file for `thread_id` (reference §7.5).
+    pub fn from_value(v: &Value, thread_id: &str) -> Result<ThreadDoc, DocError> {
+        let o = v.as_object().ok_or(DocError("not an object".into()))?;
+        // Python equality: 1 and 1.0 pass, as does `true` in the reference; we refuse `true`.
+        if !o
+            .get("schemaVersion")
+            .and_then(Value::as_f64)
+            .is_some_and(|f| f == 1.0)
+        {
+            return err("schemaVersion must be 1");
+        }
+        if o.get("threadId").and_then(Value::as_str) != Some(thread_id) {
+            return err("threadId does not match");
+        }
+        let context_id = req_str(o, "contextId")?;
+        let cwd = req_str(o, "cwd")?;
+        let user_id = opt_str(o, "userId")?;
+        let session_id = opt_str(o, "iacCodeSessionId")?;
+        let ex = o
+            .get("execution")
+            .and_then(Value::as_object)
+            .ok_or(DocError("execution must be an object".into()))?;
+        let execution_id = req_str(ex, "executionId")?;
+        let ros_invocation_id = req_str(ex, "rosInvocationId")?;
+        let task_id = opt_str(ex, "taskId")?;
+        let pipeline_sequence = match ex.get("pipelineSequence") {
+            None => 0,
+            Some(Value::Number(n)) => match n.as_i64() {
+                Some(i) if i >= 0 => i,
+                _ => return err("pipelineSequence must be a non-negative integer"),
+            },
+            Some(_) => return err("pipelineSequence must be a non-negative integer"),
+        };
+        let open_steps = match ex.get("pipelineOpenSteps") {
+            None => BTreeSet::new(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|s| match s {
+                    Value::String(s) if !s.is_empty() => Ok(s.clone()),
+                    _ => err("pipelineOpenSteps must hold non-empty strings"),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => return err("pipelineOpenSteps must be a list"),
+        };
+        let text_digests = match ex.get("textSnapshotDigests") {
+            None => BTreeSet::new(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|s| match s {
+                    Value::String(s) if is_hex64(s) => Ok(s.clone()),
+                    _ => err("textSnapshotDigests must hold sha256 hex digests"),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => return err("textSnapshotDigests must be a list"),
+        };
+        let mut pending = Vec::new();
+        match ex.get("pending") {
+            None => {}
+            Some(Value::Object(p)) => {
+                for (id, entry) in p {
+                    let e = entry
+                        .as_object()
+                        .ok_or(DocError("pending entries must be objects".into()))?;
+                    let value = e
+                        .get("value")
+                        .and_then(Value::as_object)
+                        .ok_or(DocError("pending value must be an object".into()))?;
+                    let sideband = match e.get("sideband") {
+                        None => false,
+                        Some(Value::Bool(b)) => *b,
+                        Some(_) => return err("sideband must be a boolean"),
+                    };
+                    let value = filter_input(value);
+                    if value.get("inputId").and_then(Value::as_str) != Some(id.as_str()) {
+                        return err("pending inputId does not match its key");
+                    }
+                    pending.push((id.clone(), PendingInput { value, sideband }));
+                }
+            }
+            Some(_) => return err("pending must be an object"),
+        }
+        let run_digests = match o.get("runDigests") {
+            Some(Value::Object(m)) => m
+                .iter()
+                .filter_map(|(k, v)| match v {
+                    Value::String(d) if !k.is_empty() && !d.is_empty() => {
+                        Some((k.clone(), d.clone()))
+                    }
+                    _ => None, // the reference drops malformed entries silently
+                })
+                .collect(),
+            _ => return err("runDigests must be an object"),
+        };
+        let mut applied = BTreeMap::new();
+        match o.get("appliedResumeDigests") {
+            Some(Value::Array(a)) => {
+                for e in a {
+                    let e = e.as_object().ok_or(DocError(
+                        "appliedResumeDigests entries must be objects".into(),
+                    ))?;
+                    applied.insert(
+                        (req_str(e, "executionId")?, req_str(e, "interruptId")?),
+                        req_str(e, "digest")?,
+                    );
+                }
+            }
+            _ => return err("appliedResumeDigests must be a list"),
+        }
+        let terminal = match o.get("terminalExecutionIds") {
+            Some(Value::Array(a)) => a
+                .iter()
+                .filter_map(|s| s.as_str().filter(|s| !s.is_empty()).map(str::to_string))
+                .collect(),
+            _ => return err("terminalExecutionIds must be a list"),
+        };
+        Ok(ThreadDoc {
+            thread_id: thread_id.to_string(),
+            context_id,
+            cwd,
+            user_id,
+            session_id,
+            execution: Execution {
+                execution_id,
+                ros_invocation_id,
+                task_id,
+                pending,
+                pipeline_sequence,
+                open_steps,
+                text_digests,
+            },
+            run_digests,
+            applied,
+            terminal,
+        })
+    }
+
+    pub fn to_value(&self) -> Value {
+        let ex = &self.execution;
+        let pending: Map<String, Value> = ex
+            .pending
+            .iter()
+            .map(|(id, p)| {
+                (
+                    id.clone(),
+                    json!({"sideband": p.sideband, "value": Value::Object(p.value.clone())}),
+                )
+            })
+            .collect();
+        let applied: Vec<Value> = self
+            .applied
+            .iter()
+            .map(|((e, i), d)| json!({"digest": d, "executionId": e, "interruptId": i}))
+            .collect();
+        json!({
+            "appliedResumeDigests": applied,
+            "contextId": self.context_id,
+            "cwd": self.cwd,
+            "execution": {
+                "executionId": ex.execution_id,
+                "pending": pending,
+                "pipelineOpenSteps": ex.open_steps.iter().collect::<Vec<_>>(),
+                "pipelineSequence": ex.pipeline_sequence,
+                "rosInvocationId": ex.ros_invocation_id,
+                "taskId": ex.task_id,
+                "textSnapshotDigests": ex.text_digests.iter().collect::<Vec<_>>(),
+            },
+            "iacCodeSessionId": self.session_id,
+            "runDigests": self.run_digests,
+            "schemaVersion": 1,
+            "terminalExecutionIds": self.terminal.iter().collect::<Vec<_>>(),
+            "threadId": self.thread_id,
+            "userId": self.user_id,
+        })
+    }
+
+    /// The file bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = digest::pretty(&self.to_value());
+        out.push(b'\n');
+        out
+    }
+
+    /// Parse and validate file bytes.
+    pub fn from_bytes(bytes: &[u8], thread_id: &str) -> Result<ThreadDoc, DocError> {
+        let v: Value =
+            serde_json::from_slice(bytes).map_err(|e| DocError(format!("invalid JSON: {e}")))?;
+        ThreadDoc::from_value(&v, thread_id)
+    }
+}
+
+/// The file-name stem for a thread id (reference §7.2, with the REC for long ids).
+pub fn stem(thread_id: &str) -> String {
+    const RESERVED: &[&str] = &[
+        "CON", "PRN", "AUX", "NUL", "COM1", "COM2", "COM3", "COM4", "COM5", "COM6", "COM7", "COM8",
+        "COM9", "LPT1", "LPT2", "LPT3", "LPT4", "LPT5", "LPT6", "LPT7", "LPT8", "LPT9",
+    ];
+    let safe = !thread_id.is_empty()
+        && thread_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+        && thread_id == thread_id.to_lowercase()
+        && thread_id != "."
+        && thread_id != ".."
+        && !thread_id.ends_with('.')
+        && !RESERVED.contains(
+            &thread_id
+                .trim_end_matches('.')
+                .split('.')
+                .next()
+                .unwrap_or("")
+                .to_uppercase()
+                .as_str(),
+        );
+    if safe && thread_id.len() <= 200 {
+        return thread_id.to_string();
+    }
+    if !safe {
+        let enc = format!("aguiid~{}", crate::ids::hex(thread_id.as_bytes()));
+        if enc.len() <= 200 {
+            return enc;
+        }
+    }
+    format!("aguihash~{}", crate::ids::sha256_hex(thread_id.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S1: &str = include_str!("../../tests/fixtures/agui/01_after_interrupt.state.json");
+    const S2: &str = include_str!("../../tests/fixtures/agui/02_after_resume.state.json");
+    const TID: &str = "8473547e-c8ed-4aef-a84c-603a6a8d42da";
+
+    #[test]
+    fn reference_files_load_and_round_trip_byte_for_byte() {
+        for s in [S1, S2] {
+            let d = ThreadDoc::from_bytes(s.as_bytes(), TID).unwrap();
+            assert_eq!(String::from_utf8(d.to_bytes()).unwrap(), s);
+            let again = ThreadDoc::from_bytes(&d.to_bytes(), TID).unwrap();
+            assert_eq!(again, d);
+        }
+        let d = ThreadDoc::from_bytes(S1.as_bytes(), TID).unwrap();
+        assert_eq!(d.execution.pending.len(), 1);
+        assert_eq!(d.execution.task_id.as_deref(), Some("task-1"));
+        let d = ThreadDoc::from_bytes(S2.as_bytes(), TID).unwrap();
+        assert_eq!(d.applied.len(), 1);
+        assert!(d.terminal.contains("42924c7e-0ad6-461c-9fd1-95c1e82dc72c"));
+    }
+
+    #[test]
+    fn strict_validation() {
+        let good: Value = serde_json::from_str(S1).unwrap();
+        let mutate = |f: &dyn Fn(&mut Value)| {
+            let mut v = good.clone();
+            f(&mut v);
+            ThreadDoc::from_value(&v, TID)
+        };
+        assert!(ThreadDoc::from_value(&good, "other").is_err());
+        let bad: Vec<Box<dyn Fn(&mut Value)>> = vec![
+            Box::new(|v| v["schemaVersion"] = 2.into()),
+            Box::new(|v| v["schemaVersion"] = true.into()),
+            Box::new(|v| v["contextId"] = "".into()),
+            Box::new(|v| v["cwd"] = Value::Null),
+            Box::new(|v| v["userId"] = 5.into()),
+            Box::new(|v| v["execution"]["executionId"] = Value::Null),
+            Box::new(|v| v["execution"]["taskId"] = 1.into()),
+            Box::new(|v| v["execution"]["pipelineSequence"] = (-1).into()),
+            Box::new(|v| v["execution"]["pipelineSequence"] = true.into()),
+            Box::new(|v| v["execution"]["textSnapshotDigests"] = json!(["XYZ"])),
+            Box::new(|v| v["execution"]["pipelineOpenSteps"] = json!([""])),
+            Box::new(|v| v["execution"]["pending"]["perm-1"]["value"]["inputId"] = "other".into()),
+            Box::new(|v| v["execution"]["pending"]["perm-1"]["sideband"] = "no".into()),
+            Box::new(|v| v["appliedResumeDigests"] = json!([{"executionId":"e"}])),
+            Box::new(|v| v["runDigests"] = json!([])),
+            Box::new(|v| {
+                v.as_object_mut().unwrap().remove("terminalExecutionIds");
+            }),
+        ];
+        for f in bad {
+            assert!(mutate(&*f).is_err());
+        }
+        // Malformed runDigests / terminal entries are dropped, not fatal (reference).
+        let d = mutate(&|v| {
+            v["runDigests"]["x"] = 5.into();
+            v["terminalExecutionIds"] = json!(["", 3, "e1"]);
+        })
+        .unwrap();
+        assert!(!d.run_digests.contains_key("x"));
+        assert_eq!(d.terminal.len(), 1);
+        // Unknown pending value fields are filtered out by the whitelist.
+        let d = mutate(&|v| v["execution"]["pending"]["perm-1"]["value"]["question"] = "q".into())
+            .unwrap();
+        assert!(!d.execution.pending[0].1.value.contains_key("question"));
+    }
+
+    #[test]
+    fn stems() {
+        assert_eq!(stem("abc"), "abc");
+        assert_eq!(stem("ABC"), "aguiid~414243");
+        assert_eq!(stem("a.b-c_d"), "a.b-c_d");
+        assert_eq!(stem("con"), "aguiid~636f6e");
+        assert_eq!(stem("x."), "aguiid~782e");
+        assert_eq!(stem(".."), "aguiid~2e2e");
+        assert_eq!(stem("a/b"), "aguiid~612f62");
+        assert_eq!(stem("日本"), "aguiid~e697a5e69cac");
+        assert!(stem(&"X".repeat(100)).starts_with("aguihash~"));
+        assert_eq!(stem(&"x".repeat(200)), "x".repeat(200));
+        // REC: long safe ids hash instead of failing.
+        assert_eq!(stem(&"x".repeat(240)).len(), 9 + 64);
+        assert_eq!(stem(&"x".repeat(300)).len(), 9 + 64);
+    }
+}

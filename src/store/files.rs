@@ -1,0 +1,317 @@
+//! Thread files on disk (reference §7.1, §7.4, §7.5): `S/threads/<stem>.json`, written by
+//! atomic replace (temp file in the same directory, fsync, rename, fsync the directory), files
+//! 0600 in 0700 directories, loaded without ever following a symlink. One iac-agui process
+//! per state directory: an exclusive lock on `S/.lock` is held for the process lifetime.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use super::document::{ThreadDoc, stem};
+
+/// Largest thread file we agree to read.
+pub const MAX_STATE_FILE: u64 = 64 * 1024 * 1024;
+
+#[derive(Debug)]
+pub enum StoreError {
+    Io(io::Error),
+    /// The file exists but is not a valid state document (or is a symlink).
+    Invalid(String),
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreError::Io(e) => write!(f, "state I/O failed: {e}"),
+            StoreError::Invalid(s) => write!(f, "state file refused: {s}"),
+        }
+    }
+}
+
+impl From<io::Error> for StoreError {
+    fn from(e: io::Error) -> Self {
+        StoreError::Io(e)
+    }
+}
+
+/// The state directory of this process.
+#[derive(Debug)]
+pub struct FileStore {
+    root: PathBuf,
+    threads: PathBuf,
+    _lock: File,
+}
+
+fn ensure_private_dir(p: &Path) -> io::Result<()> {
+    fs::create_dir_all(p)?;
+    fs::set_permissions(p, fs::Permissions::from_mode(0o700))
+}
+
+impl FileStore {
+    /// Open (and create) the state directory, take the process lock and remove temp files a
+    /// crash may have left behind.
+    pub fn open(root: &Path) -> Result<FileStore, String> {
+        ensure_private_dir(root)
+            .map_err(|e| format!("cannot create the state directory {}: {e}", root.display()))?;
+        let threads = root.join("threads");
+        ensure_private_dir(&threads)
+            .map_err(|e| format!("cannot create {}: {e}", threads.display()))?;
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(root.join(".lock"))
+            .map_err(|e| format!("cannot open the state lock: {e}"))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(format!(
+                    "another iac-agui process is using the state directory {}",
+                    root.display()
+                ));
+            }
+            Err(fs::TryLockError::Error(e)) => {
+                return Err(format!("cannot lock the state directory: {e}"));
+            }
+        }
+        let store = FileStore {
+            root: root.to_path_buf(),
+            threads,
+            _lock: lock,
+        };
+        store.remove_stale_temp_files();
+        Ok(store)
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn path_for(&self, thread_id: &str) -> PathBuf {
+        self.threads.join(format!("{}.json", stem(thread_id)))
+    }
+
+    fn remove_stale_temp_files(&self) {
+        let Ok(dir) = fs::read_dir(&self.threads) else {
+            return;
+        };
+        for e in dir.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') && name.ends_with(".tmp") {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+    }
+
+    /// Load a thread; `Ok(None)` when it has no file.
+    pub fn load(&self, thread_id: &str) -> Result<Option<ThreadDoc>, StoreError> {
+        let path = self.path_for(thread_id);
+        let meta = match fs::symlink_metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        if meta.file_type().is_symlink() {
+            return Err(StoreError::Invalid("the thread file is a symlink".into()));
+        }
+        let mut f = OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&path)?;
+        let m = f.metadata()?;
+        if !m.is_file() {
+            return Err(StoreError::Invalid(
+                "the thread file is not a regular file".into(),
+            ));
+        }
+        if m.len() > MAX_STATE_FILE {
+            return Err(StoreError::Invalid("the thread file is too large".into()));
+        }
+        let _ = f.set_permissions(fs::Permissions::from_mode(0o600));
+        let mut bytes = Vec::with_capacity(m.len() as usize);
+        Read::by_ref(&mut f)
+            .take(MAX_STATE_FILE + 1)
+            .read_to_end(&mut bytes)?;
+        ThreadDoc::from_bytes(&bytes, thread_id)
+            .map(Some)
+            .map_err(|e| StoreError::Invalid(e.0))
+    }
+
+    /// Atomically replace the thread's file.
+    pub fn save(&self, doc: &ThreadDoc) -> Result<(), StoreError> {
+        if doc.thread_id.is_empty() {
+            return Err(StoreError::Invalid("empty thread id".into()));
+        }
+        ensure_private_dir(&self.root)?;
+        ensure_private_dir(&self.threads)?;
+        let target = self.path_for(&doc.thread_id);
+        let file_name = target
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut rnd = [0u8; 4];
+        crate::ids::fill(&mut rnd);
+        let tmp = self
+            .threads
+            .join(format!(".{file_name}.{}.tmp", crate::ids::hex(&rnd)));
+        let bytes = doc.to_bytes();
+        let result = (|| -> io::Result<()> {
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                .open(&tmp)?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+            drop(f);
+            fs::rename(&tmp, &target)?;
+            // The rename is durable only once the directory entry is.
+            File::open(&self.threads)?.sync_all()?;
+            fs::set_permissions(&target, fs::Permissions::from_mode(0o600))?;
+            Ok(())
+        })();
+        if result.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        result.map_err(StoreError::Io)
+    }
+}
+
+/// The state directory (reference §7.1): explicit, else `$IAC_CODE_CONFIG_DIR/agui`, else
+/// `~/.iac-code/agui`. `~` is expanded; the result is made absolute.
+pub fn state_root(explicit: Option<&Path>, get: impl Fn(&str) -> Option<String>) -> PathBuf {
+    let home = get("HOME").unwrap_or_else(|| "/".into());
+    let expand = |p: &str| -> PathBuf {
+        if p == "~" {
+            PathBuf::from(&home)
+        } else if let Some(r) = p.strip_prefix("~/") {
+            Path::new(&home).join(r)
+        } else {
+            PathBuf::from(p)
+        }
+    };
+    let p = match explicit {
+        Some(p) => expand(&p.to_string_lossy()),
+        None => match get("IAC_CODE_CONFIG_DIR")
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+        {
+            Some(dir) => expand(&dir).join("agui"),
+            None => Path::new(&home).join(".iac-code").join("agui"),
+        },
+    };
+    if p.is_absolute() {
+        p
+    } else {
+        std::env::current_dir().map(|c| c.join(&p)).unwrap_or(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::document::Execution;
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("iac-agui-store-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        d
+    }
+
+    fn doc(tid: &str) -> ThreadDoc {
+        ThreadDoc {
+            thread_id: tid.into(),
+            context_id: "agui-x".into(),
+            cwd: "/w".into(),
+            execution: Execution {
+                execution_id: "e1".into(),
+                ros_invocation_id: "r".into(),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn save_load_modes_and_lock() {
+        let d = dir("basic");
+        let s = FileStore::open(&d).unwrap();
+        assert_eq!(s.load("t1").unwrap(), None);
+        s.save(&doc("t1")).unwrap();
+        assert_eq!(s.load("t1").unwrap(), Some(doc("t1")));
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&s.path_for("t1")), 0o600);
+        assert_eq!(mode(&d), 0o700);
+        assert_eq!(mode(&d.join("threads")), 0o700);
+        // A second process (here: a second open) is refused while the lock is held.
+        assert!(
+            FileStore::open(&d)
+                .unwrap_err()
+                .contains("another iac-agui process")
+        );
+        drop(s);
+        assert!(FileStore::open(&d).is_ok());
+        let _ = fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn symlinks_and_garbage_are_refused() {
+        let d = dir("evil");
+        let s = FileStore::open(&d).unwrap();
+        let target = d.join("elsewhere.json");
+        fs::write(&target, doc("t2").to_bytes()).unwrap();
+        std::os::unix::fs::symlink(&target, s.path_for("t2")).unwrap();
+        assert!(matches!(s.load("t2"), Err(StoreError::Invalid(_))));
+        fs::write(s.path_for("t3"), b"{not json").unwrap();
+        assert!(matches!(s.load("t3"), Err(StoreError::Invalid(_))));
+        fs::write(s.path_for("t4"), doc("other").to_bytes()).unwrap();
+        assert!(matches!(s.load("t4"), Err(StoreError::Invalid(_))));
+        let _ = fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn stale_temp_files_are_removed_on_open() {
+        let d = dir("stale");
+        let s = FileStore::open(&d).unwrap();
+        fs::write(d.join("threads/.t.json.deadbeef.tmp"), b"half").unwrap();
+        drop(s);
+        let _s = FileStore::open(&d).unwrap();
+        assert!(!d.join("threads/.t.json.deadbeef.tmp").exists());
+        let _ = fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn state_root_rules() {
+        let get = |pairs: Vec<(&'static str, &'static str)>| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert_eq!(
+            state_root(None, get(vec![("HOME", "/h")])),
+            PathBuf::from("/h/.iac-code/agui")
+        );
+        assert_eq!(
+            state_root(
+                None,
+                get(vec![("HOME", "/h"), ("IAC_CODE_CONFIG_DIR", "~/cfg")])
+            ),
+            PathBuf::from("/h/cfg/agui")
+        );
+        assert_eq!(
+            state_root(
+                Some(Path::new("/s")),
+                get(vec![("IAC_CODE_CONFIG_DIR", "/c")])
+            ),
+            PathBuf::from("/s")
+        );
+    }
+}
