@@ -4,6 +4,16 @@
 
 use serde_json::{Map, Number, Value};
 
+/// The input does not have the required shape (the caller picks the 400 message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Invalid;
+
+impl From<()> for Invalid {
+    fn from(_: ()) -> Invalid {
+        Invalid
+    }
+}
+
 /// A field by its camelCase alias or its snake_case name (the alias wins when both exist,
 /// as with pydantic's `populate_by_name`).
 fn field<'a>(o: &'a Map<String, Value>, camel: &str, snake: &str) -> Option<&'a Value> {
@@ -63,7 +73,11 @@ pub struct RunInput {
 }
 
 /// Validate the envelope. `Err(())` is the generic "invalid envelope" 400.
-pub fn parse_envelope(body: &Value) -> Result<RunInput, ()> {
+pub fn parse_envelope(body: &Value) -> Result<RunInput, Invalid> {
+    Ok(envelope(body)?)
+}
+
+fn envelope(body: &Value) -> Result<RunInput, ()> {
     let o = body.as_object().ok_or(())?;
     let thread_id = req_str(o, "threadId", "thread_id")?;
     // REC (D8): an empty thread id is an envelope error, not a state error.
@@ -329,7 +343,11 @@ impl<'a> Strict<'a> {
 }
 
 /// Validate `forwardedProps` (the generic forwarded-props 400 on any failure).
-pub fn parse_iac_props(forwarded: &Value) -> Result<IacProps, ()> {
+pub fn parse_iac_props(forwarded: &Value) -> Result<IacProps, Invalid> {
+    Ok(iac_props(forwarded)?)
+}
+
+fn iac_props(forwarded: &Value) -> Result<IacProps, ()> {
     let fp = forwarded.as_object().ok_or(())?;
     if fp.len() != 1 {
         return Err(());
@@ -544,7 +562,7 @@ mod tests {
         assert_eq!(r.resume, None);
     }
 
-    fn props(iac: Value) -> Result<IacProps, ()> {
+    fn props(iac: Value) -> Result<IacProps, Invalid> {
         parse_iac_props(&json!({"iacCode": iac}))
     }
 
