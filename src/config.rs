@@ -198,10 +198,10 @@ pub fn parse(
         if let Some(v) = flags.get(key) {
             return Some(Scalar::Str(v.clone()));
         }
-        if let Some(name) = env_name {
-            if let Some(v) = env_of(name) {
-                return Some(Scalar::Str(v));
-            }
+        if let Some(name) = env_name
+            && let Some(v) = env_of(name)
+        {
+            return Some(Scalar::Str(v));
         }
         file.get(key).filter(|v| **v != Scalar::Null).cloned()
     };

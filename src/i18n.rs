@@ -105,11 +105,11 @@ pub fn header_language(accept: Option<&str>, default: Lang) -> Lang {
         let value = segments.next().unwrap_or("");
         let mut quality = 1.0;
         for seg in segments {
-            if let Some((name, v)) = seg.split_once('=') {
-                if name.trim().to_lowercase() == "q" {
-                    quality = python_float(v);
-                    break;
-                }
+            if let Some((name, v)) = seg.split_once('=')
+                && name.trim().to_lowercase() == "q"
+            {
+                quality = python_float(v);
+                break;
             }
         }
         if !quality.is_finite() || quality <= 0.0 || quality > 1.0 {

@@ -149,10 +149,8 @@ fn parse_scalar(v: &str) -> Result<Scalar, String> {
         .chars()
         .all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-'))
         && numeric.chars().any(|c| c.is_ascii_digit());
-    if looks_numeric {
-        if let Ok(f) = numeric.parse::<f64>() {
-            return Ok(Scalar::Float(f));
-        }
+    if looks_numeric && let Ok(f) = numeric.parse::<f64>() {
+        return Ok(Scalar::Float(f));
     }
     Ok(Scalar::Str(v.to_string()))
 }

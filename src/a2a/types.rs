@@ -130,10 +130,10 @@ pub enum Payload {
 impl Payload {
     /// Classify a JSON-RPC response or stream item (reference §4.5, with the REC for errors).
     pub fn from_value(mut v: Value) -> Payload {
-        if let Some(err) = v.get("error").filter(|e| e.is_object()) {
-            if v.get("result").is_none() {
-                return Payload::Error(RpcError::from_value(err));
-            }
+        if let Some(err) = v.get("error").filter(|e| e.is_object())
+            && v.get("result").is_none()
+        {
+            return Payload::Error(RpcError::from_value(err));
         }
         let Some(result) = v
             .get_mut("result")

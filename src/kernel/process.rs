@@ -65,10 +65,10 @@ impl ManagedKernel {
             ])
             .env("IACCODE_A2A_HTTP_TOKEN", &token)
             .stdin(Stdio::null());
-        if let Some(allowed) = env("IAC_CODE_AGUI_ALLOWED_CWDS").filter(|s| !s.is_empty()) {
-            if env("IACCODE_A2A_ALLOWED_CWDS").is_none_or(|s| s.is_empty()) {
-                cmd.env("IACCODE_A2A_ALLOWED_CWDS", allowed);
-            }
+        if let Some(allowed) = env("IAC_CODE_AGUI_ALLOWED_CWDS").filter(|s| !s.is_empty())
+            && env("IACCODE_A2A_ALLOWED_CWDS").is_none_or(|s| s.is_empty())
+        {
+            cmd.env("IACCODE_A2A_ALLOWED_CWDS", allowed);
         }
         let child = cmd
             .spawn()
@@ -94,16 +94,16 @@ impl ManagedKernel {
         let client = A2aClient::new(cfg);
         let deadline = Instant::now() + timeout;
         loop {
-            if let Some(child) = self.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    self.child = None;
-                    let code = status
-                        .code()
-                        .map_or_else(|| "killed by a signal".to_string(), |c| c.to_string());
-                    return Err(format!(
-                        "The local A2A process exited during startup (exit code {code})."
-                    ));
-                }
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                self.child = None;
+                let code = status
+                    .code()
+                    .map_or_else(|| "killed by a signal".to_string(), |c| c.to_string());
+                return Err(format!(
+                    "The local A2A process exited during startup (exit code {code})."
+                ));
             }
             if client.session().health() == Ok(200) {
                 return Ok(());

@@ -118,10 +118,10 @@ impl Server {
                 self.begin_shutdown();
             }
             let now = self.clock.now();
-            if let Some(deadline) = self.grace_deadline {
-                if self.live == 0 || now >= deadline {
-                    break;
-                }
+            if let Some(deadline) = self.grace_deadline
+                && (self.live == 0 || now >= deadline)
+            {
+                break;
             }
             let mut timeout = self.timers.timeout(now);
             if let Some(deadline) = self.grace_deadline {
@@ -565,11 +565,11 @@ impl Server {
             }
             self.scratch = batch;
             let limit = self.cfg.max_output_bytes;
-            if let Some(conn) = self.conn(slot) {
-                if conn.pending_out() > limit {
-                    self.close(slot, "output bound exceeded");
-                    return;
-                }
+            if let Some(conn) = self.conn(slot)
+                && conn.pending_out() > limit
+            {
+                self.close(slot, "output bound exceeded");
+                return;
             }
         }
     }
@@ -666,15 +666,15 @@ impl Server {
                     }
                 }
                 TimerKind::Heartbeat => {
-                    if let State::Streaming { chunked, .. } = conn.state {
-                        if now >= conn.last_event + self.cfg.heartbeat_interval {
-                            let start = conn.out.len();
-                            http::write_body_piece(&mut conn.out, b": heartbeat\n\n", chunked);
-                            if conn.out_pos == start {
-                                conn.last_progress = now;
-                            }
-                            conn.last_event = now;
+                    if let State::Streaming { chunked, .. } = conn.state
+                        && now >= conn.last_event + self.cfg.heartbeat_interval
+                    {
+                        let start = conn.out.len();
+                        http::write_body_piece(&mut conn.out, b": heartbeat\n\n", chunked);
+                        if conn.out_pos == start {
+                            conn.last_progress = now;
                         }
+                        conn.last_event = now;
                     }
                 }
                 TimerKind::WriteStall => {
