@@ -389,7 +389,8 @@ mod tests {
             ThreadDoc::from_value(&v, TID)
         };
         assert!(ThreadDoc::from_value(&good, "other").is_err());
-        let bad: Vec<Box<dyn Fn(&mut Value)>> = vec![
+        type Mutation = Box<dyn Fn(&mut Value)>;
+        let bad: Vec<Mutation> = vec![
             Box::new(|v| v["schemaVersion"] = 2.into()),
             Box::new(|v| v["schemaVersion"] = true.into()),
             Box::new(|v| v["contextId"] = "".into()),
