@@ -7,14 +7,15 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use crate::a2a::client::{A2aClient, A2aConfig};
-use crate::app::{App, Backend, CancelRequest, RunRequest, RunStream};
-use crate::catalog::Msg;
+use crate::adapter::env::SystemEnv;
+use crate::adapter::threads::Registry;
+use crate::adapter::{AguiBackend, Shared};
+use crate::app::{App, Backend};
 use crate::config::{self, Command, Config};
-use crate::errors::{ApiError, Code};
 use crate::routes::RouteConfig;
-use crate::server::http::Response;
 use crate::server::timers::SystemClock;
 use crate::server::{Server, ServerConfig};
+use crate::store::files::{FileStore, state_root};
 
 /// Exit status for usage and configuration errors.
 pub const EXIT_USAGE: u8 = 2;
@@ -76,21 +77,6 @@ pub fn health_body(protocol: config::AguiProtocol) -> Vec<u8> {
     serde_json::to_vec(&v).unwrap_or_default()
 }
 
-/// Placeholder until the A2A run lifecycle is wired: every run and cancel is refused as
-/// "kernel unavailable", which is the truth for this build.
-struct NoKernel;
-
-impl Backend for NoKernel {
-    fn run(&self, req: RunRequest, stream: &mut RunStream<'_>) {
-        stream.reject(
-            ApiError::new(Code::A2aUnavailable, Msg::A2aUnavailable).response(req.payload_lang),
-        );
-    }
-    fn cancel(&self, req: CancelRequest) -> Response {
-        ApiError::new(Code::A2aUnavailable, Msg::A2aCancelUnavailable).response(req.lang)
-    }
-}
-
 fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
     (host, port)
         .to_socket_addrs()
@@ -146,10 +132,24 @@ fn serve(cfg: Config) -> Result<(), String> {
 }
 
 fn serve_with(cfg: Config, addr: SocketAddr, client: A2aClient) -> Result<(), String> {
-    let _ = &client;
-    let backend: Arc<dyn Backend> = Arc::new(NoKernel);
+    let env_get = |k: &str| std::env::var(k).ok();
+    let root = state_root(cfg.state_dir.as_deref(), env_get);
+    let store = FileStore::open(&root)?;
+    log::info!("state directory {}", store.root().display());
+    let shared = Arc::new(Shared::new(
+        Registry::new(Arc::new(store)),
+        client,
+        Arc::new(SystemEnv),
+        crate::agui::cwd::allowed_roots(env_get),
+        env_get("HOME"),
+        cfg.agui_protocol,
+    ));
+    let backend: Arc<dyn Backend> = Arc::new(AguiBackend {
+        shared: shared.clone(),
+    });
     let routes = RouteConfig::new(cfg.auth_token.clone(), health_body(cfg.agui_protocol));
     let app = App::new(routes, backend, cfg.max_runs);
+    let jobs = app.active_jobs();
     let server_cfg = ServerConfig {
         heartbeat_interval: cfg.heartbeat_interval,
         max_connections: cfg.max_connections,
@@ -159,12 +159,47 @@ fn serve_with(cfg: Config, addr: SocketAddr, client: A2aClient) -> Result<(), St
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let local = server.local_addr();
     install_signal_handler(server.shutdown_handle())?;
+    if !cfg.idle_shutdown.is_zero() {
+        start_idle_monitor(cfg.idle_shutdown, shared, jobs, server.shutdown_handle())?;
+    }
     // One stable line that scripts and tests can wait for.
     eprintln!("iac-agui {VERSION} listening on http://{local}");
     let _ = std::io::stderr().flush();
     server.run().map_err(|e| format!("server failed: {e}"))?;
     log::info!("stopped");
     Ok(())
+}
+
+/// Reference §8.3: exit when no loaded thread has an active run or a pending interrupt, no
+/// request is in flight, and nothing happened for `idle`.
+fn start_idle_monitor(
+    idle: std::time::Duration,
+    shared: Arc<Shared>,
+    jobs: Arc<std::sync::atomic::AtomicUsize>,
+    handle: crate::server::ShutdownHandle,
+) -> Result<(), String> {
+    let tick = (idle / 4).clamp(
+        std::time::Duration::from_millis(100),
+        std::time::Duration::from_secs(5),
+    );
+    std::thread::Builder::new()
+        .name("iac-agui-idle".into())
+        .stack_size(64 * 1024)
+        .spawn(move || {
+            loop {
+                std::thread::sleep(tick);
+                let quiet = jobs.load(std::sync::atomic::Ordering::SeqCst) == 0
+                    && shared.registry.quiescent()
+                    && shared.registry.last_activity().elapsed() >= idle;
+                if quiet {
+                    log::info!("idle for {idle:?}: shutting down");
+                    handle.shutdown();
+                    return;
+                }
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| format!("cannot start the idle monitor: {e}"))
 }
 
 fn install_signal_handler(handle: crate::server::ShutdownHandle) -> Result<(), String> {

@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 pub mod a2a;
+pub mod adapter;
 pub mod agui;
 pub mod app;
 pub mod catalog;
@@ -12,6 +13,7 @@ pub mod i18n;
 pub mod ids;
 pub mod kernel;
 pub mod limits;
+pub mod rfc3339;
 pub mod routes;
 pub mod server;
 pub mod store;

@@ -1,0 +1,268 @@
+//! The admission gates of reference §3.2, in their exact order, as a pure function of the
+//! thread's current state and the request. The caller persists the returned state and keeps
+//! it only if the write succeeds (rollback is simply not committing).
+
+use super::env::Env;
+use super::threads::Thread;
+use crate::catalog::Msg;
+use crate::errors::{ApiError, Code};
+use crate::store::document::{Execution, ThreadDoc};
+
+/// What kind of run was admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunKind {
+    /// The first run of a new thread.
+    New,
+    /// A new turn on an existing thread (the execution was rotated).
+    NextTurn,
+    Resume,
+    Guidance,
+}
+
+#[derive(Debug, Clone)]
+pub struct Request<'a> {
+    pub thread_id: &'a str,
+    pub run_id: &'a str,
+    pub digest: &'a str,
+    /// The resolved workspace.
+    pub cwd: &'a str,
+    pub user_id: Option<&'a str>,
+    pub ros_invocation_id: &'a str,
+    pub run_mode: Option<&'a str>,
+    pub resume: bool,
+    pub guidance: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Admitted {
+    pub kind: RunKind,
+    /// The new thread state to persist.
+    pub thread: Thread,
+    /// The execution that rotation retired (it leaves the live index).
+    pub retired: Option<String>,
+}
+
+/// `agui-` + the first 40 hex digits of sha256(threadId).
+pub fn context_id(thread_id: &str) -> String {
+    format!(
+        "agui-{}",
+        &crate::ids::sha256_hex(thread_id.as_bytes())[..40]
+    )
+}
+
+const fn err(code: Code, msg: Msg) -> ApiError {
+    ApiError::new(code, msg)
+}
+
+pub fn admit(
+    current: Option<&Thread>,
+    req: &Request<'_>,
+    env: &dyn Env,
+) -> Result<Admitted, ApiError> {
+    let created = current.is_none();
+    let mut t = match current {
+        Some(t) => t.clone(),
+        None => {
+            if req.resume || req.guidance {
+                return Err(err(Code::ExecutionLost, Msg::ResumeExecutionGone));
+            }
+            Thread {
+                doc: ThreadDoc {
+                    thread_id: req.thread_id.into(),
+                    context_id: context_id(req.thread_id),
+                    cwd: req.cwd.into(),
+                    user_id: req.user_id.map(str::to_string),
+                    execution: Execution {
+                        execution_id: env.uuid4(),
+                        ros_invocation_id: req.ros_invocation_id.into(),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+                active_run: None,
+            }
+        }
+    };
+    if let Some(d) = t.doc.run_digests.get(req.run_id) {
+        return Err(if d == req.digest {
+            err(Code::DuplicateRunId, Msg::RunIdUsed)
+        } else {
+            err(Code::RunIdConflict, Msg::RunIdUsed)
+        });
+    }
+    if t.active_run.is_some() && !req.guidance {
+        return Err(err(Code::ThreadBusy, Msg::ThreadBusy));
+    }
+    if t.doc.cwd != req.cwd || t.doc.user_id.as_deref() != req.user_id {
+        return Err(err(Code::ThreadBindingConflict, Msg::BindingConflict));
+    }
+    let mut retired = None;
+    let kind = if req.guidance {
+        if req.resume || req.run_mode != Some("pipeline") || t.doc.execution.task_id.is_none() {
+            return Err(err(Code::ExecutionLost, Msg::ResumeExecutionGone));
+        }
+        if !t.doc.execution.pending.is_empty() {
+            return Err(err(Code::ResumeRequired, Msg::ResumeRequired));
+        }
+        RunKind::Guidance
+    } else if req.resume {
+        if req.ros_invocation_id != t.doc.execution.ros_invocation_id {
+            return Err(err(Code::ExecutionLost, Msg::ResumeMismatch));
+        }
+        RunKind::Resume
+    } else if !t.doc.execution.pending.is_empty() {
+        return Err(err(Code::ResumeRequired, Msg::ResumeRequired));
+    } else if created {
+        RunKind::New
+    } else {
+        // Rotate: the old execution becomes terminal (its A2A task is not cancelled).
+        let old = t.doc.execution.execution_id.clone();
+        t.doc.terminal.insert(old.clone());
+        retired = Some(old);
+        t.doc.execution = Execution {
+            execution_id: env.uuid4(),
+            ros_invocation_id: req.ros_invocation_id.into(),
+            ..Default::default()
+        };
+        RunKind::NextTurn
+    };
+    if !req.guidance {
+        t.active_run = Some(req.run_id.into());
+    }
+    t.doc
+        .run_digests
+        .insert(req.run_id.into(), req.digest.into());
+    Ok(Admitted {
+        kind,
+        thread: t,
+        retired,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapter::env::TestEnv;
+    use crate::store::document::PendingInput;
+
+    fn req<'a>(run: &'a str, digest: &'a str) -> Request<'a> {
+        Request {
+            thread_id: "th",
+            run_id: run,
+            digest,
+            cwd: "/w",
+            user_id: None,
+            ros_invocation_id: "ros",
+            run_mode: None,
+            resume: false,
+            guidance: false,
+        }
+    }
+
+    fn code(r: Result<Admitted, ApiError>) -> Code {
+        r.err().map(|e| e.code).unwrap_or(Code::InternalError)
+    }
+
+    #[test]
+    fn new_thread_then_gates_in_order() {
+        let env = TestEnv::new(0);
+        assert_eq!(
+            context_id("th"),
+            format!("agui-{}", &crate::ids::sha256_hex(b"th")[..40])
+        );
+        let a = admit(None, &req("r1", "d1"), &env).unwrap();
+        assert_eq!(a.kind, RunKind::New);
+        assert_eq!(a.thread.active_run.as_deref(), Some("r1"));
+        let t = a.thread;
+        // Duplicate beats busy; conflict beats busy.
+        assert_eq!(
+            code(admit(Some(&t), &req("r1", "d1"), &env)),
+            Code::DuplicateRunId
+        );
+        assert_eq!(
+            code(admit(Some(&t), &req("r1", "d2"), &env)),
+            Code::RunIdConflict
+        );
+        assert_eq!(
+            code(admit(Some(&t), &req("r2", "d2"), &env)),
+            Code::ThreadBusy
+        );
+        // Busy beats binding.
+        let mut other = req("r2", "d2");
+        other.cwd = "/other";
+        assert_eq!(code(admit(Some(&t), &other, &env)), Code::ThreadBusy);
+        let mut idle = t.clone();
+        idle.active_run = None;
+        assert_eq!(
+            code(admit(Some(&idle), &other, &env)),
+            Code::ThreadBindingConflict
+        );
+        let mut user = req("r2", "d2");
+        user.user_id = Some("");
+        assert_eq!(
+            code(admit(Some(&idle), &user, &env)),
+            Code::ThreadBindingConflict
+        );
+        // A next turn rotates the execution and may change rosInvocationId.
+        let mut next = req("r2", "d2");
+        next.ros_invocation_id = "ros2";
+        let a = admit(Some(&idle), &next, &env).unwrap();
+        assert_eq!(a.kind, RunKind::NextTurn);
+        assert_eq!(
+            a.retired.as_deref(),
+            Some(idle.doc.execution.execution_id.as_str())
+        );
+        assert_ne!(
+            a.thread.doc.execution.execution_id,
+            idle.doc.execution.execution_id
+        );
+        assert!(
+            a.thread
+                .doc
+                .terminal
+                .contains(&idle.doc.execution.execution_id)
+        );
+        assert_eq!(a.thread.doc.execution.ros_invocation_id, "ros2");
+    }
+
+    #[test]
+    fn resume_and_guidance_gates() {
+        let env = TestEnv::new(0);
+        let mut r = req("r1", "d");
+        r.resume = true;
+        assert_eq!(code(admit(None, &r, &env)), Code::ExecutionLost);
+        let mut g = req("r1", "d");
+        g.guidance = true;
+        assert_eq!(code(admit(None, &g, &env)), Code::ExecutionLost);
+        let mut t = admit(None, &req("r0", "d0"), &env).unwrap().thread;
+        t.active_run = None;
+        t.doc.execution.pending.push((
+            "p".into(),
+            PendingInput {
+                value: Default::default(),
+                sideband: false,
+            },
+        ));
+        assert_eq!(
+            code(admit(Some(&t), &req("r1", "d"), &env)),
+            Code::ResumeRequired
+        );
+        let mut bad = r.clone();
+        bad.ros_invocation_id = "other";
+        let e = admit(Some(&t), &bad, &env).err().unwrap();
+        assert_eq!((e.code, e.msg), (Code::ExecutionLost, Msg::ResumeMismatch));
+        assert_eq!(admit(Some(&t), &r, &env).unwrap().kind, RunKind::Resume);
+        // Guidance: pipeline only, needs a task, not while interrupts are pending; skips busy.
+        g.run_mode = Some("pipeline");
+        assert_eq!(code(admit(Some(&t), &g, &env)), Code::ExecutionLost);
+        t.doc.execution.task_id = Some("task".into());
+        assert_eq!(code(admit(Some(&t), &g, &env)), Code::ResumeRequired);
+        t.doc.execution.pending.clear();
+        t.active_run = Some("running".into());
+        let a = admit(Some(&t), &g, &env).unwrap();
+        assert_eq!(a.kind, RunKind::Guidance);
+        assert_eq!(a.thread.active_run.as_deref(), Some("running"));
+        g.run_mode = Some("normal");
+        assert_eq!(code(admit(Some(&t), &g, &env)), Code::ExecutionLost);
+    }
+}

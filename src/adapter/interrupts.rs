@@ -1,0 +1,312 @@
+//! Required inputs in A2A metadata (reference §4.6) and the AG-UI interrupts built from them
+//! (§5.12). An input without `inputId` is refused (REC) rather than given a random id that
+//! would make the thread file unloadable later.
+
+use serde_json::{Map, Value, json};
+
+use crate::a2a::types::A2aEvent;
+use crate::agui::digest;
+use crate::catalog::Msg;
+use crate::i18n::{self, Lang};
+
+/// A required input found in an event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FoundInput {
+    pub id: String,
+    pub value: Map<String, Value>,
+    pub sideband: bool,
+}
+
+/// A required input without an `inputId`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MissingInputId;
+
+/// The inputs an event asks for, or an error when one has no `inputId`.
+pub fn inputs(ev: &A2aEvent) -> Result<Vec<FoundInput>, MissingInputId> {
+    let Some(iac) = ev.iac() else {
+        return Ok(Vec::new());
+    };
+    let mut candidates: Vec<(&Value, bool)> = Vec::new();
+    if let Some(input) = iac.get("input") {
+        let sideband = input.get("scope").and_then(Value::as_str) == Some("candidate")
+            || input.get("subPipelineId").is_some_and(Value::is_string);
+        candidates.push((input, sideband));
+    }
+    if let Some(Value::Array(list)) = iac.get("pendingPermissions") {
+        candidates.extend(list.iter().map(|p| (p, true)));
+    }
+    let mut out: Vec<FoundInput> = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
+    for (c, sideband) in candidates {
+        let Some(o) = c.as_object() else { continue };
+        if o.get("required") != Some(&Value::Bool(true)) {
+            continue;
+        }
+        let id = match o.get("inputId") {
+            Some(Value::String(s)) if !s.is_empty() => s.clone(),
+            _ => return Err(MissingInputId),
+        };
+        if let Some(existing) = out.iter_mut().find(|f| f.id == id) {
+            existing.sideband |= sideband;
+            continue;
+        }
+        if seen.contains(&id) {
+            continue;
+        }
+        seen.push(id.clone());
+        out.push(FoundInput {
+            id,
+            value: o.clone(),
+            sideband,
+        });
+    }
+    Ok(out)
+}
+
+/// Python truthiness of a JSON value.
+pub fn truthy(v: Option<&Value>) -> bool {
+    match v {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(Value::Number(n)) => n.as_f64().is_some_and(|f| f != 0.0),
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Array(a)) => !a.is_empty(),
+        Some(Value::Object(o)) => !o.is_empty(),
+    }
+}
+
+/// Python `str()` of a JSON scalar (as the reference renders option ids and titles).
+pub fn py_str(v: &Value) -> String {
+    match v {
+        Value::Null => "None".into(),
+        Value::Bool(true) => "True".into(),
+        Value::Bool(false) => "False".into(),
+        Value::String(s) => s.clone(),
+        Value::Number(n) => {
+            String::from_utf8(digest::canonical(&Value::Number(n.clone()))).unwrap_or_default()
+        }
+        other => String::from_utf8(digest::canonical(other)).unwrap_or_default(),
+    }
+}
+
+fn first_truthy<'a>(o: &'a Map<String, Value>, keys: &[&str]) -> Option<&'a Value> {
+    keys.iter()
+        .map(|k| o.get(*k))
+        .find(|v| truthy(*v))
+        .flatten()
+}
+
+/// `(id, title)` for each option, with empty ids replaced and duplicates suffixed.
+pub fn standard_options(value: &Map<String, Value>) -> Vec<(String, String)> {
+    let Some(Value::Array(opts)) = value.get("options") else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (i, o) in opts.iter().enumerate() {
+        let (mut id, title) = match o {
+            Value::Object(m) => {
+                let id = match m.get("id") {
+                    Some(v) => py_str(v),
+                    None => match m.get("candidate_index") {
+                        Some(v) => py_str(v),
+                        None => i.to_string(),
+                    },
+                };
+                let title = first_truthy(m, &["label", "name", "title"])
+                    .map(py_str)
+                    .unwrap_or_else(|| id.clone());
+                (id, title)
+            }
+            other => (py_str(other), py_str(other)),
+        };
+        if id.is_empty() {
+            id = format!("option-{}", i + 1);
+        }
+        if out.iter().any(|(x, _)| *x == id) {
+            let mut n = 2;
+            while out.iter().any(|(x, _)| *x == format!("{id}-{n}")) {
+                n += 1;
+            }
+            id = format!("{id}-{n}");
+        }
+        let title = if title.is_empty() { id.clone() } else { title };
+        out.push((id, title));
+    }
+    out
+}
+
+/// The interrupt for a (whitelisted) pending value.
+pub fn interrupt(id: &str, value: &Map<String, Value>) -> Value {
+    let kind = value
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("input_required");
+    let lang = value
+        .get("language")
+        .and_then(Value::as_str)
+        .and_then(i18n::normalize)
+        .unwrap_or(Lang::En);
+    let options = standard_options(value);
+    let text = |k: &str| value.get(k).filter(|v| truthy(Some(v))).map(py_str);
+    let (reason, message, schema) = if kind == "permission" {
+        let message = text("prompt")
+            .or_else(|| text("title"))
+            .unwrap_or_else(|| Msg::PermissionRequired.text(lang).to_string());
+        let schema = json!({"type":"object","properties":{"decision":{"type":"string","enum":["allow_once","deny"]}},"required":["decision"],"additionalProperties":false});
+        ("tool_call", message, schema)
+    } else {
+        let allow_free = truthy(value.get("allowFreeText")) || options.is_empty();
+        let mut one_of: Vec<Value> = options
+            .iter()
+            .map(|(id, title)| json!({"type":"object","properties":{"selectedId":{"type":"string","const":id,"title":title}},"required":["selectedId"],"additionalProperties":false}))
+            .collect();
+        if allow_free {
+            one_of.push(json!({"type":"object","properties":{"freeText":{"type":"string","minLength":1}},"required":["freeText"],"additionalProperties":false}));
+        }
+        let mut message =
+            text("prompt").unwrap_or_else(|| Msg::InputRequired.text(lang).to_string());
+        if !options.is_empty() {
+            let lines: Vec<String> = options.iter().map(|(i, t)| format!("- {i}: {t}")).collect();
+            message = format!("{message}\n{}", lines.join("\n"));
+        }
+        ("input_required", message, json!({ "oneOf": one_of }))
+    };
+    let mut metadata = Map::new();
+    metadata.insert("schemaVersion".into(), json!(1));
+    for (k, v) in value {
+        metadata.insert(k.clone(), v.clone());
+    }
+    metadata.insert(
+        "standardOptions".into(),
+        Value::Array(
+            options
+                .iter()
+                .map(|(i, t)| json!({"id": i, "title": t}))
+                .collect(),
+        ),
+    );
+    let mut out = Map::new();
+    out.insert("id".into(), id.into());
+    out.insert("reason".into(), reason.into());
+    out.insert("message".into(), message.into());
+    if let Some(t) = value
+        .get("toolUseId")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+    {
+        out.insert("toolCallId".into(), t.into());
+    }
+    out.insert("responseSchema".into(), schema);
+    // Pass the kernel's deadline through when it has one (the adapter adds none itself).
+    if let Some(e) = value.get("expiresAt").filter(|v| v.is_string()) {
+        out.insert("expiresAt".into(), e.clone());
+    }
+    out.insert("metadata".into(), Value::Object(metadata));
+    Value::Object(out)
+}
+
+/// Label of the option whose id is `selected` (`label`, `name`, else the id itself).
+pub fn option_label(value: &Map<String, Value>, selected: &str) -> String {
+    if let Some(Value::Array(opts)) = value.get("options") {
+        for o in opts {
+            if let Some(m) = o.as_object()
+                && m.get("id").map(py_str).as_deref() == Some(selected)
+            {
+                return first_truthy(m, &["label", "name"])
+                    .map(py_str)
+                    .unwrap_or_else(|| selected.to_string());
+            }
+        }
+    }
+    selected.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::a2a::types::Kind;
+
+    fn ev(iac: Value) -> A2aEvent {
+        A2aEvent {
+            kind: Kind::StatusUpdate,
+            obj: json!({"metadata":{"iac_code": iac}}),
+        }
+    }
+
+    #[test]
+    fn inputs_and_sideband() {
+        let e = ev(
+            json!({"input":{"inputId":"a","required":true},"pendingPermissions":[{"inputId":"b","required":true},{"inputId":"a","required":true},{"inputId":"c","required":false}]}),
+        );
+        let got = inputs(&e).unwrap();
+        assert_eq!(
+            got.iter()
+                .map(|f| (f.id.as_str(), f.sideband))
+                .collect::<Vec<_>>(),
+            [("a", true), ("b", true)]
+        );
+        let e = ev(json!({"input":{"inputId":"a","required":true,"scope":"candidate"}}));
+        assert!(inputs(&e).unwrap()[0].sideband);
+        let e = ev(json!({"input":{"inputId":"a","required":true}}));
+        assert!(!inputs(&e).unwrap()[0].sideband);
+        assert!(inputs(&ev(json!({"input":{"required":true}}))).is_err());
+        assert!(
+            inputs(&ev(json!({"input":{"inputId":"x"}})))
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn permission_interrupt_matches_the_reference_example() {
+        let sse = include_str!("../../tests/fixtures/agui/01_interrupt_run.sse");
+        let last = sse.trim_end().rsplit("\n\n").next().unwrap();
+        let v: Value = serde_json::from_str(last.strip_prefix("data: ").unwrap()).unwrap();
+        let want = &v["outcome"]["interrupts"][0];
+        let state: Value = serde_json::from_str(include_str!(
+            "../../tests/fixtures/agui/01_after_interrupt.state.json"
+        ))
+        .unwrap();
+        let value = state["execution"]["pending"]["perm-1"]["value"]
+            .as_object()
+            .unwrap();
+        // The state file has sorted keys; the live value had the kernel's order. Compare as JSON.
+        assert_eq!(&interrupt("perm-1", value), want);
+    }
+
+    #[test]
+    fn question_interrupt_options() {
+        let v = json!({"kind":"ask_user_question","inputId":"q","prompt":"Where?","options":[{"id":"cn-beijing","label":"Beijing"},{"id":"cn-beijing","name":"Beijing 2"},{"label":"no id"},{"id":""},7,{"id":null}],"allowFreeText":false}).as_object().unwrap().clone();
+        let i = interrupt("q", &v);
+        let opts: Vec<(String, String)> = standard_options(&v);
+        assert_eq!(
+            opts,
+            vec![
+                ("cn-beijing".into(), "Beijing".into()),
+                ("cn-beijing-2".into(), "Beijing 2".into()),
+                ("2".into(), "no id".into()),
+                ("option-4".into(), "option-4".into()),
+                ("7".into(), "7".into()),
+                ("None".into(), "None".into()),
+            ]
+        );
+        assert_eq!(i["reason"], "input_required");
+        assert!(
+            i["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("Where?\n- cn-beijing: Beijing\n")
+        );
+        assert_eq!(i["responseSchema"]["oneOf"].as_array().unwrap().len(), 6);
+        assert!(i.get("toolCallId").is_none());
+        let free = json!({"kind":"ask_user_question","inputId":"q"})
+            .as_object()
+            .unwrap()
+            .clone();
+        let i = interrupt("q", &free);
+        assert_eq!(i["responseSchema"]["oneOf"][0]["required"][0], "freeText");
+        assert_eq!(i["message"], Msg::InputRequired.text(Lang::En));
+        assert_eq!(option_label(&v, "cn-beijing"), "Beijing");
+        assert_eq!(option_label(&v, "zz"), "zz");
+    }
+}

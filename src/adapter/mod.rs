@@ -1,0 +1,191 @@
+//! The AG-UI adapter: admission (everything before the first SSE byte), the run driver, the
+//! cancel extension. Pure decisions live in `admission`, `projection` and `interrupts`; this
+//! module and `run` are the I/O around them.
+
+pub mod admission;
+pub mod cancel;
+pub mod env;
+pub mod interrupts;
+pub mod projection;
+pub mod run;
+pub mod threads;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use crate::a2a::client::A2aClient;
+use crate::agui::{content, cwd, digest, input};
+use crate::app::{Backend, CancelRequest, RunRequest, RunStream};
+use crate::catalog::Msg;
+use crate::config::AguiProtocol;
+use crate::errors::{ApiError, Code};
+use crate::i18n;
+use crate::server::http::Response;
+use env::Env;
+use run::{Run, RunArgs, RunControl};
+use threads::{Registry, lock};
+
+/// Everything the adapter's workers share.
+pub struct Shared {
+    pub registry: Registry,
+    pub client: A2aClient,
+    pub env: Arc<dyn Env>,
+    pub roots: Vec<PathBuf>,
+    pub home: Option<String>,
+    pub protocol: AguiProtocol,
+    /// Running executions, so the cancel route can stop them.
+    runs: Mutex<HashMap<String, Arc<RunControl>>>,
+}
+
+impl Shared {
+    pub fn new(
+        registry: Registry,
+        client: A2aClient,
+        env: Arc<dyn Env>,
+        roots: Vec<PathBuf>,
+        home: Option<String>,
+        protocol: AguiProtocol,
+    ) -> Shared {
+        Shared {
+            registry,
+            client,
+            env,
+            roots,
+            home,
+            protocol,
+            runs: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn forget_run(&self, execution_id: &str, control: &Arc<RunControl>) {
+        let mut runs = lock(&self.runs);
+        if runs
+            .get(execution_id)
+            .is_some_and(|c| Arc::ptr_eq(c, control))
+        {
+            runs.remove(execution_id);
+        }
+    }
+
+    fn run_control(&self, execution_id: &str) -> Option<Arc<RunControl>> {
+        lock(&self.runs).get(execution_id).cloned()
+    }
+}
+
+/// The AG-UI backend behind `POST /` and the cancel route.
+pub struct AguiBackend {
+    pub shared: Arc<Shared>,
+}
+
+impl Backend for AguiBackend {
+    fn run(&self, req: RunRequest, stream: &mut RunStream<'_>) {
+        let sh = &*self.shared;
+        let lang = req.payload_lang;
+        let reject = |stream: &mut RunStream<'_>, code, msg: Msg| {
+            stream.reject(ApiError::new(code, msg).response(lang));
+        };
+        let Ok(inp) = input::parse_envelope(&req.body) else {
+            return reject(stream, Code::InvalidInput, Msg::InvalidEnvelope);
+        };
+        let Ok(props) = input::parse_iac_props(&inp.forwarded_props) else {
+            return reject(stream, Code::InvalidInput, Msg::InvalidForwardedProps);
+        };
+        // The snake_case spelling is seen only by the run language (reference §1.7).
+        let run_lang = if props.preferred_language_snake {
+            props
+                .preferred_language
+                .as_deref()
+                .and_then(i18n::normalize)
+                .unwrap_or(lang)
+        } else {
+            lang
+        };
+        let cwd = match cwd::resolve_cwd(&props.cwd, &sh.roots, sh.home.as_deref()) {
+            Ok(c) => c,
+            Err(m) => return reject(stream, Code::InvalidInput, m),
+        };
+        if inp.tools_len > 0 {
+            return reject(stream, Code::InvalidInput, Msg::ToolsUnsupported);
+        }
+        let user = match &inp.resume {
+            Some(_) => None,
+            None => match content::user_message(&inp.messages) {
+                Ok(u) => Some(u),
+                Err(m) => return reject(stream, Code::InvalidInput, m),
+            },
+        };
+        let digest = digest::digest(&req.body);
+        drop(req.body);
+        let slot = match sh.registry.slot(&inp.thread_id) {
+            Ok(s) => s,
+            Err(e) => {
+                log::error!("thread {}: {e}", inp.thread_id);
+                return reject(stream, Code::StateUnavailable, Msg::StateUnavailable);
+            }
+        };
+        let areq = admission::Request {
+            thread_id: &inp.thread_id,
+            run_id: &inp.run_id,
+            digest: &digest,
+            cwd: &cwd,
+            user_id: props.user_id.as_deref(),
+            ros_invocation_id: &props.ros_invocation_id,
+            run_mode: props.run_mode.as_deref(),
+            resume: inp.resume.is_some(),
+            guidance: props.active_guidance,
+        };
+        let admitted = {
+            let mut g = lock(&slot);
+            match admission::admit(g.as_ref(), &areq, &*sh.env) {
+                Err(e) => Err(e),
+                Ok(a) => match sh.registry.save(&a.thread.doc) {
+                    Ok(()) => {
+                        let exec = a.thread.doc.execution.execution_id.clone();
+                        *g = Some(a.thread);
+                        Ok((a.kind, a.retired, exec))
+                    }
+                    Err(e) => {
+                        log::error!("thread {}: admission write failed: {e}", inp.thread_id);
+                        Err(ApiError::new(Code::StateUnavailable, Msg::StateUnavailable))
+                    }
+                },
+            }
+        };
+        let (kind, retired, execution_id) = match admitted {
+            Ok(x) => x,
+            Err(e) => {
+                sh.registry.forget_if_absent(&inp.thread_id);
+                return stream.reject(e.response(lang));
+            }
+        };
+        if let Some(old) = retired {
+            sh.registry.live_remove(&old);
+        }
+        if matches!(kind, admission::RunKind::New | admission::RunKind::NextTurn) {
+            sh.registry.live_insert(&execution_id, &inp.thread_id);
+        }
+        sh.registry.touch();
+        let control = Arc::new(RunControl::default());
+        if kind != admission::RunKind::Guidance {
+            lock(&sh.runs).insert(execution_id, control.clone());
+        }
+        let args = RunArgs {
+            kind,
+            slot,
+            thread_id: inp.thread_id,
+            run_id: inp.run_id,
+            parent_run_id: inp.parent_run_id,
+            props,
+            lang: run_lang,
+            user,
+            resume: inp.resume.unwrap_or_default(),
+            control,
+        };
+        Run::new(sh, stream, args).run();
+    }
+
+    fn cancel(&self, req: CancelRequest) -> Response {
+        cancel::cancel(&self.shared, req)
+    }
+}
