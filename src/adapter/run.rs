@@ -1474,8 +1474,10 @@ impl<'a, 's> Run<'a, 's> {
             self.mark_terminal(false);
         }
         let ev = self.stamp(event);
-        let _ = self.stream.terminal(&ev.to_json());
+        // Release first: a client that reacts to the terminal event at once must find the
+        // thread free (the reference releases after writing it, a race).
         self.release();
+        let _ = self.stream.terminal(&ev.to_json());
     }
 
     fn release(&self) {

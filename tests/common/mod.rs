@@ -296,3 +296,253 @@ pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     }
     f()
 }
+
+// ------------------------------------------------------------------ full AG-UI stack
+
+use iac_agui::a2a::client::{A2aClient, A2aConfig};
+use iac_agui::adapter::env::SystemEnv;
+use iac_agui::adapter::threads::Registry;
+use iac_agui::adapter::{AguiBackend, Shared};
+use iac_agui::config::AguiProtocol;
+use iac_agui::kernel::demo::{DemoConfig, DemoKernel};
+use iac_agui::store::files::FileStore;
+use std::path::PathBuf;
+
+/// A demo kernel, the adapter in front of it, a private state directory and workspace.
+pub struct Stack {
+    pub kernel: Arc<DemoKernel>,
+    pub server: Option<TestServer>,
+    pub dir: PathBuf,
+    pub ws: String,
+    pub protocol: AguiProtocol,
+    pub idle: Duration,
+}
+
+static STACK_N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl Stack {
+    pub fn new() -> Stack {
+        Stack::with(
+            AguiProtocol::V0_1,
+            ServerConfig::default(),
+            Duration::from_secs(30),
+        )
+    }
+
+    pub fn with(protocol: AguiProtocol, cfg: ServerConfig, idle: Duration) -> Stack {
+        let n = STACK_N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let dir = std::env::temp_dir().join(format!("iac-agui-stack-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("ws")).unwrap();
+        let dir = std::fs::canonicalize(dir).unwrap();
+        let kernel = Arc::new(
+            DemoKernel::start(DemoConfig {
+                token: Some("k-token".into()),
+                frame_delay: Duration::ZERO,
+                tick: Duration::from_millis(100),
+            })
+            .unwrap(),
+        );
+        let ws = dir.join("ws").to_string_lossy().into_owned();
+        let mut s = Stack {
+            kernel,
+            server: None,
+            dir,
+            ws,
+            protocol,
+            idle,
+        };
+        s.start_server(cfg);
+        s
+    }
+
+    /// (Re)start the adapter over the same state directory and kernel.
+    pub fn start_server(&mut self, cfg: ServerConfig) {
+        if let Some(old) = self.server.take() {
+            old.stop();
+        }
+        // The previous server's last worker may still be exiting and holding the state lock.
+        let mut store = FileStore::open(&self.dir.join("state"));
+        for _ in 0..200 {
+            if store.is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+            store = FileStore::open(&self.dir.join("state"));
+        }
+        let store = store.unwrap();
+        let mut a2a = A2aConfig::new(self.kernel.base_url(), Some("k-token".into()));
+        a2a.idle_timeout = self.idle;
+        let shared = Arc::new(Shared::new(
+            Registry::new(Arc::new(store)),
+            A2aClient::new(a2a),
+            Arc::new(SystemEnv),
+            vec![self.dir.clone()],
+            None,
+            self.protocol,
+        ));
+        let backend = Arc::new(AguiBackend { shared });
+        self.server = Some(TestServer::start(backend, None, cfg, 256));
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.server.as_ref().unwrap().addr
+    }
+
+    pub fn state_file(&self, thread: &str) -> serde_json::Value {
+        let p = self
+            .dir
+            .join("state/threads")
+            .join(format!("{thread}.json"));
+        serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+    }
+
+    /// A RunAgentInput with the usual forwarded props.
+    pub fn body(&self, thread: &str, run: &str, text: &str) -> serde_json::Value {
+        serde_json::json!({
+            "threadId": thread, "runId": run, "state": {}, "tools": [], "context": [],
+            "messages": [{"id": format!("m-{run}"), "role": "user", "content": text}],
+            "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "ros-1", "cwd": self.ws}},
+        })
+    }
+
+    pub fn resume_body(
+        &self,
+        thread: &str,
+        run: &str,
+        resume: serde_json::Value,
+    ) -> serde_json::Value {
+        let mut b = self.body(thread, run, "");
+        b["messages"] = serde_json::json!([]);
+        b["resume"] = resume;
+        b
+    }
+
+    pub fn post(&self, body: &serde_json::Value) -> Resp {
+        post_json(self.addr(), "/", &[], &serde_json::to_vec(body).unwrap())
+    }
+
+    /// POST and require a well-formed SSE stream; returns its events.
+    pub fn run(&self, body: &serde_json::Value) -> Vec<serde_json::Value> {
+        let r = self.post(body);
+        assert_eq!(r.status, 200, "{}", r.text());
+        let (events, _) = sse_events(&r.body);
+        if let Err(e) = check_stream(&events) {
+            panic!("stream rule broken: {e}\n{}", r.text());
+        }
+        events
+    }
+
+    pub fn cancel(&self, execution: &str, thread: &str, ros: &str) -> Resp {
+        let body = serde_json::json!({"threadId": thread, "rosInvocationId": ros});
+        post_json(
+            self.addr(),
+            &format!("/extensions/iac-code/v1/executions/{execution}/cancel"),
+            &[],
+            &serde_json::to_vec(&body).unwrap(),
+        )
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.stop();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub fn types(events: &[serde_json::Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+pub fn last(events: &[serde_json::Value]) -> &serde_json::Value {
+    events.last().unwrap()
+}
+
+pub fn session_event(events: &[serde_json::Value]) -> &serde_json::Value {
+    events
+        .iter()
+        .find(|e| e["type"] == "CUSTOM" && e["name"] == "iac-code.session.v1")
+        .map(|e| &e["value"])
+        .expect("a session event")
+}
+
+pub fn interrupts(events: &[serde_json::Value]) -> Vec<serde_json::Value> {
+    last(events)["outcome"]["interrupts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The AG-UI stream rules: RUN_STARTED first, exactly one terminal event and it is last,
+/// balanced TEXT_MESSAGE/REASONING/TOOL_CALL/STEP spans, nothing after the terminal event.
+pub fn check_stream(events: &[serde_json::Value]) -> Result<(), String> {
+    use std::collections::HashSet;
+    let t = |e: &serde_json::Value| e["type"].as_str().unwrap_or("").to_string();
+    if events.first().map(t).as_deref() != Some("RUN_STARTED") {
+        return Err("the first event is not RUN_STARTED".into());
+    }
+    let terminals = events
+        .iter()
+        .filter(|e| matches!(t(e).as_str(), "RUN_FINISHED" | "RUN_ERROR"))
+        .count();
+    if terminals != 1 {
+        return Err(format!("{terminals} terminal events"));
+    }
+    if !matches!(
+        t(events.last().unwrap()).as_str(),
+        "RUN_FINISHED" | "RUN_ERROR"
+    ) {
+        return Err("the terminal event is not last".into());
+    }
+    let mut text = HashSet::new();
+    let mut reasoning = HashSet::new();
+    let mut reasoning_msg = HashSet::new();
+    let mut tools = HashSet::new();
+    let mut steps = HashSet::new();
+    for (i, e) in events.iter().enumerate() {
+        let id = |k: &str| e[k].as_str().unwrap_or("").to_string();
+        let ok = match t(e).as_str() {
+            "RUN_STARTED" => i == 0,
+            "TEXT_MESSAGE_START" => text.insert(id("messageId")),
+            "TEXT_MESSAGE_CONTENT" => text.contains(&id("messageId")),
+            "TEXT_MESSAGE_END" => text.remove(&id("messageId")),
+            "REASONING_START" => reasoning.insert(id("messageId")),
+            "REASONING_MESSAGE_START" => {
+                reasoning.contains(&id("messageId")) && reasoning_msg.insert(id("messageId"))
+            }
+            "REASONING_MESSAGE_CONTENT" => reasoning_msg.contains(&id("messageId")),
+            "REASONING_MESSAGE_END" => reasoning_msg.remove(&id("messageId")),
+            "REASONING_END" => {
+                !reasoning_msg.contains(&id("messageId")) && reasoning.remove(&id("messageId"))
+            }
+            "TOOL_CALL_START" => tools.insert(id("toolCallId")),
+            "TOOL_CALL_ARGS" => tools.contains(&id("toolCallId")),
+            "TOOL_CALL_END" => tools.remove(&id("toolCallId")),
+            "STEP_STARTED" => steps.insert(id("stepName")),
+            "STEP_FINISHED" => steps.remove(&id("stepName")),
+            "RUN_FINISHED" | "RUN_ERROR" => {
+                if !(text.is_empty()
+                    && reasoning.is_empty()
+                    && tools.is_empty()
+                    && steps.is_empty())
+                {
+                    return Err(format!(
+                        "spans open at the terminal event: text {text:?} reasoning {reasoning:?} tools {tools:?} steps {steps:?}"
+                    ));
+                }
+                true
+            }
+            _ => true,
+        };
+        if !ok {
+            return Err(format!("event {i} ({}) breaks span rules", t(e)));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,736 @@
+//! AG-UI runs end to end through real sockets: adapter in front of the scripted demo kernel.
+//! Every stream passes the stream checker (one terminal event, last; balanced spans).
+
+mod common;
+
+use std::io::Write;
+use std::time::Duration;
+
+use common::*;
+use iac_agui::catalog::Msg;
+use iac_agui::config::AguiProtocol;
+use iac_agui::i18n::Lang;
+use iac_agui::server::ServerConfig;
+use serde_json::{Value, json};
+
+fn code(events: &[Value]) -> String {
+    last(events)["code"].as_str().unwrap_or("").to_string()
+}
+
+fn pending_id(events: &[Value]) -> String {
+    interrupts(events)[0]["id"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn plain_run_is_complete_and_well_formed() {
+    let s = Stack::new();
+    let ev = s.run(&s.body("t1", "r1", "hello"));
+    assert_eq!(
+        types(&ev),
+        [
+            "RUN_STARTED",
+            "CUSTOM",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_CONTENT",
+            "TEXT_MESSAGE_CONTENT",
+            "TEXT_MESSAGE_END",
+            "RUN_FINISHED"
+        ]
+    );
+    let sess = session_event(&ev);
+    assert_eq!(sess["threadId"], "t1");
+    assert_eq!(sess["aguiRunId"], "r1");
+    assert!(sess["taskId"].is_string() && sess["sessionId"].is_string());
+    assert!(sess["contextId"].as_str().unwrap().starts_with("agui-"));
+    let fin = last(&ev);
+    assert_eq!(fin["outcome"], json!({"type": "success"}));
+    assert_eq!(fin["usage"][0]["inputTokens"], 120);
+    // The assistantFinal status repeating the text was not emitted again.
+    let text: String = ev
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "Hello! This is the iac-agui demo kernel.");
+    // The execution is terminal and the thread file says so.
+    let st = s.state_file("t1");
+    assert_eq!(st["execution"]["taskId"], Value::Null);
+    assert_eq!(st["terminalExecutionIds"][0], sess["executionId"]);
+    assert!(st["runDigests"]["r1"].is_string());
+}
+
+#[test]
+fn thinking_becomes_reasoning() {
+    let s = Stack::new();
+    let ev = s.run(&s.body("t1", "r1", "think first"));
+    let ty = types(&ev);
+    assert!(ty.contains(&"REASONING_START".to_string()));
+    let r = ev.iter().find(|e| e["type"] == "REASONING_START").unwrap();
+    assert_eq!(r["messageId"], "reasoning-r1");
+    let deltas: Vec<&str> = ev
+        .iter()
+        .filter(|e| e["type"] == "REASONING_MESSAGE_CONTENT")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        deltas,
+        [
+            "The user wants to see reasoning. ",
+            "I will think out loud first."
+        ]
+    );
+}
+
+#[test]
+fn permission_interrupt_resume_and_replays() {
+    let s = Stack::new();
+    let ev = s.run(&s.body("t1", "r1", "permission please"));
+    let fin = last(&ev);
+    assert_eq!(fin["outcome"]["type"], "interrupt");
+    let i = &interrupts(&ev)[0];
+    assert_eq!(i["reason"], "tool_call");
+    assert_eq!(i["metadata"]["kind"], "permission");
+    assert_eq!(i["metadata"]["standardOptions"][0]["id"], "allow_once");
+    assert!(i["toolCallId"].is_string());
+    let pid = pending_id(&ev);
+    // The interrupt was durable before RUN_FINISHED was written.
+    let st = s.state_file("t1");
+    assert!(st["execution"]["pending"][&pid].is_object());
+    assert_eq!(st["execution"]["pending"][&pid]["sideband"], false);
+    // A new normal run is refused while the interrupt waits.
+    let r = s.post(&s.body("t1", "r2", "hello"));
+    assert_eq!(
+        (r.status, r.error_code().as_str()),
+        (409, "RESUME_REQUIRED")
+    );
+    // Resume: the tool result then the continuation; no replayed text.
+    let answer =
+        json!([{"interruptId": pid, "status": "resolved", "payload": {"decision": "allow_once"}}]);
+    let ev2 = s.run(&s.resume_body("t1", "r3", answer.clone()));
+    assert_eq!(last(&ev2)["outcome"]["type"], "success");
+    assert_eq!(types(&ev2)[1], "CUSTOM");
+    assert_eq!(
+        session_event(&ev2)["executionId"],
+        session_event(&ev)["executionId"]
+    );
+    let result = ev2
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_RESULT")
+        .unwrap();
+    assert_eq!(result["content"], "Exit code: 0");
+    let st = s.state_file("t1");
+    assert_eq!(st["execution"]["pending"], json!({}));
+    assert_eq!(
+        st["appliedResumeDigests"][0]["digest"],
+        "289281c743b2a91d60f25b59680f04683bd82766f7a9b2eb405975140373868e"
+    );
+    // The identical answer again: already applied. A conflicting one after the end: lost.
+    let ev3 = s.run(&s.resume_body("t1", "r4", answer));
+    assert_eq!(code(&ev3), "RESUME_ALREADY_APPLIED");
+    let deny = json!([{"interruptId": pid, "status": "resolved", "payload": {"decision": "deny"}}]);
+    let ev4 = s.run(&s.resume_body("t1", "r5", deny));
+    assert_eq!(code(&ev4), "EXECUTION_LOST");
+    assert_eq!(
+        last(&ev4)["message"],
+        Msg::ResumeTaskUnavailable.text(Lang::En)
+    );
+    // And a next turn works, with a new execution.
+    let ev5 = s.run(&s.body("t1", "r6", "hello"));
+    assert_eq!(last(&ev5)["outcome"]["type"], "success");
+    assert_ne!(
+        session_event(&ev5)["executionId"],
+        session_event(&ev)["executionId"]
+    );
+}
+
+#[test]
+fn deny_and_cancelled_permissions() {
+    for status in ["deny", "cancelled"] {
+        let s = Stack::new();
+        let ev = s.run(&s.body("t1", "r1", "permission please"));
+        let pid = pending_id(&ev);
+        let entry = if status == "deny" {
+            json!({"interruptId": pid, "status": "resolved", "payload": {"decision": "deny"}})
+        } else {
+            json!({"interruptId": pid, "status": "cancelled"})
+        };
+        let ev2 = s.run(&s.resume_body("t1", "r2", json!([entry])));
+        assert_eq!(last(&ev2)["outcome"]["type"], "success", "{status}");
+        let r = ev2
+            .iter()
+            .find(|e| e["type"] == "TOOL_CALL_RESULT")
+            .unwrap();
+        assert!(
+            r["content"].as_str().unwrap().contains("denied"),
+            "{status}"
+        );
+    }
+}
+
+#[test]
+fn question_answer_sends_the_label_and_a_resolved_tool_result() {
+    let s = Stack::new();
+    let ev = s.run(&s.body("t1", "r1", "ask me a question"));
+    let i = &interrupts(&ev)[0];
+    assert_eq!(i["reason"], "input_required");
+    assert!(
+        i["message"]
+            .as_str()
+            .unwrap()
+            .contains("- cn-hangzhou: Hangzhou")
+    );
+    let pid = pending_id(&ev);
+    let ev2 = s.run(&s.resume_body("t1", "r2", json!([{"interruptId": pid, "status": "resolved", "payload": {"selectedId": "cn-hangzhou"}}])));
+    assert_eq!(last(&ev2)["outcome"]["type"], "success");
+    let ty = types(&ev2);
+    assert_eq!(&ty[..3], ["RUN_STARTED", "CUSTOM", "TOOL_CALL_RESULT"]);
+    assert_eq!(ev2[2]["content"], "Hangzhou");
+    let text: String = ev2
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert!(text.contains("Using Hangzhou."), "{text}");
+}
+
+#[test]
+fn cancelled_question_cancels_the_execution() {
+    let s = Stack::new();
+    let ev = s.run(&s.body("t1", "r1", "a question"));
+    let pid = pending_id(&ev);
+    let tid = session_event(&ev)["taskId"].as_str().unwrap().to_string();
+    let ev2 = s.run(&s.resume_body(
+        "t1",
+        "r2",
+        json!([{"interruptId": pid, "status": "cancelled"}]),
+    ));
+    assert_eq!(code(&ev2), "CANCELLED");
+    assert_eq!(
+        last(&ev2)["message"],
+        Msg::CancelledByResponse.text(Lang::En)
+    );
+    assert_eq!(
+        s.kernel.task_state(&tid).as_deref(),
+        Some("TASK_STATE_CANCELED")
+    );
+    assert_eq!(
+        last(&s.run(&s.body("t1", "r3", "hello")))["outcome"]["type"],
+        "success"
+    );
+}
+
+#[test]
+fn resume_validation_errors_keep_the_interrupt_answerable() {
+    let s = Stack::new();
+    let ev = s.run(&s.body("t1", "r1", "a question"));
+    let pid = pending_id(&ev);
+    let cases: Vec<(Value, &str, Msg)> = vec![
+        (json!([]), "INCOMPLETE_RESUME", Msg::ResumeIncomplete),
+        (
+            json!([{"interruptId": pid, "status": "resolved", "payload": {"freeText": "a"}}, {"interruptId": pid, "status": "resolved", "payload": {"freeText": "b"}}]),
+            "INCOMPLETE_RESUME",
+            Msg::ResumeDuplicateIds,
+        ),
+        (
+            json!([{"interruptId": pid, "status": "resolved", "payload": {"freeText": "x"}}, {"interruptId": "nope", "status": "resolved", "payload": {}}]),
+            "UNKNOWN_INTERRUPT",
+            Msg::ResumeUnknownInterrupt,
+        ),
+        (
+            json!([{"interruptId": pid, "status": "resolved"}]),
+            "RESUME_PAYLOAD_INVALID",
+            Msg::ResumePayloadRequired,
+        ),
+        (
+            json!([{"interruptId": pid, "status": "resolved", "payload": {"freeText": ""}}]),
+            "RESUME_PAYLOAD_INVALID",
+            Msg::ResumePayloadInvalid,
+        ),
+        (
+            json!([{"interruptId": pid, "status": "resolved", "payload": {"selectedId": "mars"}}]),
+            "RESUME_PAYLOAD_INVALID",
+            Msg::ResumePayloadInvalid,
+        ),
+    ];
+    for (n, (resume, want, msg)) in cases.into_iter().enumerate() {
+        let ev = s.run(&s.resume_body("t1", &format!("bad{n}"), resume.clone()));
+        assert_eq!(code(&ev), want, "{resume}");
+        assert_eq!(last(&ev)["message"], msg.text(Lang::En), "{resume}");
+    }
+    assert!(s.state_file("t1")["execution"]["pending"][&pid].is_object());
+    // A corrected resume (new runId) still works.
+    let ev = s.run(&s.resume_body(
+        "t1",
+        "good",
+        json!([{"interruptId": pid, "status": "resolved", "payload": {"freeText": "Beijing"}}]),
+    ));
+    assert_eq!(last(&ev)["outcome"]["type"], "success");
+}
+
+#[test]
+fn permission_payload_schema_is_enforced() {
+    let s = Stack::new();
+    let ev = s.run(&s.body("t1", "r1", "permission"));
+    let pid = pending_id(&ev);
+    let ev2 = s.run(&s.resume_body("t1", "r2", json!([{"interruptId": pid, "status": "resolved", "payload": {"decision": "allow_always"}}])));
+    assert_eq!(code(&ev2), "RESUME_PAYLOAD_INVALID");
+}
+
+#[test]
+fn admission_gates_over_http() {
+    let s = Stack::new();
+    // Resume on an unknown thread, with a wrong rosInvocationId, with nothing pending.
+    let r = s.post(&s.resume_body("nobody", "r1", json!([])));
+    assert_eq!((r.status, r.error_code().as_str()), (409, "EXECUTION_LOST"));
+    assert_eq!(r.error_message(), Msg::ResumeExecutionGone.text(Lang::En));
+    s.run(&s.body("t1", "r1", "hello"));
+    let mut b = s.resume_body("t1", "r2", json!([]));
+    b["forwardedProps"]["iacCode"]["rosInvocationId"] = "other".into();
+    let r = s.post(&b);
+    assert_eq!(
+        (r.status, r.error_message()),
+        (409, Msg::ResumeMismatch.text(Lang::En).to_string())
+    );
+    let ev = s.run(&s.resume_body("t1", "r3", json!([])));
+    assert_eq!(code(&ev), "EXECUTION_LOST");
+    // Idempotency: same body → duplicate; different body → conflict; other thread → fine.
+    let r = s.post(&s.body("t1", "r1", "hello"));
+    assert_eq!(
+        (r.status, r.error_code().as_str()),
+        (409, "DUPLICATE_RUN_ID")
+    );
+    let r = s.post(&s.body("t1", "r1", "hello again"));
+    assert_eq!(
+        (r.status, r.error_code().as_str()),
+        (409, "RUN_ID_CONFLICT")
+    );
+    assert_eq!(
+        last(&s.run(&s.body("t2", "r1", "hello")))["outcome"]["type"],
+        "success"
+    );
+    // Binding: another workspace or another user.
+    std::fs::create_dir_all(s.dir.join("ws2")).unwrap();
+    let mut b = s.body("t1", "r9", "hello");
+    b["forwardedProps"]["iacCode"]["cwd"] = s.dir.join("ws2").to_string_lossy().into_owned().into();
+    assert_eq!(s.post(&b).error_code(), "THREAD_BINDING_CONFLICT");
+    let mut b = s.body("t1", "r9", "hello");
+    b["forwardedProps"]["iacCode"]["userId"] = "u2".into();
+    assert_eq!(s.post(&b).error_code(), "THREAD_BINDING_CONFLICT");
+    // A refused runId is not burned.
+    assert_eq!(
+        last(&s.run(&s.body("t1", "r9", "hello")))["outcome"]["type"],
+        "success"
+    );
+}
+
+#[test]
+fn thread_busy_while_streaming_and_duplicate_of_the_running_run() {
+    let s = Stack::new();
+    let mut r = Reader::new(s.server.as_ref().unwrap().connect());
+    let body = serde_json::to_vec(&s.body("t1", "slow1", "slow please")).unwrap();
+    r.sock
+        .write_all(&request(
+            "POST",
+            "/",
+            &[("Content-Type", "application/json")],
+            &body,
+        ))
+        .unwrap();
+    assert_eq!(r.head().unwrap().0, 200);
+    r.chunk().unwrap();
+    let busy = s.post(&s.body("t1", "other", "hello"));
+    assert_eq!(
+        (busy.status, busy.error_code().as_str()),
+        (409, "THREAD_BUSY")
+    );
+    let dup = s.post(&s.body("t1", "slow1", "slow please"));
+    assert_eq!(dup.error_code(), "DUPLICATE_RUN_ID");
+    drop(r);
+}
+
+#[test]
+fn cancel_a_running_execution() {
+    let s = Stack::new();
+    let mut r = Reader::new(s.server.as_ref().unwrap().connect());
+    let body = serde_json::to_vec(&s.body("t1", "r1", "slow please")).unwrap();
+    r.sock
+        .write_all(&request(
+            "POST",
+            "/",
+            &[("Content-Type", "application/json")],
+            &body,
+        ))
+        .unwrap();
+    assert_eq!(r.head().unwrap().0, 200);
+    let mut events = Vec::new();
+    let exec = loop {
+        let c = r.chunk().unwrap();
+        let (evs, _) = sse_events(&c);
+        events.extend(evs.clone());
+        if let Some(e) = evs.iter().find(|e| e["name"] == "iac-code.session.v1") {
+            break e["value"]["executionId"].as_str().unwrap().to_string();
+        }
+    };
+    assert_eq!(s.cancel(&exec, "t1", "wrong-ros").status, 404);
+    assert_eq!(s.cancel(&exec, "other-thread", "ros-1").status, 404);
+    let c = s.cancel(&exec, "t1", "ros-1");
+    assert_eq!(c.status, 200);
+    assert_eq!(
+        c.json(),
+        json!({"executionId": exec, "status": "cancelled"})
+    );
+    while let Some(ch) = r.chunk() {
+        events.extend(sse_events(&ch).0);
+    }
+    check_stream(&events).unwrap();
+    assert_eq!(code(&events), "CANCELLED");
+    assert_eq!(
+        s.cancel(&exec, "t1", "ros-1").json()["status"],
+        "already_terminal"
+    );
+    assert_eq!(
+        s.cancel("unknown", "t1", "ros-1").error_code(),
+        "EXECUTION_NOT_FOUND"
+    );
+    assert_eq!(s.cancel(&exec, "nobody", "ros-1").status, 404);
+    // The thread is free again.
+    assert_eq!(
+        last(&s.run(&s.body("t1", "r2", "hello")))["outcome"]["type"],
+        "success"
+    );
+}
+
+#[test]
+fn cancel_a_paused_execution() {
+    let s = Stack::new();
+    let ev = s.run(&s.body("t1", "r1", "permission"));
+    let exec = session_event(&ev)["executionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let task = session_event(&ev)["taskId"].as_str().unwrap().to_string();
+    assert_eq!(s.cancel(&exec, "t1", "ros-1").json()["status"], "cancelled");
+    assert_eq!(
+        s.kernel.task_state(&task).as_deref(),
+        Some("TASK_STATE_CANCELED")
+    );
+    assert_eq!(s.state_file("t1")["execution"]["pending"], json!({}));
+    assert_eq!(
+        last(&s.run(&s.body("t1", "r2", "hello")))["outcome"]["type"],
+        "success"
+    );
+    // An old rotated execution is already terminal.
+    assert_eq!(
+        s.cancel(&exec, "t1", "ros-1").json()["status"],
+        "already_terminal"
+    );
+}
+
+#[test]
+fn client_disconnect_mid_run_cancels_the_task() {
+    let s = Stack::new();
+    let mut r = Reader::new(s.server.as_ref().unwrap().connect());
+    let body = serde_json::to_vec(&s.body("t1", "r1", "slow please")).unwrap();
+    r.sock
+        .write_all(&request(
+            "POST",
+            "/",
+            &[("Content-Type", "application/json")],
+            &body,
+        ))
+        .unwrap();
+    assert_eq!(r.head().unwrap().0, 200);
+    let task = loop {
+        let (evs, _) = sse_events(&r.chunk().unwrap());
+        if let Some(e) = evs.iter().find(|e| e["name"] == "iac-code.session.v1") {
+            break e["value"]["taskId"].as_str().unwrap().to_string();
+        }
+    };
+    drop(r);
+    assert!(wait_until(Duration::from_secs(10), || s
+        .kernel
+        .task_state(&task)
+        .as_deref()
+        == Some("TASK_STATE_CANCELED")));
+    // The thread is released and usable.
+    assert!(wait_until(Duration::from_secs(5), || s
+        .post(&s.body("t1", "probe", "hello"))
+        .status
+        == 200));
+}
+
+#[test]
+fn disconnect_after_an_interrupt_keeps_it() {
+    let s = Stack::new();
+    let ev = s.run(&s.body("t1", "r1", "permission"));
+    let pid = pending_id(&ev);
+    let task = session_event(&ev)["taskId"].as_str().unwrap().to_string();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        s.kernel.task_state(&task).as_deref(),
+        Some("TASK_STATE_INPUT_REQUIRED")
+    );
+    assert!(s.state_file("t1")["execution"]["pending"][&pid].is_object());
+}
+
+#[test]
+fn restart_between_interrupt_and_resume() {
+    let mut s = Stack::new();
+    let ev = s.run(&s.body("t1", "r1", "permission"));
+    let pid = pending_id(&ev);
+    s.start_server(ServerConfig::default());
+    let ev2 = s.run(&s.resume_body(
+        "t1",
+        "r2",
+        json!([{"interruptId": pid, "status": "resolved", "payload": {"decision": "allow_once"}}]),
+    ));
+    assert_eq!(last(&ev2)["outcome"]["type"], "success");
+    // The same runId is still burned after the restart.
+    assert_eq!(
+        s.post(&s.body("t1", "r1", "permission")).error_code(),
+        "DUPLICATE_RUN_ID"
+    );
+}
+
+#[test]
+fn failed_task_is_an_execution_failure_after_its_text() {
+    let s = Stack::new();
+    let ev = s.run(&s.body("t1", "r1", "please fail"));
+    assert_eq!(code(&ev), "A2A_EXECUTION_FAILED");
+    let text: String = ev
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert!(text.contains("demo failure"));
+    assert!(last(&ev)["threadId"] == "t1" && last(&ev)["runId"] == "r1");
+}
+
+#[test]
+fn artifacts_and_tool_progress_become_custom_events() {
+    let s = Stack::new();
+    let ev = s.run(&s.body("t1", "r1", "make an artifact"));
+    let names: Vec<&str> = ev
+        .iter()
+        .filter(|e| e["type"] == "CUSTOM")
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"iac-code.artifact.v1"));
+    assert!(names.contains(&"iac-code.tool-progress.v1"));
+    let art = ev
+        .iter()
+        .find(|e| e["name"] == "iac-code.artifact.v1")
+        .unwrap();
+    assert_eq!(art["value"]["schemaVersion"], 1);
+    assert_eq!(art["value"]["name"], "template.yml");
+}
+
+#[test]
+fn pipeline_run_question_and_resume() {
+    let s = Stack::new();
+    let mut b = s.body("t1", "r1", "deploy something");
+    b["forwardedProps"]["iacCode"]["runMode"] = "pipeline".into();
+    let ev = s.run(&b);
+    let ty = types(&ev);
+    assert!(ty.contains(&"STEP_STARTED".to_string()));
+    assert_eq!(last(&ev)["outcome"]["type"], "interrupt");
+    let customs: Vec<&str> = ev
+        .iter()
+        .filter(|e| e["name"] == "iac-code.pipeline.v1")
+        .map(|e| e["value"]["eventType"].as_str().unwrap())
+        .collect();
+    assert_eq!(customs, ["pipeline_started"]);
+    let text = ev
+        .iter()
+        .find(|e| e["type"] == "TEXT_MESSAGE_START")
+        .unwrap();
+    assert!(
+        text["messageId"]
+            .as_str()
+            .unwrap()
+            .starts_with("pipeline-message:pipeline-t1:step:step-intent_parsing-1")
+    );
+    let st = s.state_file("t1");
+    assert_eq!(
+        st["execution"]["pipelineOpenSteps"],
+        json!(["step:intent_parsing"])
+    );
+    assert!(st["execution"]["pipelineSequence"].as_i64().unwrap() >= 6);
+    let pid = pending_id(&ev);
+    let mut r = s.resume_body(
+        "t1",
+        "r2",
+        json!([{"interruptId": pid, "status": "resolved", "payload": {"selectedId": "website"}}]),
+    );
+    r["forwardedProps"]["iacCode"]["runMode"] = "pipeline".into();
+    let ev2 = s.run(&r);
+    let ty2 = types(&ev2);
+    // Durable steps reopen first; the recovery snapshot follows.
+    assert_eq!(&ty2[..2], ["RUN_STARTED", "STEP_STARTED"]);
+    assert!(ty2.contains(&"ACTIVITY_SNAPSHOT".to_string()));
+    assert_eq!(last(&ev2)["outcome"]["type"], "success");
+    let names: Vec<&str> = ev2
+        .iter()
+        .filter(|e| e["type"] == "STEP_STARTED")
+        .map(|e| e["stepName"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.starts_with("candidate:cand-1:")),
+        "{names:?}"
+    );
+    let customs: Vec<&str> = ev2
+        .iter()
+        .filter(|e| e["name"] == "iac-code.pipeline.v1")
+        .map(|e| e["value"]["eventType"].as_str().unwrap())
+        .collect();
+    assert!(
+        customs.contains(&"pipeline_completed")
+            && customs.contains(&"candidate_started")
+            && customs.contains(&"stack_progress")
+    );
+    // Parallel candidate texts have separate message ids.
+    let ids: std::collections::BTreeSet<&str> = ev2
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_START")
+        .map(|e| e["messageId"].as_str().unwrap())
+        .collect();
+    assert!(ids.len() >= 2, "{ids:?}");
+}
+
+#[test]
+fn guidance_gates() {
+    let s = Stack::new();
+    let mut g = s.body("t1", "g1", "go faster");
+    g["forwardedProps"]["iacCode"]["activeGuidance"] = true.into();
+    g["forwardedProps"]["iacCode"]["runMode"] = "pipeline".into();
+    assert_eq!(s.post(&g).error_code(), "EXECUTION_LOST");
+    s.run(&s.body("t1", "r1", "hello"));
+    // After the task completed there is nothing to guide.
+    assert_eq!(s.post(&g).error_code(), "EXECUTION_LOST");
+    g["forwardedProps"]["iacCode"]["runMode"] = "normal".into();
+    assert_eq!(s.post(&g).error_code(), "EXECUTION_LOST");
+}
+
+#[test]
+fn message_content_is_validated_before_the_stream() {
+    let s = Stack::new();
+    let mut b = s.body("t1", "r1", "x");
+    b["messages"] = json!([{"id": "a", "role": "assistant", "content": "only me"}]);
+    let r = s.post(&b);
+    assert_eq!((r.status, r.error_code().as_str()), (400, "INVALID_INPUT"));
+    assert_eq!(r.error_message(), Msg::UserMessageRequired.text(Lang::En));
+    b["messages"] = json!([{"id": "u", "role": "user", "content": [{"type": "image", "source": {"type": "url", "value": "http://x/y.png"}}]}]);
+    assert_eq!(
+        s.post(&b).error_message(),
+        Msg::RemoteMediaUnsupported.text(Lang::En)
+    );
+    // Nothing was recorded: the same runId works once the content is fixed.
+    let ok = s.body("t1", "r1", "hello");
+    assert_eq!(last(&s.run(&ok))["outcome"]["type"], "success");
+}
+
+#[test]
+fn envelope_props_cwd_and_tools_errors() {
+    let s = Stack::new();
+    let mut b = s.body("t1", "r1", "x");
+    b.as_object_mut().unwrap().remove("state");
+    assert_eq!(
+        s.post(&b).error_message(),
+        Msg::InvalidEnvelope.text(Lang::En)
+    );
+    let mut b = s.body("", "r1", "x");
+    b["threadId"] = "".into();
+    assert_eq!(
+        s.post(&b).error_message(),
+        Msg::InvalidEnvelope.text(Lang::En)
+    );
+    let mut b = s.body("t1", "r1", "x");
+    b["forwardedProps"]["iacCode"]["schemaVersion"] = 2.into();
+    assert_eq!(
+        s.post(&b).error_message(),
+        Msg::InvalidForwardedProps.text(Lang::En)
+    );
+    let mut b = s.body("t1", "r1", "x");
+    b["forwardedProps"]["iacCode"]["cwd"] = "/etc".into();
+    assert_eq!(
+        s.post(&b).error_message(),
+        Msg::CwdOutsideRoots.text(Lang::En)
+    );
+    let mut b = s.body("t1", "r1", "x");
+    b["forwardedProps"]["iacCode"]["cwd"] = "relative".into();
+    assert_eq!(
+        s.post(&b).error_message(),
+        Msg::CwdNotAbsolute.text(Lang::En)
+    );
+    let mut b = s.body("t1", "r1", "x");
+    b["tools"] = json!([{"name": "t", "description": "d"}]);
+    let r = s.post(&b);
+    assert_eq!(
+        (r.status, r.error_message()),
+        (400, Msg::ToolsUnsupported.text(Lang::En).to_string())
+    );
+    // Japanese preferred in the payload, even for an envelope error.
+    let mut b = s.body("t1", "r1", "x");
+    b.as_object_mut().unwrap().remove("context");
+    b["forwardedProps"]["iacCode"]["preferredLanguage"] = "ja".into();
+    assert_eq!(
+        s.post(&b).error_message(),
+        Msg::InvalidEnvelope.text(Lang::Ja)
+    );
+}
+
+#[test]
+fn upstream_faults_end_in_one_run_error() {
+    let s = Stack::with(
+        AguiProtocol::V0_1,
+        ServerConfig::default(),
+        Duration::from_secs(2),
+    );
+    let cases = [
+        ("fault-garbage", &["A2A_UNAVAILABLE"][..]),
+        ("fault-die", &["A2A_UNAVAILABLE", "A2A_EXECUTION_FAILED"]),
+        ("fault-huge", &["A2A_UNAVAILABLE"]),
+        ("fault-wrongctx", &["A2A_PROTOCOL_ERROR"]),
+        ("fault-wrongtask", &["A2A_PROTOCOL_ERROR"]),
+        ("fault-noinputid", &["A2A_PROTOCOL_ERROR"]),
+        ("fault-http500", &["A2A_UNAVAILABLE"]),
+        ("fault-rpcerror", &["A2A_UNAVAILABLE"]),
+        ("fault-hang", &["A2A_UNAVAILABLE"]),
+    ];
+    for (n, (kw, codes)) in cases.iter().enumerate() {
+        let thread = format!("f{n}");
+        let start = std::time::Instant::now();
+        let ev = s.run(&s.body(&thread, "r1", kw));
+        assert!(codes.contains(&code(&ev).as_str()), "{kw}: {}", code(&ev));
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "{kw} took {:?}",
+            start.elapsed()
+        );
+        // The thread is usable afterwards.
+        assert_eq!(
+            last(&s.run(&s.body(&thread, "r2", "hello")))["outcome"]["type"],
+            "success",
+            "{kw}"
+        );
+    }
+}
+
+#[test]
+fn agui_1_0_mode() {
+    let s = Stack::with(
+        AguiProtocol::V1_0,
+        ServerConfig::default(),
+        Duration::from_secs(30),
+    );
+    let ev = s.run(&s.body("t1", "r1", "hello"));
+    assert_eq!(ev[0]["protocolVersion"], "1.0");
+    let ev = s.run(&s.body("t2", "r1", "a question"));
+    let pid = pending_id(&ev);
+    let ev2 = s.run(&s.resume_body(
+        "t2",
+        "r2",
+        json!([{"interruptId": pid, "status": "cancelled"}]),
+    ));
+    assert_eq!(last(&ev2)["outcome"], json!({"type": "cancelled"}));
+}
