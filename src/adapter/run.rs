@@ -217,11 +217,19 @@ impl<'a, 's> Run<'a, 's> {
 
     /// Apply `f` to a copy of the thread, persist it, and keep it only if the write worked.
     fn persist(&self, f: impl FnOnce(&mut Thread)) -> Result<(), ()> {
+        self.persist_with(true, f)
+    }
+
+    /// `sync`: also record the mapper's durable progress. The terminal save does not, like
+    /// the reference (digests finalised by the closing spans serve no later resume).
+    fn persist_with(&self, sync: bool, f: impl FnOnce(&mut Thread)) -> Result<(), ()> {
         let mut g = lock(&self.a.slot);
         let Some(t) = g.as_mut() else { return Err(()) };
         let mut next = t.clone();
         f(&mut next);
-        self.sync_mapper(&mut next);
+        if sync {
+            self.sync_mapper(&mut next);
+        }
         match self.sh.registry.save(&next.doc) {
             Ok(()) => {
                 *t = next;
@@ -1366,7 +1374,7 @@ impl<'a, 's> Run<'a, 's> {
     /// Mark the execution terminal: task forgotten, listed as terminal, out of the live index.
     fn mark_terminal(&self, clear_pending: bool) {
         let exec = self.execution_id.clone();
-        let r = self.persist(|t| {
+        let r = self.persist_with(false, |t| {
             if t.doc.execution.execution_id != exec {
                 return;
             }

@@ -546,3 +546,122 @@ pub fn check_stream(events: &[serde_json::Value]) -> Result<(), String> {
     }
     Ok(())
 }
+
+// ------------------------------------------------------------------ script kernel
+
+/// A kernel that answers requests in a fixed order with canned responses, recording each
+/// request as (method or path, body).
+pub struct ScriptKernel {
+    pub url: String,
+    pub requests: Arc<std::sync::Mutex<Vec<(String, serde_json::Value)>>>,
+}
+
+/// One canned answer: what the request must be (JSON-RPC method or path prefix), then the
+/// status, content type and body.
+pub struct Canned {
+    pub expect: String,
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: Vec<u8>,
+}
+
+pub fn sse_body(frames: &[serde_json::Value]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for f in frames {
+        out.extend_from_slice(b"data: ");
+        out.extend(
+            serde_json::to_vec(&serde_json::json!({"result": f, "id": "req", "jsonrpc": "2.0"}))
+                .unwrap(),
+        );
+        out.extend_from_slice(b"\r\n\r\n");
+    }
+    out
+}
+
+impl ScriptKernel {
+    pub fn start(script: Vec<Canned>) -> ScriptKernel {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/", l.local_addr().unwrap());
+        let requests = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let reqs = requests.clone();
+        std::thread::spawn(move || {
+            let mut script = script.into_iter();
+            for s in l.incoming() {
+                let Ok(mut s) = s else { return };
+                let mut buf = Vec::new();
+                let mut tmp = [0u8; 65536];
+                let (head, body) = loop {
+                    let n = s.read(&mut tmp).unwrap_or(0);
+                    if n == 0 {
+                        break (String::new(), Vec::new());
+                    }
+                    buf.extend_from_slice(&tmp[..n]);
+                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..i]).to_string();
+                        let cl = head
+                            .to_lowercase()
+                            .lines()
+                            .find_map(|l| {
+                                l.strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                            })
+                            .unwrap_or(0);
+                        if buf.len() >= i + 4 + cl {
+                            break (head, buf[i + 4..i + 4 + cl].to_vec());
+                        }
+                    }
+                };
+                if head.is_empty() {
+                    continue;
+                }
+                let path = head.split(' ').nth(1).unwrap_or("").to_string();
+                let json: serde_json::Value =
+                    serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+                let what = json["method"]
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or(path.clone());
+                reqs.lock().unwrap().push((what.clone(), json));
+                let Some(c) = script.next() else {
+                    let _ = s.write_all(
+                        b"HTTP/1.1 500 X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                    );
+                    continue;
+                };
+                assert!(
+                    what.starts_with(&c.expect),
+                    "script expected {} but got {what}",
+                    c.expect
+                );
+                let head = format!(
+                    "HTTP/1.1 {} X\r\ncontent-type: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    c.status,
+                    c.content_type,
+                    c.body.len()
+                );
+                let _ = s.write_all(head.as_bytes());
+                let _ = s.write_all(&c.body);
+            }
+        });
+        ScriptKernel { url, requests }
+    }
+}
+
+/// The adapter in front of any kernel URL, with its own state directory.
+pub fn adapter_for(kernel_url: &str, dir: &std::path::Path) -> TestServer {
+    let store = FileStore::open(&dir.join("state")).unwrap();
+    let shared = Arc::new(Shared::new(
+        Registry::new(Arc::new(store)),
+        A2aClient::new(A2aConfig::new(kernel_url.to_string(), None)),
+        Arc::new(SystemEnv),
+        vec![dir.to_path_buf()],
+        None,
+        AguiProtocol::V0_1,
+    ));
+    TestServer::start(
+        Arc::new(AguiBackend { shared }),
+        None,
+        ServerConfig::default(),
+        16,
+    )
+}
