@@ -54,6 +54,10 @@ fn init_logging(cfg: &Config) {
     let default = if cfg.debug { "debug" } else { "info" };
     let mut b =
         env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default));
+    // The HTTP client's debug/trace output shows kernel request bodies (API keys, cloud
+    // credentials) and the kernel token: capped at info whatever RUST_LOG says.
+    b.filter_module("ureq", log::LevelFilter::Info);
+    b.filter_module("ureq_proto", log::LevelFilter::Info);
     b.target(if cfg.log_stdout {
         env_logger::Target::Stdout
     } else {

@@ -1,0 +1,345 @@
+//! Fail-closed persistence, crash safety of thread files, and secrets that must never reach
+//! the disk or the logs.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use common::*;
+use iac_agui::a2a::client::{A2aClient, A2aConfig};
+use iac_agui::adapter::env::SystemEnv;
+use iac_agui::adapter::threads::{Registry, ThreadStore};
+use iac_agui::adapter::{AguiBackend, Shared};
+use iac_agui::config::AguiProtocol;
+use iac_agui::kernel::demo::{DemoConfig, DemoKernel};
+use iac_agui::server::ServerConfig;
+use iac_agui::store::document::{Execution, ThreadDoc};
+use iac_agui::store::files::{FileStore, StoreError};
+use serde_json::json;
+
+/// A file store whose saves start failing after `allowed` successes (-1: never fail).
+struct Flaky {
+    inner: FileStore,
+    allowed: AtomicI64,
+}
+
+impl ThreadStore for Flaky {
+    fn load(&self, id: &str) -> Result<Option<ThreadDoc>, StoreError> {
+        self.inner.load(id)
+    }
+    fn save(&self, doc: &ThreadDoc) -> Result<(), StoreError> {
+        let left = self.allowed.load(Ordering::SeqCst);
+        if left == 0 {
+            return Err(StoreError::Io(std::io::Error::other(
+                "disk full (injected)",
+            )));
+        }
+        if left > 0 {
+            self.allowed.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.inner.save(doc)
+    }
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("iac-agui-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(d.join("ws")).unwrap();
+    std::fs::canonicalize(d).unwrap()
+}
+
+fn flaky_stack(name: &str) -> (DemoKernel, TestServer, Arc<Flaky>, PathBuf) {
+    let dir = temp_dir(name);
+    let kernel = DemoKernel::start(DemoConfig {
+        token: None,
+        frame_delay: Duration::ZERO,
+        tick: Duration::from_millis(100),
+    })
+    .unwrap();
+    let store = Arc::new(Flaky {
+        inner: FileStore::open(&dir.join("state")).unwrap(),
+        allowed: AtomicI64::new(-1),
+    });
+    let shared = Arc::new(Shared::new(
+        Registry::new(store.clone()),
+        A2aClient::new(A2aConfig::new(kernel.base_url(), None)),
+        Arc::new(SystemEnv),
+        vec![dir.clone()],
+        None,
+        AguiProtocol::V0_1,
+    ));
+    let srv = TestServer::start(
+        Arc::new(AguiBackend { shared }),
+        None,
+        ServerConfig::default(),
+        16,
+    );
+    (kernel, srv, store, dir)
+}
+
+fn body(dir: &Path, thread: &str, run: &str, text: &str) -> serde_json::Value {
+    json!({"threadId": thread, "runId": run, "state": {}, "tools": [], "context": [],
+        "messages": [{"id": "m", "role": "user", "content": text}],
+        "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "ros", "cwd": dir.join("ws")}}})
+}
+
+fn post(srv: &TestServer, b: &serde_json::Value) -> Resp {
+    post_json(srv.addr, "/", &[], &serde_json::to_vec(b).unwrap())
+}
+
+#[test]
+fn admission_write_failure_is_503_and_records_nothing() {
+    let (_k, srv, store, dir) = flaky_stack("admit");
+    store.allowed.store(0, Ordering::SeqCst);
+    let r = post(&srv, &body(&dir, "t1", "r1", "hello"));
+    assert_eq!(
+        (r.status, r.error_code().as_str()),
+        (503, "STATE_UNAVAILABLE")
+    );
+    assert!(!dir.join("state/threads/t1.json").exists());
+    store.allowed.store(-1, Ordering::SeqCst);
+    // The runId was not burned.
+    let r = post(&srv, &body(&dir, "t1", "r1", "hello"));
+    assert_eq!(r.status, 200);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn task_mapping_write_failure_fails_closed() {
+    let (k, srv, store, dir) = flaky_stack("mapping");
+    // Admission may write; learning the task id may not.
+    store.allowed.store(1, Ordering::SeqCst);
+    let r = post(&srv, &body(&dir, "t1", "r1", "slow please"));
+    assert_eq!(r.status, 200);
+    let (ev, _) = sse_events(&r.body);
+    check_stream(&ev).unwrap();
+    let fin = ev.last().unwrap();
+    assert_eq!(fin["code"], "STATE_PERSISTENCE_FAILED");
+    // The session event never revealed the task id that could not be written.
+    assert_eq!(session_event(&ev)["taskId"], serde_json::Value::Null);
+    // The task was cancelled rather than left running unmapped.
+    let ids = k.task_ids();
+    assert_eq!(ids.len(), 1);
+    assert!(wait_until(Duration::from_secs(5), || k
+        .task_state(&ids[0])
+        .as_deref()
+        == Some("TASK_STATE_CANCELED")));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn unreadable_state_files_are_503_on_both_routes() {
+    let (_k, srv, _store, dir) = flaky_stack("corrupt");
+    let threads = dir.join("state/threads");
+    std::fs::write(threads.join("bad.json"), b"{not json").unwrap();
+    std::fs::write(threads.join("wrong.json"), br#"{"schemaVersion":2}"#).unwrap();
+    std::fs::write(dir.join("elsewhere.json"), b"{}").unwrap();
+    std::os::unix::fs::symlink(dir.join("elsewhere.json"), threads.join("link.json")).unwrap();
+    for t in ["bad", "wrong", "link"] {
+        let r = post(&srv, &body(&dir, t, "r1", "hello"));
+        assert_eq!(
+            (r.status, r.error_code().as_str()),
+            (503, "STATE_UNAVAILABLE"),
+            "{t}"
+        );
+        let c = post_json(
+            srv.addr,
+            "/extensions/iac-code/v1/executions/e/cancel",
+            &[],
+            format!(r#"{{"threadId":"{t}","rosInvocationId":"ros"}}"#).as_bytes(),
+        );
+        assert_eq!(
+            (c.status, c.error_code().as_str()),
+            (503, "STATE_UNAVAILABLE"),
+            "{t}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn state_files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_k, srv, _store, dir) = flaky_stack("modes");
+    assert_eq!(post(&srv, &body(&dir, "t1", "r1", "hello")).status, 200);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir.join("state")), 0o700);
+    assert_eq!(mode(&dir.join("state/threads")), 0o700);
+    assert_eq!(mode(&dir.join("state/threads/t1.json")), 0o600);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Child side of the crash test: save one thread file in a tight loop until killed.
+#[test]
+fn crash_child_save_loop() {
+    let Ok(dir) = std::env::var("IAC_AGUI_CRASH_DIR") else {
+        return; // only meaningful when started by the crash test below
+    };
+    let store = FileStore::open(Path::new(&dir)).unwrap();
+    let mut doc = ThreadDoc {
+        thread_id: "crash".into(),
+        context_id: "agui-x".into(),
+        cwd: "/w".into(),
+        execution: Execution {
+            execution_id: "e".into(),
+            ros_invocation_id: "r".into(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    for i in 0u64.. {
+        doc.run_digests.insert(format!("run-{i}"), "d".repeat(64));
+        doc.execution.pipeline_sequence = i as i64;
+        store.save(&doc).unwrap();
+    }
+}
+
+#[test]
+fn sigkill_during_saves_never_leaves_a_torn_file() {
+    let dir = temp_dir("crash");
+    let state = dir.join("state");
+    let exe = std::env::current_exe().unwrap();
+    let mut last_seq = -1i64;
+    for i in 0..25u64 {
+        let mut child = Command::new(&exe)
+            .args([
+                "--exact",
+                "crash_child_save_loop",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("IAC_AGUI_CRASH_DIR", &state)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(40 + (i * 37) % 90));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        // A new process takes the lock, sweeps temp files, and finds a valid document.
+        let store = FileStore::open(&state).unwrap();
+        if let Some(doc) = store.load("crash").unwrap() {
+            assert!(doc.execution.pipeline_sequence >= 0);
+            last_seq = doc.execution.pipeline_sequence;
+        }
+        let leftovers: Vec<_> = std::fs::read_dir(state.join("threads"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(
+            leftovers.is_empty(),
+            "temp files left after restart: {leftovers:?}"
+        );
+    }
+    assert!(last_seq >= 0, "the child never managed to save");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+const CANARIES: &[&str] = &[
+    "CANARY-KEY-7f3a",
+    "CANARY-HDR-91bc",
+    "CANARY-AKS-55d2",
+    "CANARY-STS-0e6f",
+];
+
+#[test]
+fn secrets_never_reach_state_files_or_trace_logs() {
+    let dir = temp_dir("canary");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_iac-agui"))
+        .args(["--demo", "--port", "0"])
+        .env("RUST_LOG", "trace")
+        .env("IAC_CODE_AGUI_STATE_DIR", dir.join("state"))
+        .env("IAC_CODE_AGUI_ALLOWED_CWDS", &dir)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut log = Vec::new();
+    let addr: std::net::SocketAddr = loop {
+        let l = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        log.push(l.clone());
+        if let Some(rest) = l.split("listening on http://").nth(1) {
+            break rest.trim().parse().unwrap();
+        }
+    };
+    let secret_props = |run: &str, text: &str, resume: Option<serde_json::Value>| {
+        let mut b = json!({"threadId": "sec", "runId": run, "state": {}, "tools": [], "context": [],
+            "messages": [{"id": "m", "role": "user", "content": text}],
+            "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "ros", "cwd": dir.join("ws"),
+                "llmApiKey": CANARIES[0], "llmHeaders": {"X-Secret": CANARIES[1]},
+                "alibabaCloud": {"accessKeyId": "AKID", "accessKeySecret": CANARIES[2], "securityToken": CANARIES[3]},
+                "model": "m", "thinking": {"enabled": true}}}});
+        if let Some(r) = resume {
+            b["resume"] = r;
+        }
+        serde_json::to_vec(&b).unwrap()
+    };
+    let r = post_json(
+        addr,
+        "/",
+        &[],
+        &secret_props("r1", "permission please", None),
+    );
+    let (ev, _) = sse_events(&r.body);
+    let pid = interrupts(&ev)[0]["id"].as_str().unwrap().to_string();
+    let resume =
+        json!([{"interruptId": pid, "status": "resolved", "payload": {"decision": "allow_once"}}]);
+    let r = post_json(addr, "/", &[], &secret_props("r2", "", Some(resume)));
+    assert_eq!(r.status, 200);
+    let r = post_json(addr, "/", &[], &secret_props("r3", "fault-garbage", None));
+    assert_eq!(r.status, 200);
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    child.wait().unwrap();
+    while let Ok(l) = rx.recv_timeout(Duration::from_millis(500)) {
+        log.push(l);
+    }
+    let logs = log.join("\n");
+    assert!(
+        logs.contains("TRACE") || logs.contains("DEBUG") || logs.contains("INFO"),
+        "no logs captured"
+    );
+    let mut files = String::new();
+    for e in walk(&dir.join("state")) {
+        files.push_str(&String::from_utf8_lossy(&std::fs::read(e).unwrap()));
+    }
+    assert!(
+        files.contains("runDigests"),
+        "the state file was not written"
+    );
+    for c in CANARIES {
+        assert!(!logs.contains(c), "{c} leaked into the logs");
+        assert!(!files.contains(c), "{c} leaked into the state directory");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn walk(p: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(p) {
+        for e in rd.flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                out.extend(walk(&path));
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
