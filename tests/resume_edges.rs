@@ -1,0 +1,530 @@
+//! Resume edge cases of reference §9.5 against a script kernel that answers each call exactly.
+
+mod common;
+
+use common::*;
+use iac_agui::catalog::Msg;
+use iac_agui::i18n::Lang;
+use serde_json::{Value, json};
+
+const THREAD: &str = "th-edge";
+const SSE: &str = "text/event-stream; charset=utf-8";
+const JS: &str = "application/json";
+
+fn ctx() -> String {
+    iac_agui::adapter::admission::context_id(THREAD)
+}
+
+fn status(state: &str, iac: Value) -> Value {
+    json!({"statusUpdate": {"taskId": "task-1", "contextId": ctx(), "status": {"state": state}, "metadata": {"iac_code": iac}}})
+}
+
+fn question(id: &str) -> Value {
+    json!({"kind": "ask_user_question", "inputId": id, "requestTaskId": "task-1", "contextId": ctx(), "prompt": "Pick", "options": [{"id": "a", "label": "Alpha"}], "required": true, "toolUseId": format!("tool-{id}")})
+}
+
+fn permission(id: &str) -> Value {
+    json!({"kind": "permission", "inputId": id, "requestTaskId": "task-1", "contextId": ctx(), "toolUseId": format!("tool-{id}"), "prompt": "Allow?", "required": true})
+}
+
+fn canned(expect: &str, status: u16, ct: &'static str, body: Vec<u8>) -> Canned {
+    Canned {
+        expect: expect.into(),
+        status,
+        content_type: ct,
+        body,
+    }
+}
+
+fn stream(frames: &[Value]) -> Canned {
+    canned("SendStreamingMessage", 200, SSE, sse_body(frames))
+}
+
+fn rpc(method: &str, result: Value) -> Canned {
+    canned(
+        method,
+        200,
+        JS,
+        serde_json::to_vec(&json!({"result": result, "id": "x", "jsonrpc": "2.0"})).unwrap(),
+    )
+}
+
+fn snapshot(state: &str, iac: Value) -> Value {
+    json!({"id": "task-1", "contextId": ctx(), "status": {"state": state}, "metadata": {"iac_code": iac}})
+}
+
+/// The first run: an interrupt asking `input`.
+fn first_run(input: Value, with_session: bool) -> Canned {
+    let mut iac = json!({"input": input});
+    if with_session {
+        iac["iacCodeSessionId"] = "sess-1".into();
+    }
+    stream(&[
+        json!({"task": {"id": "task-1", "contextId": ctx(), "status": {"state": "TASK_STATE_SUBMITTED"}}}),
+        status("TASK_STATE_INPUT_REQUIRED", iac),
+    ])
+}
+
+fn restored() -> Canned {
+    canned(
+        "/iac-code/session/ensure-restored",
+        200,
+        JS,
+        br#"{"status":"current"}"#.to_vec(),
+    )
+}
+
+fn no_pipeline() -> Canned {
+    canned(
+        "/iac-code/pipeline/state",
+        404,
+        JS,
+        br#"{"error":"A2A pipeline state not found"}"#.to_vec(),
+    )
+}
+
+struct Case {
+    kernel: ScriptKernel,
+    srv: TestServer,
+    dir: std::path::PathBuf,
+    ws: String,
+}
+
+impl Case {
+    fn new(name: &str, script: Vec<Canned>) -> Case {
+        let dir = std::env::temp_dir().join(format!("iac-agui-edge-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("ws")).unwrap();
+        let dir = std::fs::canonicalize(dir).unwrap();
+        let kernel = ScriptKernel::start(script);
+        let srv = adapter_for(&kernel.url, &dir);
+        let ws = dir.join("ws").to_string_lossy().into_owned();
+        Case {
+            kernel,
+            srv,
+            dir,
+            ws,
+        }
+    }
+
+    fn body(&self, run: &str, resume: Option<Value>) -> Value {
+        let mut b = json!({"threadId": THREAD, "runId": run, "state": {}, "tools": [], "context": [],
+            "messages": [{"id": "m1", "role": "user", "content": "go"}],
+            "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "ros", "cwd": self.ws}}});
+        if let Some(r) = resume {
+            b["resume"] = r;
+        }
+        b
+    }
+
+    fn run(&self, run: &str, resume: Option<Value>) -> Vec<Value> {
+        let r = post_json(
+            self.srv.addr,
+            "/",
+            &[],
+            &serde_json::to_vec(&self.body(run, resume)).unwrap(),
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+        let (ev, _) = sse_events(&r.body);
+        check_stream(&ev).unwrap_or_else(|e| panic!("{e}: {}", r.text()));
+        ev
+    }
+
+    fn pending(&self) -> Value {
+        let p = self
+            .dir
+            .join("state/threads")
+            .join(format!("{THREAD}.json"));
+        let v: Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
+        v["execution"]["pending"].clone()
+    }
+
+    fn calls(&self) -> Vec<(String, Value)> {
+        self.kernel.requests.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Case {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn answer(id: &str, payload: Value) -> Value {
+    json!([{"interruptId": id, "status": "resolved", "payload": payload}])
+}
+
+fn code(ev: &[Value]) -> (String, String) {
+    let l = last(ev);
+    (
+        l["code"].as_str().unwrap_or("").into(),
+        l["message"].as_str().unwrap_or("").into(),
+    )
+}
+
+#[test]
+fn ensure_restored_not_found_loses_the_execution_but_keeps_pending() {
+    let c = Case::new(
+        "restore404",
+        vec![
+            first_run(permission("p1"), true),
+            canned(
+                "/iac-code/session/ensure-restored",
+                404,
+                JS,
+                br#"{"status":"not_found"}"#.to_vec(),
+            ),
+        ],
+    );
+    c.run("r1", None);
+    let ev = c.run("r2", Some(answer("p1", json!({"decision": "allow_once"}))));
+    assert_eq!(
+        code(&ev),
+        (
+            "EXECUTION_LOST".into(),
+            Msg::ResumeSessionUnavailable.text(Lang::En).into()
+        )
+    );
+    assert!(c.pending()["p1"].is_object());
+}
+
+#[test]
+fn backup_not_ready_is_retryable_and_translated() {
+    let en = r#"{"error":{"code":"SESSION_BACKUP_NOT_READY","retryable":true,"message":"Session backup is still synchronizing. Retry after 3 seconds."}}"#;
+    let other = r#"{"error":{"code":"SESSION_BACKUP_NOT_READY","retryable":true,"message":"custom wait text"}}"#;
+    let c = Case::new(
+        "backup",
+        vec![
+            first_run(permission("p1"), true),
+            canned(
+                "/iac-code/session/ensure-restored",
+                409,
+                JS,
+                en.as_bytes().to_vec(),
+            ),
+            canned(
+                "/iac-code/session/ensure-restored",
+                409,
+                JS,
+                other.as_bytes().to_vec(),
+            ),
+        ],
+    );
+    c.run("r1", None);
+    let ev = c.run("r2", Some(answer("p1", json!({"decision": "allow_once"}))));
+    assert_eq!(
+        code(&ev),
+        (
+            "SESSION_BACKUP_NOT_READY".into(),
+            Msg::SessionBackupNotReady.text(Lang::En).into()
+        )
+    );
+    let ev = c.run("r3", Some(answer("p1", json!({"decision": "allow_once"}))));
+    assert_eq!(
+        code(&ev),
+        ("SESSION_BACKUP_NOT_READY".into(), "custom wait text".into())
+    );
+    assert!(c.pending()["p1"].is_object());
+}
+
+#[test]
+fn rejected_or_silent_answers_keep_the_interrupt() {
+    let err = json!({"error": {"code": -32602, "message": "bad"}, "id": "x", "jsonrpc": "2.0"});
+    let c = Case::new(
+        "rejected",
+        vec![
+            first_run(permission("p1"), true),
+            restored(),
+            rpc(
+                "GetTask",
+                snapshot(
+                    "TASK_STATE_INPUT_REQUIRED",
+                    json!({"iacCodeSessionId": "sess-1", "input": permission("p1")}),
+                ),
+            ),
+            no_pipeline(),
+            canned(
+                "SendStreamingMessage",
+                200,
+                JS,
+                serde_json::to_vec(&err).unwrap(),
+            ),
+            restored(),
+            rpc(
+                "GetTask",
+                snapshot(
+                    "TASK_STATE_INPUT_REQUIRED",
+                    json!({"iacCodeSessionId": "sess-1"}),
+                ),
+            ),
+            no_pipeline(),
+            canned("SendStreamingMessage", 200, SSE, Vec::new()),
+        ],
+    );
+    c.run("r1", None);
+    let ev = c.run("r2", Some(answer("p1", json!({"decision": "allow_once"}))));
+    assert_eq!(
+        code(&ev),
+        (
+            "A2A_UNAVAILABLE".into(),
+            Msg::A2aRejectedResponse.text(Lang::En).into()
+        )
+    );
+    let ev = c.run("r3", Some(answer("p1", json!({"decision": "allow_once"}))));
+    assert_eq!(
+        code(&ev),
+        (
+            "A2A_UNAVAILABLE".into(),
+            Msg::PermissionResponseNotAccepted.text(Lang::En).into()
+        )
+    );
+    assert!(c.pending()["p1"].is_object());
+}
+
+#[test]
+fn a_terminal_snapshot_clears_pending_and_the_answer_is_unknown() {
+    let c = Case::new(
+        "terminal",
+        vec![
+            first_run(permission("p1"), true),
+            restored(),
+            rpc(
+                "GetTask",
+                snapshot("TASK_STATE_CANCELED", json!({"iacCodeSessionId": "sess-1"})),
+            ),
+            no_pipeline(),
+        ],
+    );
+    c.run("r1", None);
+    let ev = c.run("r2", Some(answer("p1", json!({"decision": "allow_once"}))));
+    assert_eq!(code(&ev).0, "UNKNOWN_INTERRUPT");
+    assert_eq!(c.pending(), json!({}));
+}
+
+#[test]
+fn new_inputs_found_while_resuming_end_in_an_interrupt_listing_all_then_mixed_answers_are_all_delivered()
+ {
+    let c = Case::new(
+        "mixed",
+        vec![
+            first_run(question("q1"), true),
+            // Resume 1: the snapshot shows a permission p1 besides q1 → interrupt [q1, p1].
+            restored(),
+            rpc(
+                "GetTask",
+                snapshot(
+                    "TASK_STATE_INPUT_REQUIRED",
+                    json!({"iacCodeSessionId": "sess-1", "input": permission("p1")}),
+                ),
+            ),
+            no_pipeline(),
+            // Resume 2: answer both; each answer is its own message.
+            restored(),
+            rpc(
+                "GetTask",
+                snapshot(
+                    "TASK_STATE_INPUT_REQUIRED",
+                    json!({"iacCodeSessionId": "sess-1", "input": permission("p1")}),
+                ),
+            ),
+            no_pipeline(),
+            stream(&[status(
+                "TASK_STATE_WORKING",
+                json!({"inputReceived": {"inputId": "q1"}}),
+            )]),
+            stream(&[
+                status(
+                    "TASK_STATE_WORKING",
+                    json!({"inputReceived": {"inputId": "p1"}}),
+                ),
+                status(
+                    "TASK_STATE_WORKING",
+                    json!({"tool": {"status": "completed", "toolUseId": "tool-p1", "result": "done"}, "iacCodeSessionId": "sess-1"}),
+                ),
+                status(
+                    "TASK_STATE_INPUT_REQUIRED",
+                    json!({"iacCodeSessionId": "sess-1"}),
+                ),
+            ]),
+        ],
+    );
+    c.run("r1", None);
+    let ev = c.run("r2", Some(answer("q1", json!({"selectedId": "a"}))));
+    assert_eq!(last(&ev)["outcome"]["type"], "interrupt");
+    let ids: Vec<String> = interrupts(&ev)
+        .iter()
+        .map(|i| i["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids, ["q1", "p1"]);
+    // REC: the session event is there even on this path.
+    session_event(&ev);
+    let both = json!([
+        {"interruptId": "q1", "status": "resolved", "payload": {"selectedId": "a"}},
+        {"interruptId": "p1", "status": "resolved", "payload": {"decision": "allow_once"}},
+    ]);
+    let ev = c.run("r3", Some(both));
+    assert_eq!(last(&ev)["outcome"]["type"], "success");
+    assert_eq!(c.pending(), json!({}));
+    let sends: Vec<Value> = c
+        .calls()
+        .into_iter()
+        .filter(|(m, _)| m == "SendStreamingMessage")
+        .map(|(_, b)| b)
+        .collect();
+    let (q, p) = (
+        &sends[1]["params"]["message"],
+        &sends[2]["params"]["message"],
+    );
+    assert_eq!(q["parts"], json!([{"text": "Alpha"}]));
+    assert_eq!(q["messageId"], "agui-resume-r3");
+    assert_eq!(p["parts"][0]["data"]["decision"], "allow_once");
+    assert_eq!(p["messageId"], "agui-resume-r3-p1");
+    // The question's tool result came from the answer, with no TOOL_CALL_START.
+    let r = ev
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == "tool-q1")
+        .unwrap();
+    assert_eq!(r["content"], "Alpha");
+}
+
+#[test]
+fn sideband_permissions_use_send_message_then_follow_the_task() {
+    let ack = json!({"message": {"messageId": "ack", "contextId": ctx(), "taskId": "task-1", "role": "ROLE_AGENT", "parts": [{"data": {"kind": "permission_ack", "accepted": true}}]}});
+    let first = stream(&[
+        json!({"task": {"id": "task-1", "contextId": ctx(), "status": {"state": "TASK_STATE_SUBMITTED"}}}),
+        status(
+            "TASK_STATE_WORKING",
+            json!({"iacCodeSessionId": "sess-1", "pendingPermissions": [permission("s1"), permission("s2")]}),
+        ),
+    ]);
+    let live = snapshot("TASK_STATE_WORKING", json!({"iacCodeSessionId": "sess-1"}));
+    let c = Case::new(
+        "sideband",
+        vec![
+            first,
+            restored(),
+            rpc(
+                "GetTask",
+                snapshot(
+                    "TASK_STATE_WORKING",
+                    json!({"iacCodeSessionId": "sess-1", "pendingPermissions": [permission("s1"), permission("s2")]}),
+                ),
+            ),
+            no_pipeline(),
+            rpc("SendMessage", ack.clone()),
+            rpc("SendMessage", ack),
+            rpc("GetTask", live),
+            canned(
+                "SubscribeToTask",
+                200,
+                SSE,
+                sse_body(&[status(
+                    "TASK_STATE_COMPLETED",
+                    json!({"iacCodeSessionId": "sess-1"}),
+                )]),
+            ),
+        ],
+    );
+    let ev = c.run("r1", None);
+    assert_eq!(interrupts(&ev).len(), 2);
+    assert_eq!(c.pending()["s1"]["sideband"], true);
+    let both = json!([
+        {"interruptId": "s1", "status": "resolved", "payload": {"decision": "allow_once"}},
+        {"interruptId": "s2", "status": "cancelled"},
+    ]);
+    let ev = c.run("r2", Some(both));
+    assert_eq!(last(&ev)["outcome"]["type"], "success", "{ev:?}");
+    let calls = c.calls();
+    let sm: Vec<&Value> = calls
+        .iter()
+        .filter(|(m, _)| m == "SendMessage")
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!(sm[0]["params"]["message"]["messageId"], "agui-resume-s1");
+    assert_eq!(
+        sm[1]["params"]["message"]["parts"][0]["data"]["decision"],
+        "deny"
+    );
+    assert_eq!(c.pending(), json!({}));
+}
+
+#[test]
+fn task_snapshot_identity_and_missing_task() {
+    let err = json!({"error": {"code": -32001, "message": "Task not found"}, "id": "x", "jsonrpc": "2.0"});
+    let c = Case::new(
+        "identity",
+        vec![
+            first_run(permission("p1"), true),
+            restored(),
+            rpc(
+                "GetTask",
+                json!({"id": "task-OTHER", "contextId": ctx(), "status": {"state": "TASK_STATE_INPUT_REQUIRED"}}),
+            ),
+            restored(),
+            canned("GetTask", 200, JS, serde_json::to_vec(&err).unwrap()),
+        ],
+    );
+    c.run("r1", None);
+    let ev = c.run("r2", Some(answer("p1", json!({"decision": "allow_once"}))));
+    assert_eq!(
+        code(&ev),
+        (
+            "A2A_PROTOCOL_ERROR".into(),
+            Msg::TaskIdentityMismatch.text(Lang::En).into()
+        )
+    );
+    let ev = c.run("r3", Some(answer("p1", json!({"decision": "allow_once"}))));
+    assert_eq!(code(&ev).0, "EXECUTION_LOST");
+}
+
+#[test]
+fn an_expired_interrupt_is_refused_and_its_task_cancelled() {
+    let mut p = permission("p1");
+    p["expiresAt"] = "2020-01-01T00:00:00Z".into();
+    let c = Case::new(
+        "expired",
+        vec![
+            first_run(p, true),
+            restored(),
+            rpc(
+                "GetTask",
+                snapshot(
+                    "TASK_STATE_INPUT_REQUIRED",
+                    json!({"iacCodeSessionId": "sess-1"}),
+                ),
+            ),
+            no_pipeline(),
+            rpc("CancelTask", snapshot("TASK_STATE_CANCELED", json!({}))),
+        ],
+    );
+    let ev = c.run("r1", None);
+    assert_eq!(interrupts(&ev)[0]["expiresAt"], "2020-01-01T00:00:00Z");
+    let ev = c.run("r2", Some(answer("p1", json!({"decision": "allow_once"}))));
+    assert_eq!(code(&ev).0, "EXECUTION_EXPIRED");
+    assert_eq!(c.pending(), json!({}));
+    assert!(c.calls().iter().any(|(m, _)| m == "CancelTask"));
+}
+
+#[test]
+fn an_interrupt_before_any_session_id_still_gets_the_session_event() {
+    let c = Case::new("nosession", vec![first_run(permission("p1"), false)]);
+    let ev = c.run("r1", None);
+    let s = session_event(&ev);
+    assert_eq!(s["taskId"], "task-1");
+    assert_eq!(s["sessionId"], Value::Null);
+    let ty = types(&ev);
+    assert!(ty.iter().position(|t| t == "CUSTOM").unwrap() < ty.len() - 1);
+}
+
+#[test]
+fn rejected_and_interrupted_streams() {
+    let c = Case::new(
+        "rejected-state",
+        vec![stream(&[
+            json!({"task": {"id": "task-1", "contextId": ctx(), "status": {"state": "TASK_STATE_SUBMITTED"}}}),
+            status("TASK_STATE_REJECTED", json!({})),
+        ])],
+    );
+    let ev = c.run("r1", None);
+    assert_eq!(code(&ev).0, "A2A_EXECUTION_FAILED");
+}
