@@ -734,3 +734,88 @@ fn agui_1_0_mode() {
     ));
     assert_eq!(last(&ev2)["outcome"], json!({"type": "cancelled"}));
 }
+
+#[test]
+fn guidance_into_a_running_pipeline() {
+    let s = Stack::new();
+    let mut main = s.body("t1", "main", "slow pipeline");
+    main["forwardedProps"]["iacCode"]["runMode"] = "pipeline".into();
+    let mut r = Reader::new(s.server.as_ref().unwrap().connect());
+    r.sock
+        .write_all(&request(
+            "POST",
+            "/",
+            &[("Content-Type", "application/json")],
+            &serde_json::to_vec(&main).unwrap(),
+        ))
+        .unwrap();
+    assert_eq!(r.head().unwrap().0, 200);
+    let mut events = Vec::new();
+    loop {
+        let (evs, _) = sse_events(&r.chunk().unwrap());
+        let started = evs.iter().any(|e| e["type"] == "STEP_STARTED");
+        events.extend(evs);
+        if started {
+            break;
+        }
+    }
+    // Guidance skips THREAD_BUSY, is validated but not projected, and has no session event.
+    let mut g = s.body("t1", "g1", "focus on cost");
+    g["forwardedProps"]["iacCode"]["activeGuidance"] = true.into();
+    g["forwardedProps"]["iacCode"]["runMode"] = "pipeline".into();
+    let ev = s.run(&g);
+    assert_eq!(types(&ev), ["RUN_STARTED", "RUN_FINISHED"]);
+    assert_eq!(last(&ev)["outcome"]["type"], "success");
+    // The main run goes on; its stream carries the kernel's reaction to the guidance.
+    while let Some(c) = r.chunk() {
+        events.extend(sse_events(&c).0);
+    }
+    check_stream(&events).unwrap();
+    assert_eq!(last(&events)["outcome"]["type"], "success");
+    // Guidance runIds are idempotent too.
+    assert_eq!(s.post(&g).error_code(), "DUPLICATE_RUN_ID");
+}
+
+#[test]
+fn long_thread_ids_are_accepted() {
+    let s = Stack::new();
+    for n in [200, 240, 300] {
+        let t = "x".repeat(n);
+        assert_eq!(
+            last(&s.run(&s.body(&t, "r1", "hello")))["outcome"]["type"],
+            "success",
+            "{n}"
+        );
+    }
+    let names: Vec<String> = std::fs::read_dir(s.dir.join("state/threads"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.contains(&format!("{}.json", "x".repeat(200))));
+    assert_eq!(
+        names.iter().filter(|n| n.starts_with("aguihash~")).count(),
+        2
+    );
+}
+
+#[test]
+fn the_workspace_is_created_even_when_admission_then_refuses() {
+    let s = Stack::new();
+    let mut r = Reader::new(s.server.as_ref().unwrap().connect());
+    let body = serde_json::to_vec(&s.body("t1", "slow1", "slow please")).unwrap();
+    r.sock
+        .write_all(&request(
+            "POST",
+            "/",
+            &[("Content-Type", "application/json")],
+            &body,
+        ))
+        .unwrap();
+    assert_eq!(r.head().unwrap().0, 200);
+    let fresh = s.dir.join("ws/new/deeper");
+    let mut b = s.body("t1", "other", "hello");
+    b["forwardedProps"]["iacCode"]["cwd"] = fresh.to_string_lossy().into_owned().into();
+    // Busy beats binding; the directory exists anyway (reference §2.3 step 7).
+    assert_eq!(s.post(&b).error_code(), "THREAD_BUSY");
+    assert!(fresh.is_dir());
+}

@@ -16,9 +16,19 @@ fn bin() -> Command {
 
 /// Start the binary on a free port and return it with its address.
 fn start(args: &[&str]) -> (Child, std::net::SocketAddr) {
+    let dir = std::env::temp_dir().join(format!(
+        "iac-agui-cli-{}-{}",
+        std::process::id(),
+        args.len()
+    ));
+    start_with_env(args, &[("IAC_CODE_AGUI_STATE_DIR", dir.to_str().unwrap())])
+}
+
+fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> (Child, std::net::SocketAddr) {
     let mut child = bin()
         .args(["--port", "0", "--demo"])
         .args(args)
+        .envs(env.iter().copied())
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
@@ -97,8 +107,10 @@ fn sigterm_stops_the_managed_kernel_too() {
     let record =
         std::env::temp_dir().join(format!("iac-agui-cli-stub-{}.json", std::process::id()));
     let _ = std::fs::remove_file(&record);
+    let state = std::env::temp_dir().join(format!("iac-agui-cli-managed-{}", std::process::id()));
     let mut child = bin()
         .args(["--port", "0"])
+        .env("IAC_CODE_AGUI_STATE_DIR", &state)
         .env(
             "IAC_CODE_AGUI_KERNEL_CMD",
             format!(
@@ -153,4 +165,59 @@ fn non_loopback_kernel_urls_are_refused_at_start() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("loopback"));
+}
+
+#[test]
+fn idle_shutdown_exits_when_nothing_is_pending() {
+    let dir = std::env::temp_dir().join(format!("iac-agui-idle-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (mut child, _addr) = start_with_env(
+        &["--idle-shutdown", "0.5"],
+        &[("IAC_CODE_AGUI_STATE_DIR", dir.to_str().unwrap())],
+    );
+    let status = wait_exit(&mut child, Duration::from_secs(10)).expect("idle shutdown");
+    assert_eq!(status.code(), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_loaded_pending_interrupt_prevents_idle_shutdown() {
+    let dir = std::env::temp_dir().join(format!("iac-agui-idle2-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("ws")).unwrap();
+    let (mut child, addr) = start_with_env(
+        &["--idle-shutdown", "0.5"],
+        &[
+            (
+                "IAC_CODE_AGUI_STATE_DIR",
+                dir.join("state").to_str().unwrap(),
+            ),
+            ("IAC_CODE_AGUI_ALLOWED_CWDS", dir.to_str().unwrap()),
+        ],
+    );
+    let body = serde_json::json!({"threadId": "t", "runId": "r", "state": {}, "tools": [], "context": [],
+        "messages": [{"id": "m", "role": "user", "content": "permission please"}],
+        "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "ros", "cwd": dir.join("ws")}}});
+    let r = common::post_json(addr, "/", &[], &serde_json::to_vec(&body).unwrap());
+    let (ev, _) = common::sse_events(&r.body);
+    let exec = common::session_event(&ev)["executionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        wait_exit(&mut child, Duration::from_secs(2)).is_none(),
+        "shut down with a pending interrupt"
+    );
+    // Once the interrupt is gone (cancelled), idle shutdown proceeds.
+    let c = common::post_json(
+        addr,
+        &format!("/extensions/iac-code/v1/executions/{exec}/cancel"),
+        &[],
+        br#"{"threadId":"t","rosInvocationId":"ros"}"#,
+    );
+    assert_eq!(c.status, 200);
+    let status =
+        wait_exit(&mut child, Duration::from_secs(10)).expect("idle shutdown after cancel");
+    assert_eq!(status.code(), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
 }

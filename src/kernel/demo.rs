@@ -87,6 +87,8 @@ enum Script {
     Permission,
     Question,
     Pipeline,
+    /// A pipeline that keeps working for a while (for guidance and cancellation).
+    PipelineSlow,
     Fail,
     Slow,
     Artifact,
@@ -144,7 +146,11 @@ fn choose(text: &str, run_mode: Option<&str>) -> Script {
         return Script::Pace(num("pace", 0, 100), num("pace", 1, 200).max(1));
     }
     if t.contains("pipeline") || run_mode == Some("pipeline") {
-        return Script::Pipeline;
+        return if t.contains("slow") {
+            Script::PipelineSlow
+        } else {
+            Script::Pipeline
+        };
     }
     for (kw, s) in [
         ("question", Script::Question),
@@ -519,7 +525,10 @@ fn pipeline_state(sock: &mut TcpStream, shared: &Arc<Shared>, req: &Req) -> io::
         }
     }
     let tasks = lock(&shared.tasks);
-    let Some(t) = tasks.get(&task_id).filter(|t| t.script == Script::Pipeline) else {
+    let Some(t) = tasks
+        .get(&task_id)
+        .filter(|t| matches!(t.script, Script::Pipeline | Script::PipelineSlow))
+    else {
         return respond(sock, 404, &json!({"error": "A2A pipeline state not found"}));
     };
     let events: Vec<Value> = t
@@ -904,7 +913,7 @@ fn finish_task(shared: &Arc<Shared>, task_id: &str) {
 }
 
 fn run_script(em: &mut Emitter<'_>, script: Script, text: &str) -> Result<(), Stop> {
-    let pipeline = script == Script::Pipeline;
+    let pipeline = matches!(script, Script::Pipeline | Script::PipelineSlow);
     if !pipeline {
         em.meta_state("TASK_STATE_SUBMITTED")?;
         em.meta_state("TASK_STATE_WORKING")?;
@@ -927,6 +936,7 @@ fn run_script(em: &mut Emitter<'_>, script: Script, text: &str) -> Result<(), St
         Script::Permission => permission_turn(em),
         Script::Question => question_turn(em),
         Script::Pipeline => pipeline_turn(em, text),
+        Script::PipelineSlow => pipeline_slow(em),
         Script::Fail => {
             em.text("Working on it… ")?;
             let m = em.msg("message", "The provider failed: demo failure.");
@@ -1096,6 +1106,54 @@ fn pipeline_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop> {
         json!({"step": s1, "input": input}),
     );
     em.pipeline(vec![e], Some(input))
+}
+
+fn pipeline_slow(em: &mut Emitter<'_>) -> Result<(), Stop> {
+    let e = em.envelope(
+        "pipeline_started",
+        "pipeline",
+        "working",
+        json!({"totalSteps": 1}),
+        json!({}),
+    );
+    em.pipeline(vec![e], None)?;
+    let s1 = step("deploying", 1.0);
+    let e = em.envelope(
+        "step_started",
+        "step",
+        "working",
+        json!({"name": "deploying"}),
+        json!({"step": s1}),
+    );
+    em.pipeline(vec![e], None)?;
+    let tick = em.shared.cfg.tick;
+    for i in 1..=30 {
+        em.pause(tick)?;
+        let e = em.envelope(
+            "text_delta",
+            "step",
+            "working",
+            json!({"text": format!("progress {i}. ")}),
+            json!({"step": s1}),
+        );
+        em.pipeline(vec![e], None)?;
+    }
+    let e = em.envelope(
+        "step_completed",
+        "step",
+        "working",
+        json!({}),
+        json!({"step": s1}),
+    );
+    em.pipeline(vec![e], None)?;
+    let e = em.envelope(
+        "pipeline_completed",
+        "pipeline",
+        "completed",
+        json!({"totalSteps": 1}),
+        json!({}),
+    );
+    em.pipeline(vec![e], None)
 }
 
 fn pipeline_continue(em: &mut Emitter<'_>, answer: &str) -> Result<(), Stop> {
