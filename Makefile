@@ -1,7 +1,7 @@
 # iac-agui — common tasks. `make test` is what CI runs.
 CARGO ?= cargo
 
-.PHONY: all build release run test test-fast lint fmt fuzz-build clean
+.PHONY: all build release run test test-fast interop lint fmt fuzz-build clean
 
 all: build
 
@@ -14,13 +14,18 @@ release:
 run:
 	$(CARGO) run --release --
 
-# Everything CI checks: formatting, lints, and every test.
+# Everything CI checks: formatting, lints, every Rust test, and the interop suite against the
+# real iac-code kernel (tests/interop/run.sh; needs python3 and the PyPI registry once).
 test: lint
 	$(CARGO) test --all-targets
+	tests/interop/run.sh
 
 # Only the hermetic Rust tests.
 test-fast:
 	$(CARGO) test --all-targets
+
+interop:
+	tests/interop/run.sh
 
 lint:
 	$(CARGO) fmt --all -- --check

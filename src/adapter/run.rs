@@ -1504,11 +1504,19 @@ impl<'a, 's> Run<'a, 's> {
     /// The client left (reference §8.2).
     fn on_disconnect(&mut self) {
         log::info!("run {}: client disconnected", self.a.run_id);
-        if !self.settled && self.a.kind != RunKind::Guidance && self.pending_empty() {
-            self.cancel_task_best_effort();
-            self.mark_terminal(false);
-        }
+        let cancel = !self.settled && self.a.kind != RunKind::Guidance && self.pending_empty();
+        // Release first (reference §8.2): the kernel may take a while to confirm the cancel,
+        // and the thread must not look busy meanwhile.
         self.release();
+        if cancel {
+            let task = self.task_id();
+            self.mark_terminal(false);
+            if let Some(t) = task {
+                if let Err(e) = self.sh.client.session().cancel_task(&t) {
+                    log::warn!("run {}: cancelling the task failed: {e}", self.a.run_id);
+                }
+            }
+        }
     }
 }
 

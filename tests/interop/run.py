@@ -1,0 +1,476 @@
+#!/usr/bin/env python3
+"""Interop suite: iac-agui in front of the real iac-code 0.16.0 kernel, driven by a scripted
+fake LLM, every AG-UI event validated with the official `ag_ui` models and the stream rules.
+
+Usage: run.py --bin PATH --iac-code PATH [--mode managed|external] [--protocol 0.1|1.0]
+Run it with a Python that has `ag-ui-protocol` (0.1.20, or 1.0.0 for --protocol 1.0).
+Any failure exits non-zero with "INTEROP FAILED [scenario]: what".
+"""
+
+import argparse
+import hashlib
+import http.client
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from pydantic import TypeAdapter
+
+try:
+    from ag_ui.core import Event as AguiEvent
+except ImportError:  # pragma: no cover
+    from ag_ui.core.events import Event as AguiEvent
+
+EVENTS = TypeAdapter(AguiEvent)
+HERE = os.path.dirname(os.path.abspath(__file__))
+PERMISSION_SCHEMA = {"type": "object", "properties": {"decision": {"type": "string", "enum": ["allow_once", "deny"]}},
+                     "required": ["decision"], "additionalProperties": False}
+SESSION_KEYS = ["schemaVersion", "threadId", "aguiRunId", "executionId", "contextId", "taskId", "rosInvocationId", "sessionId"]
+
+
+class Failure(Exception):
+    pass
+
+
+def fail(scenario, what):
+    raise Failure(f"INTEROP FAILED [{scenario}]: {what}")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_http(port, path, token=None, timeout=60):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            c.request("GET", path, headers=headers)
+            if c.getresponse().status == 200:
+                return True
+        except OSError:
+            pass
+        time.sleep(0.2)
+    return False
+
+
+def parse_sse(raw, scenario):
+    events = []
+    for block in raw.decode("utf-8").split("\n\n"):
+        if not block or block == ": heartbeat":
+            continue
+        if not block.startswith("data: ") or "\r" in block:
+            fail(scenario, f"bad SSE framing: {block[:80]!r}")
+        events.append(json.loads(block[6:]))
+    return events
+
+
+def check_stream(scenario, events):
+    """Official models + stream rules; the message names the offending event."""
+    if not events:
+        fail(scenario, "empty stream")
+    for i, e in enumerate(events):
+        try:
+            EVENTS.validate_python(e)
+        except Exception as ex:  # noqa: BLE001
+            fail(scenario, f"event {i} {e.get('type')} is rejected by the official AG-UI models: {str(ex).splitlines()[0]}")
+        for k, v in e.items():
+            if v is None:
+                fail(scenario, f"event {i} {e.get('type')} carries null in {k}")
+    if events[0]["type"] != "RUN_STARTED":
+        fail(scenario, f"event 0 is {events[0]['type']}, not RUN_STARTED")
+    terminals = [i for i, e in enumerate(events) if e["type"] in ("RUN_FINISHED", "RUN_ERROR")]
+    if len(terminals) != 1 or terminals[0] != len(events) - 1:
+        fail(scenario, f"terminal events at {terminals} of {len(events)}")
+    open_spans = {"text": set(), "reasoning": set(), "tool": set(), "step": set()}
+    kinds = {
+        "TEXT_MESSAGE_START": ("text", "messageId", "open"), "TEXT_MESSAGE_CONTENT": ("text", "messageId", "in"),
+        "TEXT_MESSAGE_END": ("text", "messageId", "close"),
+        "REASONING_START": ("reasoning", "messageId", "open"), "REASONING_END": ("reasoning", "messageId", "close"),
+        "TOOL_CALL_START": ("tool", "toolCallId", "open"), "TOOL_CALL_ARGS": ("tool", "toolCallId", "in"),
+        "TOOL_CALL_END": ("tool", "toolCallId", "close"),
+        "STEP_STARTED": ("step", "stepName", "open"), "STEP_FINISHED": ("step", "stepName", "close"),
+    }
+    for i, e in enumerate(events):
+        k = kinds.get(e["type"])
+        if not k:
+            continue
+        span, key, op = k
+        ident = e.get(key)
+        spans = open_spans[span]
+        if op == "open" and ident in spans or op != "open" and ident not in spans:
+            fail(scenario, f"event {i} {e['type']} {ident!r} breaks {span} span balance")
+        if op == "open":
+            spans.add(ident)
+        elif op == "close":
+            spans.discard(ident)
+    left = {k: v for k, v in open_spans.items() if v}
+    if left:
+        fail(scenario, f"spans still open at the terminal event {events[-1]['type']}: {left} (a missing *_END event)")
+
+
+class Adapter:
+    def __init__(self, args, work, kernel_url=None, kernel_token=None):
+        self.args, self.work = args, work
+        env = dict(os.environ)
+        env.update(work.env)
+        env["IAC_CODE_AGUI_STATE_DIR"] = os.path.join(work.dir, "state")
+        env["RUST_LOG"] = "info"
+        cmd = [args.bin, "--port", "0", "--agui-protocol", args.protocol]
+        if kernel_url:
+            cmd += ["--a2a-url", kernel_url]
+            env["IAC_CODE_AGUI_A2A_TOKEN"] = kernel_token
+        else:
+            env["IAC_CODE_AGUI_KERNEL_CMD"] = args.iac_code
+        self.log = open(os.path.join(work.dir, f"agui-{time.time():.0f}.log"), "w")
+        self.proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, stdout=self.log, text=True)
+        deadline = time.time() + 90
+        self.port = None
+        while time.time() < deadline:
+            line = self.proc.stderr.readline()
+            if not line:
+                break
+            self.log.write(line)
+            if "listening on http://" in line:
+                self.port = int(line.rsplit(":", 1)[1])
+                break
+        if not self.port:
+            raise Failure(f"INTEROP FAILED [startup]: iac-agui did not start (exit {self.proc.poll()}); see {self.log.name}")
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self):
+        for line in self.proc.stderr:
+            self.log.write(line)
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            code = self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise Failure("INTEROP FAILED [shutdown]: iac-agui ignored SIGTERM")
+        if code != 0:
+            raise Failure(f"INTEROP FAILED [shutdown]: iac-agui exited {code}")
+
+    def request(self, path, body, timeout=120):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        c.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+        return c, c.getresponse()
+
+    def post(self, scenario, body):
+        c, r = self.request("/", body)
+        raw = r.read()
+        c.close()
+        if r.status != 200:
+            return r.status, json.loads(raw)
+        events = parse_sse(raw, scenario)
+        check_stream(scenario, events)
+        return 200, events
+
+    def cancel(self, execution_id, thread, ros):
+        c, r = self.request(f"/extensions/iac-code/v1/executions/{execution_id}/cancel",
+                            {"threadId": thread, "rosInvocationId": ros})
+        body = json.loads(r.read())
+        c.close()
+        return r.status, body
+
+
+class Work:
+    def __init__(self, llm_port):
+        self.dir = tempfile.mkdtemp(prefix="iac-agui-interop-")
+        self.ws = os.path.join(self.dir, "ws")
+        os.makedirs(self.ws)
+        home = os.path.join(self.dir, "home")
+        os.makedirs(home)
+        self.env = {
+            "HOME": home, "IAC_CODE_CONFIG_DIR": os.path.join(home, ".iac-code"),
+            "IAC_CODE_PROVIDER": "OpenAI Compatible", "IAC_CODE_BASE_URL": f"http://127.0.0.1:{llm_port}/v1",
+            "IAC_CODE_API_KEY": "fake-key", "IAC_CODE_MODEL": "fake-model",
+            "DISABLE_TELEMETRY": "1", "IAC_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "IAC_CODE_AGUI_ALLOWED_CWDS": self.dir, "NO_PROXY": "*",
+        }
+        self.n = 0
+
+    def body(self, thread, text, run=None, resume=None, **props):
+        self.n += 1
+        iac = {"schemaVersion": 1, "rosInvocationId": "ros-interop", "cwd": self.ws}
+        iac.update(props)
+        b = {"threadId": thread, "runId": run or f"run-{self.n}", "state": {}, "tools": [], "context": [],
+             "messages": [{"id": f"m-{self.n}", "role": "user", "content": text}] if resume is None else [],
+             "forwardedProps": {"iacCode": iac}}
+        if resume is not None:
+            b["resume"] = resume
+        return b
+
+
+def session(scenario, events, thread):
+    s = [e for e in events if e["type"] == "CUSTOM" and e["name"] == "iac-code.session.v1"]
+    if len(s) != 1:
+        fail(scenario, f"{len(s)} session events")
+    v = s[0]["value"]
+    if list(v.keys()) != SESSION_KEYS:
+        fail(scenario, f"session event keys {list(v.keys())}")
+    ctx = "agui-" + hashlib.sha256(thread.encode()).hexdigest()[:40]
+    if v["contextId"] != ctx or v["threadId"] != thread:
+        fail(scenario, f"session identities {v}")
+    return v
+
+
+def outcome(events):
+    e = events[-1]
+    if e["type"] == "RUN_ERROR":
+        return "error:" + e["code"]
+    return e["outcome"]["type"]
+
+
+def expect(scenario, cond, what):
+    if not cond:
+        fail(scenario, what)
+
+
+def check_usage(scenario, events):
+    usage = events[-1].get("usage")
+    expect(scenario, usage, "no usage on the terminal event")
+    for u in usage:
+        for k in ("inputTokens", "outputTokens", "totalTokens", "cachedInputTokens"):
+            expect(scenario, isinstance(u.get(k), int), f"usage {k} missing in {u}")
+
+
+def permission_interrupt(scenario, events):
+    expect(scenario, outcome(events) == "interrupt", f"expected an interrupt, got {outcome(events)}")
+    intr = events[-1]["outcome"]["interrupts"][0]
+    expect(scenario, intr["reason"] == "tool_call", f"reason {intr['reason']}")
+    expect(scenario, intr["responseSchema"] == PERMISSION_SCHEMA, f"schema {intr['responseSchema']}")
+    expect(scenario, [o["id"] for o in intr["metadata"]["standardOptions"]] == ["allow_once", "deny"], "options")
+    expect(scenario, intr.get("toolCallId"), "no toolCallId")
+    return intr["id"]
+
+
+def scenario_plain(a, w):
+    s = "plain answer"
+    st, ev = a.post(s, w.body("plain", "hello there"))
+    expect(s, st == 200 and outcome(ev) == "success", f"got {st} {ev if st != 200 else outcome(ev)}")
+    session(s, ev, "plain")
+    text = "".join(e["delta"] for e in ev if e["type"] == "TEXT_MESSAGE_CONTENT")
+    expect(s, text == "Hello from the fake model.", f"text {text!r}")
+    check_usage(s, ev)
+    # A next turn: new execution, same context.
+    st, ev2 = a.post(s, w.body("plain", "hello again"))
+    expect(s, session(s, ev2, "plain")["executionId"] != session(s, ev, "plain")["executionId"], "no rotation")
+
+
+def scenario_thinking(a, w):
+    s = "thinking"
+    st, ev = a.post(s, w.body("think", "please think"))
+    expect(s, outcome(ev) == "success", outcome(ev))
+    expect(s, any(e["type"] == "REASONING_MESSAGE_CONTENT" for e in ev), "no reasoning events")
+
+
+def scenario_permission(a, w):
+    for decision, status in (("allow_once", "resolved"), ("deny", "resolved"), ("deny", "cancelled")):
+        s = f"permission {status} {decision}"
+        thread = f"perm-{decision}-{status}"
+        st, ev = a.post(s, w.body(thread, "please run bash"))
+        pid = permission_interrupt(s, ev)
+        entry = {"interruptId": pid, "status": status}
+        if status == "resolved":
+            entry["payload"] = {"decision": decision}
+        st, ev2 = a.post(s, w.body(thread, "", resume=[entry]))
+        expect(s, st == 200 and outcome(ev2) == "success", f"resume: {st} {ev2 if st != 200 else outcome(ev2)}")
+        sess = session(s, ev2, thread)
+        expect(s, sess["executionId"] == session(s, ev, thread)["executionId"], "the resume changed execution")
+        result = [e for e in ev2 if e["type"] == "TOOL_CALL_RESULT"]
+        expect(s, result, "no tool result after the resume")
+        if decision == "deny":
+            expect(s, "denied" in result[0]["content"], f"deny result {result[0]['content']!r}")
+        else:
+            expect(s, os.path.exists(os.path.join(w.ws, "created.txt")), "the tool did not run")
+        if s == "permission resolved allow_once":
+            s2 = "repeated resume"
+            st, ev3 = a.post(s2, w.body(thread, "", resume=[entry]))
+            expect(s2, outcome(ev3) == "error:RESUME_ALREADY_APPLIED", outcome(ev3))
+
+
+def scenario_admission(a, w):
+    s = "duplicate and conflicting runIds"
+    b = w.body("dup", "hello", run="fixed-run")
+    st, ev = a.post(s, b)
+    expect(s, st == 200, st)
+    st, err = a.post(s, b)
+    expect(s, st == 409 and err["error"]["code"] == "DUPLICATE_RUN_ID", f"{st} {err}")
+    st, err = a.post(s, w.body("dup", "something else", run="fixed-run"))
+    expect(s, st == 409 and err["error"]["code"] == "RUN_ID_CONFLICT", f"{st} {err}")
+    s = "binding conflict"
+    other = os.path.join(w.dir, "other-ws")
+    st, err = a.post(s, w.body("dup", "hello", cwd=other))
+    expect(s, st == 409 and err["error"]["code"] == "THREAD_BINDING_CONFLICT", f"{st} {err}")
+
+
+def start_slow(a, w, thread):
+    """Start a slow run and read until its session event; return (conn, response, events, session)."""
+    c, r = a.request("/", w.body(thread, "slow please"))
+    buf, events = b"", []
+    while True:
+        chunk = r.read1(65536) if hasattr(r, "read1") else r.read(1)
+        if not chunk:
+            fail("slow run", "stream ended before the session event")
+        buf += chunk
+        while b"\n\n" in buf:
+            block, buf = buf.split(b"\n\n", 1)
+            if block.startswith(b"data: "):
+                events.append(json.loads(block[6:]))
+        sess = [e for e in events if e.get("name") == "iac-code.session.v1"]
+        if sess and any(e["type"] == "TEXT_MESSAGE_CONTENT" for e in events):
+            return c, r, events, sess[0]["value"], buf
+
+
+def scenario_busy_and_cancel(a, w):
+    s = "THREAD_BUSY and cancel of a slow run"
+    c, r, events, sess, rest = start_slow(a, w, "slow1")
+    st, err = a.post(s, w.body("slow1", "hello"))
+    expect(s, st == 409 and err["error"]["code"] == "THREAD_BUSY", f"{st} {err}")
+    st, body = a.cancel(sess["executionId"], "slow1", "ros-interop")
+    expect(s, st == 200 and body["status"] == "cancelled", f"cancel {st} {body}")
+    raw = rest + r.read()
+    c.close()
+    events += parse_sse(raw, s)
+    check_stream(s, events)
+    want = "cancelled" if a.args.protocol == "1.0" else "error:CANCELLED"
+    expect(s, outcome(events) == want, outcome(events))
+    st, body = a.cancel(sess["executionId"], "slow1", "ros-interop")
+    expect(s, body.get("status") == "already_terminal", f"second cancel {body}")
+    st, ev = a.post(s, w.body("slow1", "hello"))
+    expect(s, outcome(ev) == "success", "the thread is not usable after the cancel")
+
+
+def scenario_cancel_paused(a, w):
+    s = "cancel of a paused run"
+    st, ev = a.post(s, w.body("paused", "please run bash"))
+    permission_interrupt(s, ev)
+    st, body = a.cancel(session(s, ev, "paused")["executionId"], "paused", "ros-interop")
+    expect(s, st == 200 and body["status"] == "cancelled", f"{st} {body}")
+    st, ev = a.post(s, w.body("paused", "hello"))
+    expect(s, outcome(ev) == "success", outcome(ev))
+
+
+def scenario_disconnect(a, w):
+    s = "client disconnect"
+    c, r, events, sess, _ = start_slow(a, w, "gone")
+    c.close()
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        st, ev = a.post(s, w.body("gone", "hello"))
+        if st == 200:
+            expect(s, outcome(ev) == "success", outcome(ev))
+            return
+        time.sleep(0.2)
+    fail(s, "the thread stayed busy after the client left")
+
+
+def scenario_llm_error(a, w):
+    s = "LLM error"
+    st, ev = a.post(s, w.body("llmerr", "trigger llm-error now"))
+    expect(s, outcome(ev).startswith("error:") or outcome(ev) == "success", outcome(ev))
+    if outcome(ev) == "success":
+        # The kernel reports retryable provider errors as a finished turn with an explanation.
+        expect(s, any(e["type"] == "TEXT_MESSAGE_CONTENT" for e in ev), "a silent success")
+
+
+def scenario_restart(a, w, args, kernel_url, token):
+    s = "adapter restart between interrupt and resume"
+    st, ev = a.post(s, w.body("restart", "please run bash"))
+    pid = permission_interrupt(s, ev)
+    a.stop()
+    b = Adapter(args, w, kernel_url, token)
+    st, ev2 = b.post(s, w.body("restart", "", resume=[{"interruptId": pid, "status": "resolved", "payload": {"decision": "allow_once"}}]))
+    expect(s, st == 200 and outcome(ev2) == "success", f"{st} {ev2 if st != 200 else outcome(ev2)}")
+    return b
+
+
+def scenario_pipeline(a, w):
+    s = "pipeline clarifying question"
+    st, ev = a.post(s, w.body("pipe", "deploy something for me", runMode="pipeline", pipelineName="selling"))
+    expect(s, st == 200, f"{st} {ev}")
+    if outcome(ev) != "interrupt":
+        fail(s, f"expected the clarifying question, got {outcome(ev)}")
+    intr = ev[-1]["outcome"]["interrupts"][0]
+    expect(s, intr["reason"] == "input_required", intr["reason"])
+    expect(s, any(e["type"] == "STEP_STARTED" for e in ev), "no pipeline step")
+    option = intr["metadata"]["standardOptions"][0]["id"]
+    st, ev2 = a.post(s, w.body("pipe", "", resume=[{"interruptId": intr["id"], "status": "resolved", "payload": {"selectedId": option}}],
+                                runMode="pipeline", pipelineName="selling"))
+    expect(s, st == 200, f"{st} {ev2}")
+    expect(s, outcome(ev2) in ("success", "interrupt", "error:A2A_EXECUTION_FAILED"), outcome(ev2))
+    expect(s, any(e["type"] == "TOOL_CALL_RESULT" for e in ev2), "the answer produced no tool result")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--bin", required=True)
+    p.add_argument("--iac-code", required=True)
+    p.add_argument("--mode", choices=["managed", "external"], default="managed")
+    p.add_argument("--protocol", choices=["0.1", "1.0"], default="0.1")
+    p.add_argument("--only", default="")
+    args = p.parse_args()
+    llm = subprocess.Popen([sys.executable, os.path.join(HERE, "fake_llm.py")], stdout=subprocess.PIPE, text=True)
+    llm_port = int(llm.stdout.readline())
+    w = Work(llm_port)
+    kernel = None
+    token = None
+    kernel_url = None
+    try:
+        if args.mode == "external":
+            port, token = free_port(), "interop-token"
+            env = dict(os.environ)
+            env.update(w.env)
+            env["IACCODE_A2A_HTTP_TOKEN"] = token
+            env["IACCODE_A2A_ALLOWED_CWDS"] = w.dir
+            klog = open(os.path.join(w.dir, "kernel.log"), "w")
+            kernel = subprocess.Popen([args.iac_code, "a2a", "--host", "127.0.0.1", "--port", str(port),
+                                       "--thinking-exposure", "all"], env=env, stdout=klog, stderr=klog)
+            if not wait_http(port, "/health", token, timeout=90):
+                raise Failure("INTEROP FAILED [startup]: the iac-code kernel did not become ready")
+            kernel_url = f"http://127.0.0.1:{port}/"
+        a = Adapter(args, w, kernel_url, token)
+        scenarios = [scenario_plain, scenario_thinking, scenario_permission, scenario_admission,
+                     scenario_busy_and_cancel, scenario_cancel_paused, scenario_disconnect, scenario_llm_error,
+                     scenario_pipeline]
+        if args.protocol == "1.0":
+            scenarios = [scenario_plain, scenario_permission, scenario_busy_and_cancel]
+        for sc in scenarios:
+            if args.only and args.only not in sc.__name__:
+                continue
+            t0 = time.time()
+            sc(a, w)
+            print(f"ok   {sc.__name__} ({time.time() - t0:.1f}s)", flush=True)
+        if args.mode == "external" and not args.only:
+            a = scenario_restart(a, w, args, kernel_url, token)
+            print("ok   scenario_restart", flush=True)
+        a.stop()
+        print(f"interop {args.mode} {args.protocol}: all scenarios passed", flush=True)
+    except Failure as f:
+        print(str(f), file=sys.stderr, flush=True)
+        print(f"logs kept in {w.dir}", file=sys.stderr)
+        return 1
+    finally:
+        llm.terminate()
+        if kernel:
+            kernel.terminate()
+            kernel.wait(10)
+    shutil.rmtree(w.dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
