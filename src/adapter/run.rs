@@ -1511,10 +1511,10 @@ impl<'a, 's> Run<'a, 's> {
         if cancel {
             let task = self.task_id();
             self.mark_terminal(false);
-            if let Some(t) = task {
-                if let Err(e) = self.sh.client.session().cancel_task(&t) {
-                    log::warn!("run {}: cancelling the task failed: {e}", self.a.run_id);
-                }
+            if let Some(t) = task
+                && let Err(e) = self.sh.client.session().cancel_task(&t)
+            {
+                log::warn!("run {}: cancelling the task failed: {e}", self.a.run_id);
             }
         }
     }

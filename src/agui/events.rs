@@ -341,6 +341,62 @@ impl Stamped {
     }
 }
 
+/// The span rules every stream must keep: starts before contents and ends, every span closed
+/// by the end, no second terminal event, nothing after a terminal event. Used by the fuzz
+/// targets and tests on mapper output (which has no RUN_STARTED of its own).
+pub fn check_spans(events: &[Stamped]) -> Result<(), String> {
+    use std::collections::HashSet;
+    let (mut text, mut reasoning, mut rmsg, mut tools, mut steps) = (
+        HashSet::new(),
+        HashSet::new(),
+        HashSet::new(),
+        HashSet::new(),
+        HashSet::new(),
+    );
+    let mut terminal = false;
+    for (i, s) in events.iter().enumerate() {
+        if terminal {
+            return Err(format!("event {i} after the terminal event"));
+        }
+        let ok = match &s.event {
+            Event::TextStart { message_id } => text.insert(message_id.clone()),
+            Event::TextContent { message_id, .. } => text.contains(message_id),
+            Event::TextEnd { message_id } => text.remove(message_id),
+            Event::ReasoningStart { message_id } => reasoning.insert(message_id.clone()),
+            Event::ReasoningMessageStart { message_id } => {
+                reasoning.contains(message_id) && rmsg.insert(message_id.clone())
+            }
+            Event::ReasoningContent { message_id, .. } => rmsg.contains(message_id),
+            Event::ReasoningMessageEnd { message_id } => rmsg.remove(message_id),
+            Event::ReasoningEnd { message_id } => {
+                !rmsg.contains(message_id) && reasoning.remove(message_id)
+            }
+            Event::ToolStart { tool_call_id, .. } => tools.insert(tool_call_id.clone()),
+            Event::ToolArgs { tool_call_id, .. } => tools.contains(tool_call_id),
+            Event::ToolEnd { tool_call_id } => tools.remove(tool_call_id),
+            Event::StepStarted { name } => steps.insert(name.clone()),
+            Event::StepFinished { name } => steps.remove(name),
+            Event::RunFinished { .. } | Event::RunError { .. } => {
+                terminal = true;
+                true
+            }
+            _ => true,
+        };
+        if !ok {
+            return Err(format!(
+                "event {i} ({}) breaks the span rules",
+                s.event.type_name()
+            ));
+        }
+    }
+    if !(text.is_empty() && reasoning.is_empty() && tools.is_empty() && steps.is_empty()) {
+        return Err(format!(
+            "open spans at the end: text {text:?} reasoning {reasoning:?} tools {tools:?} steps {steps:?}"
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -409,60 +465,4 @@ mod tests {
             r#"{"type":"RUN_FINISHED","timestamp":7,"threadId":"t","runId":"r","outcome":{"type":"interrupt","interrupts":[{"id":"i"}]}}"#
         );
     }
-}
-
-/// The span rules every stream must keep: starts before contents and ends, every span closed
-/// by the end, no second terminal event, nothing after a terminal event. Used by the fuzz
-/// targets and tests on mapper output (which has no RUN_STARTED of its own).
-pub fn check_spans(events: &[Stamped]) -> Result<(), String> {
-    use std::collections::HashSet;
-    let (mut text, mut reasoning, mut rmsg, mut tools, mut steps) = (
-        HashSet::new(),
-        HashSet::new(),
-        HashSet::new(),
-        HashSet::new(),
-        HashSet::new(),
-    );
-    let mut terminal = false;
-    for (i, s) in events.iter().enumerate() {
-        if terminal {
-            return Err(format!("event {i} after the terminal event"));
-        }
-        let ok = match &s.event {
-            Event::TextStart { message_id } => text.insert(message_id.clone()),
-            Event::TextContent { message_id, .. } => text.contains(message_id),
-            Event::TextEnd { message_id } => text.remove(message_id),
-            Event::ReasoningStart { message_id } => reasoning.insert(message_id.clone()),
-            Event::ReasoningMessageStart { message_id } => {
-                reasoning.contains(message_id) && rmsg.insert(message_id.clone())
-            }
-            Event::ReasoningContent { message_id, .. } => rmsg.contains(message_id),
-            Event::ReasoningMessageEnd { message_id } => rmsg.remove(message_id),
-            Event::ReasoningEnd { message_id } => {
-                !rmsg.contains(message_id) && reasoning.remove(message_id)
-            }
-            Event::ToolStart { tool_call_id, .. } => tools.insert(tool_call_id.clone()),
-            Event::ToolArgs { tool_call_id, .. } => tools.contains(tool_call_id),
-            Event::ToolEnd { tool_call_id } => tools.remove(tool_call_id),
-            Event::StepStarted { name } => steps.insert(name.clone()),
-            Event::StepFinished { name } => steps.remove(name),
-            Event::RunFinished { .. } | Event::RunError { .. } => {
-                terminal = true;
-                true
-            }
-            _ => true,
-        };
-        if !ok {
-            return Err(format!(
-                "event {i} ({}) breaks the span rules",
-                s.event.type_name()
-            ));
-        }
-    }
-    if !(text.is_empty() && reasoning.is_empty() && tools.is_empty() && steps.is_empty()) {
-        return Err(format!(
-            "open spans at the end: text {text:?} reasoning {reasoning:?} tools {tools:?} steps {steps:?}"
-        ));
-    }
-    Ok(())
 }
