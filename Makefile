@@ -1,7 +1,7 @@
 # iac-agui — common tasks. `make test` is what CI runs.
 CARGO ?= cargo
 
-.PHONY: all build release run test test-fast interop lint fmt fuzz-build clean
+.PHONY: all build release run test test-fast interop lint fmt fuzz fuzz-smoke fuzz-build clean
 
 all: build
 
@@ -34,8 +34,24 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
-# Compile the fuzz targets (running them is `make fuzz`, see docs/reliability.md once it exists).
+# Fuzzing (cargo-fuzz + libFuzzer on the stable toolchain via RUSTC_BOOTSTRAP=1; see
+# docs/reliability.md). `make fuzz FUZZ_TIME=600` runs every target for that many seconds,
+# starting from the seeds in fuzz/seeds/ plus whatever fuzz/corpus/ already holds.
+FUZZ_TIME ?= 600
+FUZZ_TARGETS = http_head chunked accept_language run_input upstream_sse projection state_file config_yaml digest
+
+fuzz: fuzz-build
+	cd fuzz && for t in $(FUZZ_TARGETS); do \
+	  mkdir -p corpus/$$t && cp -n seeds/$$t/* corpus/$$t/ 2>/dev/null; \
+	  RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run $$t corpus/$$t -- -max_total_time=$(FUZZ_TIME) -rss_limit_mb=2048 || exit 1; \
+	done
+
+# A short run of every target (what CI does).
+fuzz-smoke:
+	$(MAKE) fuzz FUZZ_TIME=$${FUZZ_SMOKE_TIME:-10}
+
 fuzz-build:
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
 	cd fuzz && RUSTC_BOOTSTRAP=1 $(CARGO) fuzz build
 
 clean:
