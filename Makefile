@@ -1,7 +1,7 @@
 # iac-agui — common tasks. `make test` is what CI runs.
 CARGO ?= cargo
 
-.PHONY: all build release run test test-fast interop lint fmt fuzz fuzz-smoke fuzz-build clean
+.PHONY: all build release run test test-fast interop lint fmt fuzz fuzz-smoke fuzz-build bench load static clean
 
 all: build
 
@@ -53,6 +53,19 @@ fuzz-smoke:
 fuzz-build:
 	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
 	cd fuzz && RUSTC_BOOTSTRAP=1 $(CARGO) fuzz build
+
+# The benchmark table (release build, demo kernel in its own process); writes target/bench.json.
+bench:
+	$(CARGO) bench --bench agui
+
+# 1 000 concurrent streams with heartbeat timing, then a burst of admissions (about a minute).
+load:
+	$(CARGO) bench --bench agui -- load
+
+# A fully static binary (static glibc; musl is not available on this machine kind).
+static:
+	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --release --target x86_64-unknown-linux-gnu
+	@ls -l target/x86_64-unknown-linux-gnu/release/iac-agui
 
 clean:
 	$(CARGO) clean

@@ -41,6 +41,16 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
     };
     init_logging(&cfg);
+    raise_fd_limit();
+    if let Some(port) = cfg.demo_kernel_only {
+        return match serve_demo_kernel(port) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("iac-agui: {e}");
+                ExitCode::from(EXIT_FAILURE)
+            }
+        };
+    }
     match serve(cfg) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -48,6 +58,39 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             ExitCode::from(EXIT_FAILURE)
         }
     }
+}
+
+/// Every open stream costs a client socket and an upstream socket: use the whole hard limit.
+fn raise_fd_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut l = getrlimit(Resource::Nofile);
+    if l.current < l.maximum {
+        l.current = l.maximum;
+        let _ = setrlimit(Resource::Nofile, l);
+    }
+}
+
+/// Serve only the scripted demo kernel (for benchmarks and client tests) until a signal.
+fn serve_demo_kernel(port: u16) -> Result<(), String> {
+    let token = std::env::var("IACCODE_A2A_HTTP_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty());
+    let kernel = crate::kernel::demo::DemoKernel::start_on(
+        port,
+        crate::kernel::demo::DemoConfig {
+            token,
+            ..Default::default()
+        },
+    )
+    .map_err(|e| format!("cannot start the demo kernel: {e}"))?;
+    eprintln!("iac-agui demo kernel listening on {}", kernel.base_url());
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+    ])
+    .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    signals.forever().next();
+    Ok(())
 }
 
 fn init_logging(cfg: &Config) {

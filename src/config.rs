@@ -54,6 +54,8 @@ pub struct Config {
     pub max_runs: usize,
     /// An upstream silent for this long (not even a keep-alive comment) is unavailable.
     pub a2a_idle_timeout: Duration,
+    /// Serve only the demo kernel on this port (benchmarks, client tests).
+    pub demo_kernel_only: Option<u16>,
 }
 
 impl Default for Config {
@@ -74,6 +76,7 @@ impl Default for Config {
             max_connections: limits::MAX_CONNECTIONS,
             max_runs: limits::MAX_JOBS,
             a2a_idle_timeout: Duration::from_secs(120),
+            demo_kernel_only: None,
         }
     }
 }
@@ -119,6 +122,8 @@ OPTIONS:
     --max-connections N         Open client connections before new ones get 503 (default 4096)
     --max-runs N                Concurrent requests in workers before new ones get 503 (default 2048)
     --a2a-idle-timeout SECS     Upstream silence after which the kernel counts as unavailable (default 120)
+    --demo-kernel-only PORT     Serve only the scripted demo A2A kernel on 127.0.0.1:PORT (token from
+                                IACCODE_A2A_HTTP_TOKEN), for benchmarks and client tests
     -d, --debug                 Debug logging (RUST_LOG overrides)
     --log-stdout                Log to stdout instead of stderr
     -V, --version               Print the version
@@ -179,6 +184,7 @@ pub fn parse(
             Long("max-connections") => "max_connections",
             Long("max-runs") => "max_runs",
             Long("a2a-idle-timeout") => "a2a_idle_timeout",
+            Long("demo-kernel-only") => "demo_kernel_only",
             other => return Err(err(other.unexpected())),
         };
         let value = p.value().map_err(err)?;
@@ -244,6 +250,13 @@ pub fn parse(
     }
     if let Some(v) = pick("a2a_idle_timeout", None) {
         c.a2a_idle_timeout = as_seconds("a2a_idle_timeout", v, false)?;
+    }
+    if let Some(v) = flags.get("demo_kernel_only") {
+        let n = as_int("demo_kernel_only", Scalar::Str(v.clone()))?;
+        c.demo_kernel_only = Some(
+            u16::try_from(n)
+                .map_err(|_| ConfigError("--demo-kernel-only takes a port (0-65535).".into()))?,
+        );
     }
     if let Some(url) = &c.a2a_url {
         c.a2a_url = Some(crate::a2a::client::loopback_base_url(url).map_err(ConfigError)?);

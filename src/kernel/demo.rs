@@ -94,6 +94,8 @@ enum Script {
     Artifact,
     Flood(u64),
     Pace(u64, u64),
+    /// `wait N`: silence for N seconds, then a short answer (heartbeat and load tests).
+    Wait(u64),
     Fault(Fault),
 }
 
@@ -144,6 +146,9 @@ fn choose(text: &str, run_mode: Option<&str>) -> Script {
     }
     if t.contains("pace") {
         return Script::Pace(num("pace", 0, 100), num("pace", 1, 200).max(1));
+    }
+    if t.starts_with("wait") {
+        return Script::Wait(num("wait", 0, 10));
     }
     if t.contains("pipeline") || run_mode == Some("pipeline") {
         return if t.contains("slow") {
@@ -210,7 +215,12 @@ pub struct DemoKernel {
 impl DemoKernel {
     /// Start on `127.0.0.1:0`.
     pub fn start(cfg: DemoConfig) -> io::Result<DemoKernel> {
-        let listener = TcpListener::bind("127.0.0.1:0")?;
+        DemoKernel::start_on(0, cfg)
+    }
+
+    /// Start on `127.0.0.1:port`.
+    pub fn start_on(port: u16, cfg: DemoConfig) -> io::Result<DemoKernel> {
+        let listener = TcpListener::bind(("127.0.0.1", port))?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             cfg,
@@ -991,6 +1001,11 @@ fn run_script(em: &mut Emitter<'_>, script: Script, text: &str) -> Result<(), St
                 em.text(&format!("{i}@{sent} "))?;
             }
             em.finish_turn("")
+        }
+        Script::Wait(secs) => {
+            em.pause(Duration::from_secs(secs))?;
+            em.text("Done waiting.")?;
+            em.finish_turn("Done waiting.")
         }
         Script::Fault(f) => fault(em, f),
     }

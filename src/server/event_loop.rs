@@ -304,7 +304,9 @@ impl Server {
                     }
                     if conn.inbuf.is_empty() {
                         if conn.peer_eof {
-                            self.close(slot, "eof");
+                            // A half-closed client still gets the answers already queued.
+                            conn.state = State::Closing;
+                            conn.read_deadline = None;
                         }
                         return;
                     }

@@ -1,0 +1,612 @@
+//! Benchmark and load driver for iac-agui (`make bench`, `make load`). Runs the release
+//! binary in front of the demo kernel in its own process and measures from the outside.
+//!
+//! `cargo bench --bench agui`          the benchmark table (and target/bench.json)
+//! `cargo bench --bench agui -- load`  1 000 concurrent streams with heartbeat timing + a burst
+//!
+//! Everything talks to 127.0.0.1 only and stops by itself.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const BIN: &str = env!("CARGO_BIN_EXE_iac-agui");
+
+struct Proc {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// Start a process and wait for its "listening on http://ADDR" line.
+fn spawn(args: &[&str], env: &[(&str, String)]) -> Proc {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .env("RUST_LOG", "warn")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start iac-agui");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("a ready line").unwrap();
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            break rest
+                .trim()
+                .trim_end_matches('/')
+                .parse()
+                .expect("an address");
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    Proc { child, addr }
+}
+
+fn kernel() -> Proc {
+    spawn(&["--demo-kernel-only", "0"], &[])
+}
+
+fn state_dir(tag: &str) -> String {
+    let d = std::env::temp_dir().join(format!("iac-agui-bench-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(d.join("ws")).unwrap();
+    d.to_string_lossy().into_owned()
+}
+
+fn adapter(kernel: &Proc, extra: &[&str], dir: &str) -> Proc {
+    let url = format!("http://{}/", kernel.addr);
+    let mut args = vec!["--port", "0", "--a2a-url", &url];
+    args.extend_from_slice(extra);
+    spawn(
+        &args,
+        &[
+            ("IAC_CODE_AGUI_STATE_DIR", format!("{dir}/state")),
+            ("IAC_CODE_AGUI_ALLOWED_CWDS", dir.to_string()),
+        ],
+    )
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn cpu_seconds(pid: u32) -> f64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = s.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    ticks / 100.0
+}
+
+fn run_body(dir: &str, thread: &str, text: &str) -> Vec<u8> {
+    format!(
+        r#"{{"threadId":"{thread}","runId":"r-{thread}","state":{{}},"tools":[],"context":[],"messages":[{{"id":"m","role":"user","content":"{text}"}}],"forwardedProps":{{"iacCode":{{"schemaVersion":1,"rosInvocationId":"ros","cwd":"{dir}/ws"}}}}}}"#
+    )
+    .into_bytes()
+}
+
+fn post(addr: SocketAddr, path: &str, body: &[u8], extra: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_nodelay(true).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}\r\n",
+        body.len()
+    )
+    .unwrap();
+    s.write_all(body).unwrap();
+    s
+}
+
+/// Read an SSE response, calling `on_data` with each `data:` payload (decoded chunks).
+fn read_sse(s: &mut TcpStream, mut on_data: impl FnMut(&[u8], Instant)) -> u16 {
+    let mut buf = Vec::with_capacity(1 << 16);
+    let mut tmp = vec![0u8; 1 << 16];
+    let status;
+    loop {
+        let n = s.read(&mut tmp).unwrap_or(0);
+        if n == 0 {
+            return 0;
+        }
+        buf.extend_from_slice(&tmp[..n]);
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            status = std::str::from_utf8(&buf[9..12])
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            buf.drain(..i + 4);
+            break;
+        }
+    }
+    if status != 200 {
+        return status;
+    }
+    // Chunked body; inside, SSE blocks separated by blank lines.
+    let mut sse = Vec::with_capacity(1 << 16);
+    loop {
+        while let Some(i) = buf.windows(2).position(|w| w == b"\r\n") {
+            let size =
+                usize::from_str_radix(std::str::from_utf8(&buf[..i]).unwrap_or("0").trim(), 16)
+                    .unwrap_or(0);
+            if size == 0 {
+                return status;
+            }
+            if buf.len() < i + 2 + size + 2 {
+                break;
+            }
+            sse.extend_from_slice(&buf[i + 2..i + 2 + size]);
+            buf.drain(..i + 2 + size + 2);
+            let now = Instant::now();
+            while let Some(j) = sse.windows(2).position(|w| w == b"\n\n") {
+                let block: Vec<u8> = sse.drain(..j + 2).collect();
+                on_data(&block[..j], now);
+            }
+        }
+        let n = s.read(&mut tmp).unwrap_or(0);
+        if n == 0 {
+            return status;
+        }
+        buf.extend_from_slice(&tmp[..n]);
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// Events per second through the adapter for one flood run, and adapter CPU per event.
+fn flood_through(adapter: &Proc, dir: &str, n: u64, tag: &str) -> (f64, f64) {
+    let pid = adapter.child.id();
+    let cpu0 = cpu_seconds(pid);
+    let mut s = post(
+        adapter.addr,
+        "/",
+        &run_body(dir, tag, &format!("flood {n}")),
+        "",
+    );
+    let (mut count, mut first, mut last) = (0u64, None, None);
+    read_sse(&mut s, |d, at| {
+        if d.windows(20).any(|w| w == b"TEXT_MESSAGE_CONTENT") {
+            count += 1;
+            first.get_or_insert(at);
+            last = Some(at);
+        }
+    });
+    let secs = last.unwrap().duration_since(first.unwrap()).as_secs_f64();
+    let cpu = cpu_seconds(pid) - cpu0;
+    (count as f64 / secs, cpu / count as f64)
+}
+
+/// Events per second reading the kernel's stream directly (the limit).
+fn flood_direct(kernel: &Proc, n: u64) -> f64 {
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":"1","method":"SendStreamingMessage","params":{{"message":{{"messageId":"m","role":"ROLE_USER","parts":[{{"text":"flood {n}"}}],"metadata":{{"iac_code":{{}}}},"contextId":"ctx-direct"}},"configuration":{{}}}}}}"#
+    );
+    let mut s = post(kernel.addr, "/", body.as_bytes(), "A2A-Version: 1.0\r\n");
+    let (mut count, mut first, mut last) = (0u64, None, None);
+    read_sse_crlf(&mut s, |at| {
+        count += 1;
+        first.get_or_insert(at);
+        last = Some(at);
+    });
+    count as f64 / last.unwrap().duration_since(first.unwrap()).as_secs_f64()
+}
+
+fn read_sse_crlf(s: &mut TcpStream, mut on_event: impl FnMut(Instant)) {
+    let mut tmp = vec![0u8; 1 << 16];
+    let mut carry = Vec::new();
+    loop {
+        let n = s.read(&mut tmp).unwrap_or(0);
+        if n == 0 {
+            return;
+        }
+        carry.extend_from_slice(&tmp[..n]);
+        let now = Instant::now();
+        let mut start = 0;
+        while let Some(i) = carry[start..].windows(4).position(|w| w == b"\r\n\r\n") {
+            on_event(now);
+            start += i + 4;
+        }
+        carry.drain(..start);
+    }
+}
+
+fn now_micros() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros())
+        .unwrap_or(0)
+}
+
+/// Upstream-send → client-receive latency (µs) at `rate` events/s.
+fn paced_latency(adapter: &Proc, dir: &str, n: u64, rate: u64, tag: &str) -> (f64, f64) {
+    let mut s = post(
+        adapter.addr,
+        "/",
+        &run_body(dir, tag, &format!("pace {n} {rate}")),
+        "",
+    );
+    let mut lat = Vec::new();
+    read_sse(&mut s, |d, _| {
+        let now = now_micros();
+        if let Some(p) = d.windows(9).position(|w| w == b"\"delta\":\"") {
+            let rest = &d[p + 9..];
+            if let Some(at) = rest.iter().position(|&b| b == b'@') {
+                let end = rest[at + 1..]
+                    .iter()
+                    .position(|&b| !b.is_ascii_digit())
+                    .unwrap_or(0);
+                if let Ok(sent) = std::str::from_utf8(&rest[at + 1..at + 1 + end])
+                    .unwrap_or("")
+                    .parse::<u128>()
+                {
+                    lat.push(now.saturating_sub(sent) as f64);
+                }
+            }
+        }
+    });
+    (percentile(&mut lat, 0.5), percentile(&mut lat, 0.99))
+}
+
+/// Open `n` long streams; returns them (kept open) once each has its first event.
+fn open_streams(addr: SocketAddr, dir: &str, n: usize, text: &str, tag: &str) -> Vec<TcpStream> {
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut s = post(addr, "/", &run_body(dir, &format!("{tag}-{i}"), text), "");
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut buf = [0u8; 4096];
+        let mut got = Vec::new();
+        while !got.windows(12).any(|w| w == b"RUN_STARTED\"") {
+            let k = s.read(&mut buf).unwrap_or(0);
+            if k == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..k]);
+        }
+        out.push(s);
+    }
+    out
+}
+
+fn bench() {
+    let mut table: Vec<(String, String, String)> = Vec::new();
+    let mut json = serde_json::Map::new();
+    let mut add = |name: &str, value: String, target: &str, met: Option<bool>, raw: f64| {
+        let verdict = match met {
+            Some(true) => format!("{target} — met"),
+            Some(false) => format!("{target} — NOT met"),
+            None => target.to_string(),
+        };
+        println!("{name:<48} {value:>16}   {verdict}");
+        table.push((name.into(), value, verdict));
+        json.insert(name.into(), serde_json::json!(raw));
+    };
+    println!("{:<48} {:>16}   target", "measure", "median");
+    let size = std::fs::metadata(BIN).map(|m| m.len()).unwrap_or(0);
+    add(
+        "release binary size (MiB)",
+        format!("{:.2}", size as f64 / 1048576.0),
+        "< 4 MiB",
+        Some(size < 4 << 20),
+        size as f64,
+    );
+
+    let k = kernel();
+    let dir = state_dir("main");
+    // Start-up: exec to /health answering.
+    let mut starts = Vec::new();
+    for i in 0..5 {
+        let d = state_dir(&format!("start{i}"));
+        let t0 = Instant::now();
+        let a = adapter(&k, &[], &d);
+        loop {
+            if let Ok(mut s) = TcpStream::connect(a.addr) {
+                let _ =
+                    s.write_all(b"GET /health HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n");
+                let mut r = String::new();
+                let _ = s.read_to_string(&mut r);
+                if r.starts_with("HTTP/1.1 200") {
+                    break;
+                }
+            }
+        }
+        starts.push(t0.elapsed().as_secs_f64() * 1000.0);
+        drop(a);
+    }
+    let start_ms = median(starts);
+    add(
+        "exec → /health ready (ms)",
+        format!("{start_ms:.1}"),
+        "< 20 ms",
+        Some(start_ms < 20.0),
+        start_ms,
+    );
+
+    let a = adapter(
+        &k,
+        &["--max-runs", "1000", "--max-connections", "4096"],
+        &dir,
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let idle = rss_kib(a.child.id());
+    add(
+        "idle RSS (KiB)",
+        idle.to_string(),
+        "< 4 MiB",
+        Some(idle < 4096),
+        idle as f64,
+    );
+
+    let n = 20_000;
+    let direct = median((0..3).map(|_| flood_direct(&k, n)).collect());
+    let mut thr = Vec::new();
+    let mut cpu = Vec::new();
+    for i in 0..3 {
+        let (t, c) = flood_through(&a, &dir, n, &format!("flood{i}"));
+        thr.push(t);
+        cpu.push(c);
+    }
+    let (through, per_event) = (median(thr), median(cpu));
+    add(
+        "direct read of the flood upstream (events/s)",
+        format!("{direct:.0}"),
+        "the limit",
+        None,
+        direct,
+    );
+    add(
+        "through iac-agui (events/s)",
+        format!("{through:.0}"),
+        "≥ 80 % of the limit",
+        Some(through >= 0.8 * direct),
+        through,
+    );
+    add(
+        "adapter CPU per event (µs)",
+        format!("{:.2}", per_event * 1e6),
+        "≤ 2 µs",
+        Some(per_event * 1e6 <= 2.0),
+        per_event * 1e6,
+    );
+
+    for rate in [200u64, 1000] {
+        let mut p50s = Vec::new();
+        let mut p99s = Vec::new();
+        for i in 0..3 {
+            let (p50, p99) = paced_latency(&a, &dir, rate * 2, rate, &format!("pace{rate}-{i}"));
+            p50s.push(p50);
+            p99s.push(p99);
+        }
+        let (p50, p99) = (median(p50s), median(p99s));
+        add(
+            &format!("latency at {rate} ev/s p50 (µs)"),
+            format!("{p50:.0}"),
+            "",
+            None,
+            p50,
+        );
+        add(
+            &format!("latency at {rate} ev/s p99 (µs)"),
+            format!("{p99:.0}"),
+            "< 500 µs",
+            Some(p99 < 500.0),
+            p99,
+        );
+    }
+
+    for streams in [100usize, 1000] {
+        let base = rss_kib(a.child.id());
+        let open = open_streams(a.addr, &dir, streams, "wait 30", &format!("rss{streams}"));
+        std::thread::sleep(Duration::from_millis(500));
+        let with = rss_kib(a.child.id());
+        let per = (with.saturating_sub(base)) as f64 / streams as f64;
+        add(
+            &format!("RSS with {streams} open streams (KiB)"),
+            with.to_string(),
+            "",
+            None,
+            with as f64,
+        );
+        add(
+            &format!("RSS per stream at {streams} (KiB)"),
+            format!("{per:.1}"),
+            "≤ 16 KiB",
+            Some(per <= 16.0),
+            per,
+        );
+        if streams == 1000 {
+            // Beyond the cap: a clear 503, never a hang.
+            let mut s = post(a.addr, "/", &run_body(&dir, "over-cap", "hello"), "");
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut r = vec![0u8; 4096];
+            let k = s.read(&mut r).unwrap_or(0);
+            let ok = r[..k].starts_with(b"HTTP/1.1 503")
+                && r[..k].windows(11).any(|w| w == b"SERVER_BUSY");
+            add(
+                "run 1001 over --max-runs 1000",
+                if ok {
+                    "503 SERVER_BUSY".into()
+                } else {
+                    "unexpected".into()
+                },
+                "a clear 503",
+                Some(ok),
+                f64::from(u8::from(ok)),
+            );
+        }
+        drop(open);
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench.json");
+    let _ = std::fs::write(
+        &out,
+        serde_json::to_vec_pretty(&serde_json::Value::Object(json)).unwrap(),
+    );
+    println!("\nwritten: target/bench.json ({} measures)", table.len());
+}
+
+/// 1 000 concurrent streams, heartbeats every second, each stream's largest silence measured;
+/// then a burst of admissions. Bounded: about a minute.
+fn load() {
+    let k = kernel();
+    let dir = state_dir("load");
+    let a = adapter(
+        &k,
+        &["--heartbeat-interval", "1", "--max-runs", "2000"],
+        &dir,
+    );
+    let n = 1000usize;
+    let idle = rss_kib(a.child.id());
+    let errors = Arc::new(AtomicUsize::new(0));
+    let worst_gap = Arc::new(Mutex::new(0f64));
+    let heartbeats = Arc::new(AtomicUsize::new(0));
+    let finished = Arc::new(AtomicUsize::new(0));
+    let mut joins = Vec::new();
+    let t0 = Instant::now();
+    for i in 0..n {
+        let (addr, dir) = (a.addr, dir.clone());
+        let (errors, worst_gap, heartbeats, finished) = (
+            errors.clone(),
+            worst_gap.clone(),
+            heartbeats.clone(),
+            finished.clone(),
+        );
+        joins.push(
+            std::thread::Builder::new()
+                .stack_size(64 * 1024)
+                .spawn(move || {
+                    let mut s = post(
+                        addr,
+                        "/",
+                        &run_body(&dir, &format!("load-{i}"), "wait 8"),
+                        "",
+                    );
+                    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                    let mut last: Option<Instant> = None;
+                    let mut gap = 0f64;
+                    let mut terminal = false;
+                    let status = read_sse(&mut s, |d, at| {
+                        if let Some(l) = last {
+                            gap = gap.max(at.duration_since(l).as_secs_f64());
+                        }
+                        last = Some(at);
+                        if d == b": heartbeat" {
+                            heartbeats.fetch_add(1, Ordering::Relaxed);
+                        }
+                        if d.windows(12).any(|w| w == b"RUN_FINISHED") {
+                            terminal = true;
+                        }
+                    });
+                    if status != 200 || !terminal {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        finished.fetch_add(1, Ordering::Relaxed);
+                    }
+                    let mut w = worst_gap.lock().unwrap();
+                    *w = w.max(gap);
+                })
+                .unwrap(),
+        );
+    }
+    std::thread::sleep(Duration::from_secs(4));
+    let held = rss_kib(a.child.id());
+    for j in joins {
+        let _ = j.join();
+    }
+    let elapsed = t0.elapsed().as_secs_f64();
+    // A burst of admissions on fresh threads.
+    let burst = 500;
+    let burst_errors = Arc::new(AtomicUsize::new(0));
+    let t1 = Instant::now();
+    let joins: Vec<_> = (0..burst)
+        .map(|i| {
+            let (addr, dir, errs) = (a.addr, dir.clone(), burst_errors.clone());
+            std::thread::Builder::new()
+                .stack_size(64 * 1024)
+                .spawn(move || {
+                    let mut s = post(
+                        addr,
+                        "/",
+                        &run_body(&dir, &format!("burst-{i}"), "hello"),
+                        "",
+                    );
+                    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                    let mut ok = false;
+                    let st = read_sse(&mut s, |d, _| {
+                        ok |= d.windows(12).any(|w| w == b"RUN_FINISHED")
+                    });
+                    if st != 200 || !ok {
+                        errs.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+                .unwrap()
+        })
+        .collect();
+    for j in joins {
+        let _ = j.join();
+    }
+    let burst_secs = t1.elapsed().as_secs_f64();
+    let gap = *worst_gap.lock().unwrap();
+    println!(
+        "streams held                 {n} (finished {}, errors {})",
+        finished.load(Ordering::Relaxed),
+        errors.load(Ordering::Relaxed)
+    );
+    println!(
+        "heartbeats received          {} (interval 1 s)",
+        heartbeats.load(Ordering::Relaxed)
+    );
+    println!("largest silence on a stream  {gap:.2} s");
+    println!(
+        "RSS idle / with {n} streams  {idle} KiB / {held} KiB ({:.1} KiB per stream)",
+        (held.saturating_sub(idle)) as f64 / n as f64
+    );
+    println!("wall time                    {elapsed:.1} s");
+    println!(
+        "admission burst              {burst} runs in {burst_secs:.1} s, errors {}",
+        burst_errors.load(Ordering::Relaxed)
+    );
+    let failed = errors.load(Ordering::Relaxed) + burst_errors.load(Ordering::Relaxed);
+    let on_time = gap < 1.6;
+    println!(
+        "load: {} passed, {} failed",
+        usize::from(failed == 0 && on_time),
+        usize::from(failed != 0 || !on_time)
+    );
+    if failed != 0 || !on_time {
+        std::process::exit(1);
+    }
+}
+
+fn main() {
+    match std::env::args().nth(1).as_deref() {
+        Some("load") => load(),
+        _ => bench(),
+    }
+}
