@@ -109,6 +109,14 @@ impl<'a> RunStream<'a> {
         self.outbox.send(Reply::Event(data))
     }
 
+    /// Send one event already framed as `data: …\n\n` (no copy).
+    pub fn framed_event(&mut self, framed: Vec<u8>) -> Result<(), Stopped> {
+        if self.state != StreamState::Open || self.terminal_sent {
+            return Ok(());
+        }
+        self.outbox.send(Reply::Event(framed))
+    }
+
     /// Send the terminal event and end the stream. Only the first terminal counts.
     pub fn terminal(&mut self, json: &[u8]) -> Result<(), Stopped> {
         if self.terminal_sent {

@@ -148,6 +148,11 @@ impl A2aClient {
             .timeout_per_read(Some(self.cfg.idle_timeout))
             .timeout_per_write(Some(self.cfg.idle_timeout))
             .user_agent(concat!("iac-agui/", env!("CARGO_PKG_VERSION")))
+            // ureq's defaults are 128 KiB each per connection: with one connection per open
+            // run that dominated memory. Frames are read through SseReader's own buffer.
+            .input_buffer_size(16 * 1024)
+            .output_buffer_size(4 * 1024)
+            .max_response_header_size(16 * 1024)
             .build();
         Session {
             agent: ureq::Agent::new_with_config(config),

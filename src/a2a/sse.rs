@@ -169,7 +169,7 @@ impl<R: Read> SseReader<R> {
             inner,
             parser: SseParser::new(max_event),
             queue: VecDeque::new(),
-            buf: vec![0u8; 8192].into_boxed_slice(),
+            buf: vec![0u8; 4096].into_boxed_slice(),
             eof: false,
         }
     }

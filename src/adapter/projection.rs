@@ -138,7 +138,8 @@ impl<'e> Mapper<'e> {
 
     /// `map(obj, includePipeline, includeStatusText)` (§5.3).
     pub fn map(&mut self, ev: &A2aEvent, include_pipeline: bool, include_status_text: bool) {
-        let iac = ev.iac().cloned().unwrap_or_default();
+        let empty = Map::new();
+        let iac = ev.iac().unwrap_or(&empty);
         if include_pipeline {
             if let Some(Value::Array(events)) =
                 iac.get("pipelineBatch").and_then(|b| b.get("events"))
@@ -174,7 +175,7 @@ impl<'e> Mapper<'e> {
             });
         }
         if include_status_text {
-            self.status_text(ev, &iac);
+            self.status_text(ev, iac);
         }
     }
 

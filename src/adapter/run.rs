@@ -200,7 +200,9 @@ impl<'a, 's> Run<'a, 's> {
     }
 
     fn send(&mut self, ev: &Stamped) -> Step<()> {
-        self.stream.event(&ev.to_json()).map_err(|_| Stop::Client)
+        self.stream
+            .framed_event(ev.to_sse())
+            .map_err(|_| Stop::Client)
     }
 
     /// Send everything the mapper produced.
@@ -416,20 +418,23 @@ impl<'a, 's> Run<'a, 's> {
                 Cleanup::CancelIfIdle,
             ));
         }
-        if let Some(tid) = ev.task_id().map(str::to_string) {
-            let known = self
-                .with_thread(|t| t.doc.execution.task_id.clone())
-                .flatten();
-            match known {
-                Some(k) if k != tid => {
+        if let Some(tid) = ev.task_id() {
+            let known = self.with_thread(|t| match &t.doc.execution.task_id {
+                Some(k) if k == tid => Known::Same,
+                Some(_) => Known::Other,
+                None => Known::Unset,
+            });
+            match known.unwrap_or(Known::Unset) {
+                Known::Same => {}
+                Known::Other => {
                     return Err(self.fail(
                         Code::A2aProtocolError,
                         Msg::TaskIdentityChanged,
                         Cleanup::CancelIfIdle,
                     ));
                 }
-                Some(_) => {}
-                None => {
+                Known::Unset => {
+                    let tid = tid.to_string();
                     self.wire_task = Some(tid.clone());
                     let exec = self.execution_id.clone();
                     let thread = self.a.thread_id.clone();
@@ -449,19 +454,23 @@ impl<'a, 's> Run<'a, 's> {
                 }
             }
         }
-        if let Some(sid) = ev.session_id().map(str::to_string) {
-            let known = self.with_thread(|t| t.doc.session_id.clone()).flatten();
-            match known {
-                Some(k) if k != sid => {
+        if let Some(sid) = ev.session_id() {
+            let known = self.with_thread(|t| match &t.doc.session_id {
+                Some(k) if k == sid => Known::Same,
+                Some(_) => Known::Other,
+                None => Known::Unset,
+            });
+            match known.unwrap_or(Known::Unset) {
+                Known::Same => {}
+                Known::Other => {
                     return Err(self.fail(
                         Code::A2aProtocolError,
                         Msg::SessionIdentityChanged,
                         Cleanup::CancelIfIdle,
                     ));
                 }
-                Some(_) => {}
-                None => self
-                    .persist(|t| t.doc.session_id = Some(sid.clone()))
+                Known::Unset => self
+                    .persist(|t| t.doc.session_id = Some(sid.to_string()))
                     .map_err(|_| {
                         self.fail(
                             Code::StatePersistenceFailed,
@@ -476,6 +485,12 @@ impl<'a, 's> Run<'a, 's> {
 
     /// Inputs of an event that are not yet answered in this execution.
     fn new_inputs(&self, ev: &A2aEvent) -> Step<Vec<FoundInput>> {
+        if !ev
+            .iac()
+            .is_some_and(|m| m.contains_key("input") || m.contains_key("pendingPermissions"))
+        {
+            return Ok(Vec::new());
+        }
         let found = interrupts::inputs(ev).map_err(|_| {
             self.fail(
                 Code::A2aProtocolError,
@@ -666,7 +681,6 @@ impl<'a, 's> Run<'a, 's> {
         }
         self.mapper.map(ev, true, true);
         self.flush()?;
-        let _ = self.with_thread(|t| self.sync_mapper(t));
         if self.a.control.cancel_requested.load(Ordering::SeqCst)
             && ev.state() == Some(TaskState::Canceled)
         {
@@ -1429,6 +1443,9 @@ impl<'a, 's> Run<'a, 's> {
         if !guidance && self.session_event().is_err() {
             return self.on_disconnect();
         }
+        // The durable progress as of the last event (digests finalised by closing spans stay
+        // out, like the reference); persisted by the terminal save.
+        let _ = self.with_thread(|t| self.sync_mapper(t));
         self.mapper.close_all();
         if self.flush().is_err() {
             return self.on_disconnect();
@@ -1518,6 +1535,14 @@ impl<'a, 's> Run<'a, 's> {
             }
         }
     }
+}
+
+/// How an id from the wire compares with the one on record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Known {
+    Same,
+    Other,
+    Unset,
 }
 
 /// One validated resume answer.

@@ -211,6 +211,15 @@ impl W<'_> {
 }
 
 impl Stamped {
+    /// The event framed for SSE, `data: <json>\n\n`, in one allocation.
+    pub fn to_sse(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(160);
+        out.extend_from_slice(b"data: ");
+        self.write_json(&mut out);
+        out.extend_from_slice(b"\n\n");
+        out
+    }
+
     /// The event's compact JSON.
     pub fn to_json(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(128);

@@ -528,12 +528,27 @@ pub fn write_body_piece(out: &mut Vec<u8>, data: &[u8], chunked: bool) {
         return;
     }
     if chunked {
-        out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+        push_hex(out, data.len());
+        out.extend_from_slice(b"\r\n");
         out.extend_from_slice(data);
         out.extend_from_slice(b"\r\n");
     } else {
         out.extend_from_slice(data);
     }
+}
+
+fn push_hex(out: &mut Vec<u8>, mut n: usize) {
+    let mut digits = [0u8; 16];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b"0123456789abcdef"[n & 15];
+        n >>= 4;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
 }
 
 /// The chunked-body terminator.
