@@ -1,7 +1,7 @@
 # iac-agui — common tasks. `make test` is what CI runs.
 CARGO ?= cargo
 
-.PHONY: all build release run test test-fast interop lint fmt fuzz fuzz-smoke fuzz-build bench load static clean
+.PHONY: all build release run test test-fast interop lint fmt fuzz fuzz-smoke fuzz-build bench load static static-check clean
 
 all: build
 
@@ -66,6 +66,10 @@ load:
 static:
 	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --release --target x86_64-unknown-linux-gnu
 	@ls -l target/x86_64-unknown-linux-gnu/release/iac-agui
+
+# Build the static binary and check it (ldd/file; a demo run inside an empty chroot).
+static-check:
+	tests/static_check.sh
 
 clean:
 	$(CARGO) clean
