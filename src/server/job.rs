@@ -68,6 +68,9 @@ struct Queue {
     closed: bool,
     /// The job is on the inbox ready list and will be drained.
     notified: bool,
+    /// Senders blocked on a full queue; the loop signals only when there are some (an
+    /// unconditional notify is a futex system call on every drain).
+    waiting: usize,
 }
 
 /// Why the loop stopped a job.
@@ -128,7 +131,7 @@ impl JobShared {
         q.notified = false;
         let n = q.items.len().min(max);
         out.extend(q.items.drain(..n));
-        if n > 0 {
+        if n > 0 && q.waiting > 0 {
             self.space.notify_all();
         }
         q.closed && q.items.is_empty()
@@ -171,7 +174,9 @@ impl Outbox {
             if q.items.len() < s.capacity {
                 break;
             }
+            q.waiting += 1;
             q = s.space.wait(q).unwrap_or_else(|e| e.into_inner());
+            q.waiting -= 1;
         }
         q.items.push_back(reply);
         if !q.notified {
@@ -246,6 +251,7 @@ pub fn new_job(conn: ConnId, capacity: usize, inbox: &Arc<Inbox>) -> (Arc<JobSha
             items: VecDeque::new(),
             closed: false,
             notified: false,
+            waiting: 0,
         }),
         space: Condvar::new(),
         stop: AtomicU8::new(0),
