@@ -264,10 +264,14 @@ impl Session {
             .map_err(|e| A2aError::Unavailable(format!("the kernel answered non-JSON: {e}")))
     }
 
-    /// A non-streaming JSON-RPC call; returns the whole response object.
-    pub fn rpc(&self, method: &str, params: Value) -> Result<Value, A2aError> {
+    /// POST a JSON-RPC envelope and require a 2xx answer.
+    fn call(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> Result<ureq::http::Response<ureq::Body>, A2aError> {
         let body = Self::envelope(method, params);
-        let mut resp = self
+        let resp = self
             .post(&self.url(""))
             .send(&body[..])
             .map_err(unavailable)?;
@@ -277,6 +281,12 @@ impl Session {
                 "{method} answered HTTP {status}"
             )));
         }
+        Ok(resp)
+    }
+
+    /// A non-streaming JSON-RPC call; returns the whole response object.
+    pub fn rpc(&self, method: &str, params: Value) -> Result<Value, A2aError> {
+        let mut resp = self.call(method, params)?;
         let v = Self::read_json(&mut resp)?;
         if !v.is_object() {
             return Err(A2aError::Unavailable(format!(
@@ -289,17 +299,7 @@ impl Session {
     /// A streaming JSON-RPC call. An `application/json` answer (an error before the first
     /// event) becomes a one-item stream holding that payload.
     pub fn stream(&self, method: &str, params: Value) -> Result<EventStream, A2aError> {
-        let body = Self::envelope(method, params);
-        let mut resp = self
-            .post(&self.url(""))
-            .send(&body[..])
-            .map_err(unavailable)?;
-        let status = resp.status().as_u16();
-        if !(200..300).contains(&status) {
-            return Err(A2aError::Unavailable(format!(
-                "{method} answered HTTP {status}"
-            )));
-        }
+        let mut resp = self.call(method, params)?;
         let ct = resp
             .headers()
             .get("content-type")

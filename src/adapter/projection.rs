@@ -486,6 +486,17 @@ impl<'e> Mapper<'e> {
         id
     }
 
+    /// A pipeline `tool_started`/`tool_result` as the equivalent `iac_code.tool` update.
+    fn pipeline_tool(&mut self, data: &Map<String, Value>, status: &str, key: &str, from: &str) {
+        let field = |k: &str| data.get(k).cloned().unwrap_or(Value::Null);
+        let mut t = Map::new();
+        t.insert("status".into(), status.into());
+        t.insert("toolUseId".into(), field("toolUseId"));
+        t.insert("name".into(), field("toolName"));
+        t.insert(key.into(), field(from));
+        self.tool(&t);
+    }
+
     /// `(key, name)` of the step an envelope is about.
     fn step_key(env: &Map<String, Value>) -> Option<(String, String)> {
         let step = env
@@ -543,43 +554,11 @@ impl<'e> Mapper<'e> {
                     let id = self.pipeline_message_id(o);
                     self.thinking(data, Some(&id));
                 }
-                "tool_started" => {
-                    let mut t = Map::new();
-                    t.insert("status".into(), "input_complete".into());
-                    t.insert(
-                        "toolUseId".into(),
-                        data.get("toolUseId").cloned().unwrap_or(Value::Null),
-                    );
-                    t.insert(
-                        "name".into(),
-                        data.get("toolName").cloned().unwrap_or(Value::Null),
-                    );
-                    t.insert(
-                        "toolInput".into(),
-                        data.get("input").cloned().unwrap_or(Value::Null),
-                    );
-                    self.tool(&t);
-                }
+                "tool_started" => self.pipeline_tool(data, "input_complete", "toolInput", "input"),
                 "tool_result" => {
                     let failed = data.get("isError") == Some(&Value::Bool(true));
-                    let mut t = Map::new();
-                    t.insert(
-                        "status".into(),
-                        if failed { "failed" } else { "completed" }.into(),
-                    );
-                    t.insert(
-                        "toolUseId".into(),
-                        data.get("toolUseId").cloned().unwrap_or(Value::Null),
-                    );
-                    t.insert(
-                        "name".into(),
-                        data.get("toolName").cloned().unwrap_or(Value::Null),
-                    );
-                    t.insert(
-                        "result".into(),
-                        data.get("result").cloned().unwrap_or(Value::Null),
-                    );
-                    self.tool(&t);
+                    let status = if failed { "failed" } else { "completed" };
+                    self.pipeline_tool(data, status, "result", "result");
                 }
                 "usage" => self.record_usage(data),
                 _ => {}

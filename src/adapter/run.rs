@@ -419,11 +419,7 @@ impl<'a, 's> Run<'a, 's> {
             ));
         }
         if let Some(tid) = ev.task_id() {
-            let known = self.with_thread(|t| match &t.doc.execution.task_id {
-                Some(k) if k == tid => Known::Same,
-                Some(_) => Known::Other,
-                None => Known::Unset,
-            });
+            let known = self.with_thread(|t| Known::of(&t.doc.execution.task_id, tid));
             match known.unwrap_or(Known::Unset) {
                 Known::Same => {}
                 Known::Other => {
@@ -455,11 +451,7 @@ impl<'a, 's> Run<'a, 's> {
             }
         }
         if let Some(sid) = ev.session_id() {
-            let known = self.with_thread(|t| match &t.doc.session_id {
-                Some(k) if k == sid => Known::Same,
-                Some(_) => Known::Other,
-                None => Known::Unset,
-            });
+            let known = self.with_thread(|t| Known::of(&t.doc.session_id, sid));
             match known.unwrap_or(Known::Unset) {
                 Known::Same => {}
                 Known::Other => {
@@ -1145,22 +1137,9 @@ impl<'a, 's> Run<'a, 's> {
         let mut interrupted = false;
         for (i, a) in answers.into_iter().enumerate() {
             let (message_id, parts) = if a.permission {
-                let decision = a
-                    .payload
-                    .as_ref()
-                    .and_then(|p| p.get("decision"))
-                    .cloned()
-                    .unwrap_or(Value::Null);
-                let tool = a
-                    .value
-                    .get("toolUseId")
-                    .map(interrupts::py_str)
-                    .unwrap_or_else(|| "None".into());
                 (
                     format!("agui-resume-{}-{}", self.a.run_id, a.id),
-                    vec![
-                        json!({"data": {"schemaVersion": 1, "kind": "permission", "requestTaskId": task, "inputId": a.id, "toolUseId": tool, "decision": decision}, "mediaType": "application/json"}),
-                    ],
+                    vec![permission_part(&task, &a)],
                 )
             } else {
                 let id = if questions == 1 {
@@ -1259,20 +1238,7 @@ impl<'a, 's> Run<'a, 's> {
     /// Sideband permissions: non-streaming sends, then the task snapshot and a subscription.
     fn apply_sideband(&mut self, answers: Vec<Answer>, task: &str) -> Step<End> {
         for a in &answers {
-            let decision = a
-                .payload
-                .as_ref()
-                .and_then(|p| p.get("decision"))
-                .cloned()
-                .unwrap_or(Value::Null);
-            let tool = a
-                .value
-                .get("toolUseId")
-                .map(interrupts::py_str)
-                .unwrap_or_else(|| "None".into());
-            let parts = vec![
-                json!({"data": {"schemaVersion": 1, "kind": "permission", "requestTaskId": task, "inputId": a.id, "toolUseId": tool, "decision": decision}, "mediaType": "application/json"}),
-            ];
+            let parts = vec![permission_part(task, a)];
             let params = self.message(&format!("agui-resume-{}", a.id), parts, Some(task));
             match self.session.send_message(params) {
                 Ok(Payload::Error(e)) => return Err(self.rejected(&e)),
@@ -1543,6 +1509,32 @@ enum Known {
     Same,
     Other,
     Unset,
+}
+
+impl Known {
+    fn of(recorded: &Option<String>, wire: &str) -> Known {
+        match recorded {
+            Some(k) if k == wire => Known::Same,
+            Some(_) => Known::Other,
+            None => Known::Unset,
+        }
+    }
+}
+
+/// The six-key permission answer part (A2A notes §3.3).
+fn permission_part(task: &str, a: &Answer) -> Value {
+    let decision = a
+        .payload
+        .as_ref()
+        .and_then(|p| p.get("decision"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let tool = a
+        .value
+        .get("toolUseId")
+        .map(interrupts::py_str)
+        .unwrap_or_else(|| "None".into());
+    json!({"data": {"schemaVersion": 1, "kind": "permission", "requestTaskId": task, "inputId": a.id, "toolUseId": tool, "decision": decision}, "mediaType": "application/json"})
 }
 
 /// One validated resume answer.
