@@ -696,12 +696,25 @@ fn upstream_faults_end_in_one_run_error() {
         ("fault-http500", &["A2A_UNAVAILABLE"]),
         ("fault-rpcerror", &["A2A_UNAVAILABLE"]),
         ("fault-hang", &["A2A_UNAVAILABLE"]),
+        // A slow drip is slow, not dead: it completes.
+        ("fault-drip", &["success"]),
     ];
+    let threads = || {
+        std::fs::read_dir("/proc/self/task")
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    let before = threads();
     for (n, (kw, codes)) in cases.iter().enumerate() {
         let thread = format!("f{n}");
         let start = std::time::Instant::now();
         let ev = s.run(&s.body(&thread, "r1", kw));
-        assert!(codes.contains(&code(&ev).as_str()), "{kw}: {}", code(&ev));
+        let got = if code(&ev).is_empty() {
+            "success".to_string()
+        } else {
+            code(&ev)
+        };
+        assert!(codes.contains(&got.as_str()), "{kw}: {got}");
         assert!(
             start.elapsed() < Duration::from_secs(15),
             "{kw} took {:?}",
@@ -714,6 +727,46 @@ fn upstream_faults_end_in_one_run_error() {
             "{kw}"
         );
     }
+    // No worker thread or upstream connection outlives its run.
+    assert!(
+        wait_until(Duration::from_secs(10), || threads() <= before + 2),
+        "threads before {before}, after {}",
+        threads()
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || s.kernel.open_connections() == 0),
+        "kernel connections still open: {}",
+        s.kernel.open_connections()
+    );
+}
+
+#[test]
+fn a_kernel_that_refuses_our_token_is_unavailable() {
+    let mut s = Stack::new();
+    // The same kernel, but the adapter presents a wrong bearer token: every call is a 401.
+    if let Some(old) = s.server.take() {
+        old.stop();
+    }
+    let store = iac_agui::store::files::FileStore::open(&s.dir.join("state")).unwrap();
+    let shared = std::sync::Arc::new(iac_agui::adapter::Shared::new(
+        iac_agui::adapter::threads::Registry::new(std::sync::Arc::new(store)),
+        iac_agui::a2a::client::A2aClient::new(iac_agui::a2a::client::A2aConfig::new(
+            s.kernel.base_url(),
+            Some("wrong".into()),
+        )),
+        std::sync::Arc::new(iac_agui::adapter::env::SystemEnv),
+        vec![s.dir.clone()],
+        None,
+        AguiProtocol::V0_1,
+    ));
+    s.server = Some(TestServer::start(
+        std::sync::Arc::new(iac_agui::adapter::AguiBackend { shared }),
+        None,
+        ServerConfig::default(),
+        16,
+    ));
+    let ev = s.run(&s.body("t1", "r1", "hello"));
+    assert_eq!(code(&ev), "A2A_UNAVAILABLE");
 }
 
 #[test]

@@ -1312,7 +1312,7 @@ fn fault(em: &mut Emitter<'_>, f: Fault) -> Result<(), Stop> {
             all.extend(frame);
             all.extend_from_slice(b"\r\n\r\n");
             for b in all {
-                em.pause(Duration::from_millis(30))?;
+                em.pause(Duration::from_millis(8))?;
                 write_chunk(em.sock, &[b]).map_err(|_| Stop)?;
             }
             em.finish_turn("")
