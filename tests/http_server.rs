@@ -644,8 +644,9 @@ fn heartbeat_after_the_configured_silence() {
 
 #[test]
 fn heartbeats_are_not_sent_while_events_flow() {
+    // 10 events 50 ms apart under a 2 s interval; then silence must be what triggers them.
     let cfg = ServerConfig {
-        heartbeat_interval: Duration::from_millis(400),
+        heartbeat_interval: Duration::from_millis(2000),
         ..ServerConfig::default()
     };
     let (srv, _) = server_with(None, cfg);
