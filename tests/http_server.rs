@@ -644,15 +644,16 @@ fn heartbeat_after_the_configured_silence() {
 
 #[test]
 fn heartbeats_are_not_sent_while_events_flow() {
-    // 10 events 50 ms apart under a 2 s interval; then silence must be what triggers them.
+    // 2.5 s of events 50 ms apart under a 1 s interval: a heartbeat on a fixed clock would fire
+    // twice; one that counts silence never does.
     let cfg = ServerConfig {
-        heartbeat_interval: Duration::from_millis(2000),
+        heartbeat_interval: Duration::from_millis(1000),
         ..ServerConfig::default()
     };
     let (srv, _) = server_with(None, cfg);
-    let resp = post_json(srv.addr, "/", &[], br#"{"count":10,"delayMs":50}"#);
+    let resp = post_json(srv.addr, "/", &[], br#"{"count":50,"delayMs":50}"#);
     let (events, heartbeats) = sse_events(&resp.body);
-    assert_eq!((events.len(), heartbeats), (11, 0));
+    assert_eq!((events.len(), heartbeats), (51, 0));
 }
 
 #[test]
