@@ -882,9 +882,3 @@ fn invalid_utf8_and_garbage_requests_do_not_crash() {
         200
     );
 }
-
-#[test]
-fn values_are_raw_utf8_json() {
-    let v: Value = json!({"a":"日本"});
-    assert_eq!(serde_json::to_string(&v).unwrap(), "{\"a\":\"日本\"}");
-}
