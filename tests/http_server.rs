@@ -15,7 +15,7 @@ use iac_agui::errors::{ApiError, Code};
 use iac_agui::i18n::Lang;
 use iac_agui::server::ServerConfig;
 use iac_agui::server::http::Response;
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// Scripted behaviour chosen by the body's `script` field.
 #[derive(Default)]
