@@ -38,6 +38,10 @@ pub fn format_micros(t: SystemTime) -> String {
 
 /// Parse `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)` into Unix milliseconds.
 pub fn parse_millis(s: &str) -> Option<i64> {
+    // Everything below slices by byte position: a non-ASCII string is never a timestamp.
+    if !s.is_ascii() {
+        return None;
+    }
     let b = s.as_bytes();
     if b.len() < 20 {
         return None;
@@ -102,6 +106,13 @@ pub fn from_millis(ms: u64) -> SystemTime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn non_ascii_timestamps_are_refused_without_panicking() {
+        assert_eq!(parse_millis("2026-11-30T00:00:00+0é:0"), None);
+        assert_eq!(parse_millis("2026-11-30T00:00:00.é"), None);
+        assert_eq!(parse_millis("２０２６-11-30T00:00:00Z"), None);
+    }
 
     #[test]
     fn round_trip() {
