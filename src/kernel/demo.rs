@@ -294,6 +294,9 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
+/// Largest request body the demo kernel reads (the adapter's bodies are far smaller).
+const MAX_DEMO_BODY: usize = 64 << 20;
+
 struct Req {
     head: http::RequestHead,
     body: Vec<u8>,
@@ -319,6 +322,9 @@ fn read_request(sock: &mut TcpStream) -> io::Result<Option<Req>> {
     let mut body = Vec::new();
     match head.framing {
         Framing::Length(n) => {
+            if n > MAX_DEMO_BODY as u64 {
+                return Ok(None);
+            }
             while (rest.len() as u64) < n {
                 let k = sock.read(&mut tmp)?;
                 if k == 0 {
@@ -332,7 +338,7 @@ fn read_request(sock: &mut TcpStream) -> io::Result<Option<Req>> {
         Framing::Chunked => {
             let mut dec = ChunkedDecoder::default();
             loop {
-                dec.decode(&rest, &mut body, 64 << 20)
+                dec.decode(&rest, &mut body, MAX_DEMO_BODY)
                     .map_err(|_| io::Error::other("bad chunked body"))?;
                 if dec.is_done() {
                     break;
