@@ -43,3 +43,6 @@ pub const JOB_QUEUE_CAPACITY: usize = 256;
 pub const WORKER_STACK_BYTES: usize = 1024 * 1024;
 /// Deepest JSON nesting accepted from clients and the kernel (serde_json's own limit is 128).
 pub const MAX_JSON_DEPTH: usize = 100;
+/// Threads kept in memory; beyond this, idle ones (no run, no other user) are dropped from
+/// the cache and reloaded from their file when named again.
+pub const MAX_CACHED_THREADS: usize = 10_000;

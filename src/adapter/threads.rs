@@ -45,6 +45,27 @@ pub struct Registry {
     /// Live executions: executionId → threadId.
     live: Mutex<HashMap<String, String>>,
     last_activity: Mutex<Instant>,
+    max_cached: usize,
+}
+
+/// Drop cached threads nobody holds and that have no active run, until `target` remain (or
+/// no more can go). Their files are the truth; they reload when named again.
+fn evict_idle(map: &mut HashMap<String, Slot>, target: usize) {
+    let idle: Vec<String> = map
+        .iter()
+        .filter(|(_, s)| {
+            Arc::strong_count(s) == 1
+                && s.try_lock()
+                    .is_ok_and(|t| t.as_ref().is_none_or(|t| t.active_run.is_none()))
+        })
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in idle {
+        if map.len() <= target {
+            break;
+        }
+        map.remove(&k);
+    }
 }
 
 impl Registry {
@@ -54,7 +75,19 @@ impl Registry {
             threads: Mutex::new(HashMap::new()),
             live: Mutex::new(HashMap::new()),
             last_activity: Mutex::new(Instant::now()),
+            max_cached: crate::limits::MAX_CACHED_THREADS,
         }
+    }
+
+    /// A registry that keeps at most `n` threads cached (tests).
+    pub fn with_cache_limit(mut self, n: usize) -> Registry {
+        self.max_cached = n.max(2);
+        self
+    }
+
+    /// Threads currently cached.
+    pub fn cached(&self) -> usize {
+        lock(&self.threads).len()
     }
 
     /// The thread's slot, loading it from disk the first time it is named.
@@ -75,6 +108,9 @@ impl Registry {
             active_run: None,
         })));
         map.insert(thread_id.to_string(), slot.clone());
+        if map.len() > self.max_cached {
+            evict_idle(&mut map, self.max_cached / 2);
+        }
         Ok(slot)
     }
 
@@ -122,5 +158,61 @@ impl Registry {
                 .as_ref()
                 .is_none_or(|t| t.active_run.is_none() && t.doc.execution.pending.is_empty())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::document::{Execution, ThreadDoc};
+
+    struct Mem(Mutex<HashMap<String, ThreadDoc>>);
+
+    impl ThreadStore for Mem {
+        fn load(&self, id: &str) -> Result<Option<ThreadDoc>, StoreError> {
+            Ok(lock(&self.0).get(id).cloned())
+        }
+        fn save(&self, doc: &ThreadDoc) -> Result<(), StoreError> {
+            lock(&self.0).insert(doc.thread_id.clone(), doc.clone());
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_cache_is_bounded_and_evicted_threads_reload_from_the_store() {
+        let store = Arc::new(Mem(Mutex::new(HashMap::new())));
+        for i in 0..50 {
+            let doc = ThreadDoc {
+                thread_id: format!("t{i}"),
+                context_id: "c".into(),
+                cwd: "/w".into(),
+                execution: Execution {
+                    execution_id: format!("e{i}"),
+                    ros_invocation_id: "r".into(),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            store.save(&doc).unwrap();
+        }
+        let reg = Registry::new(store).with_cache_limit(10);
+        // A busy thread is never evicted.
+        let busy = reg.slot("t0").unwrap();
+        lock(&busy).as_mut().unwrap().active_run = Some("run".into());
+        drop(busy);
+        for i in 1..50 {
+            let _ = reg.slot(&format!("t{i}")).unwrap();
+        }
+        assert!(reg.cached() <= 11, "{} cached", reg.cached());
+        let busy = reg.slot("t0").unwrap();
+        assert_eq!(
+            lock(&busy).as_ref().unwrap().active_run.as_deref(),
+            Some("run")
+        );
+        let again = reg.slot("t3").unwrap();
+        assert_eq!(
+            lock(&again).as_ref().unwrap().doc.execution.execution_id,
+            "e3"
+        );
     }
 }
