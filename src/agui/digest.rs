@@ -71,6 +71,16 @@ fn write_pretty(v: &Value, level: usize, out: &mut Vec<u8>) {
             indent(out, level);
             out.push(b'}');
         }
+        // Python would write the non-JSON token `Infinity` for a float that overflows; the
+        // file must stay readable JSON, so such a number keeps its original text.
+        Value::Number(n) => {
+            let text = n.to_string();
+            if text.parse::<f64>().is_ok_and(f64::is_infinite) {
+                out.extend_from_slice(text.as_bytes());
+            } else {
+                write_number(&text, out);
+            }
+        }
         other => write(other, out),
     }
 }
