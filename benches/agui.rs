@@ -50,7 +50,12 @@ fn spawn(args: &[&str], env: &[(&str, String)]) -> Proc {
                 .expect("an address");
         }
     };
-    std::thread::spawn(move || for _ in lines {});
+    // The server's own warnings are part of the result: show them.
+    std::thread::spawn(move || {
+        for l in lines.map_while(Result::ok) {
+            eprintln!("[iac-agui] {l}");
+        }
+    });
     Proc { child, addr }
 }
 
@@ -536,8 +541,11 @@ fn load() {
     }
     std::thread::sleep(Duration::from_secs(4));
     let held = rss_kib(a.child.id());
+    // A client thread that panicked (say, a reset connection) is a failed stream.
     for j in joins {
-        let _ = j.join();
+        if j.join().is_err() {
+            errors.fetch_add(1, Ordering::Relaxed);
+        }
     }
     let elapsed = t0.elapsed().as_secs_f64();
     // A burst of admissions on fresh threads.
@@ -569,7 +577,9 @@ fn load() {
         })
         .collect();
     for j in joins {
-        let _ = j.join();
+        if j.join().is_err() {
+            burst_errors.fetch_add(1, Ordering::Relaxed);
+        }
     }
     let burst_secs = t1.elapsed().as_secs_f64();
     let gap = *worst_gap.lock().unwrap();

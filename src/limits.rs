@@ -34,6 +34,9 @@ pub const WRITE_STALL_TIMEOUT: Duration = Duration::from_secs(60);
 pub const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
 /// Open client connections; more are answered with 503 and closed.
 pub const MAX_CONNECTIONS: usize = 4096;
+/// Listen backlog (the kernel caps it at `net.core.somaxconn`). mio's default of 1024
+/// overflowed under a burst of 1 000 connects and the kernel reset some of them.
+pub const LISTEN_BACKLOG: i32 = 4096;
 /// Concurrent worker jobs (runs, cancels); more get a 503 JSON error.
 pub const MAX_JOBS: usize = 2048;
 /// Replies a worker may queue for the loop before it blocks (its upstream read stops).

@@ -221,6 +221,7 @@ impl DemoKernel {
     /// Start on `127.0.0.1:port`.
     pub fn start_on(port: u16, cfg: DemoConfig) -> io::Result<DemoKernel> {
         let listener = TcpListener::bind(("127.0.0.1", port))?;
+        rustix::net::listen(&listener, crate::limits::LISTEN_BACKLOG)?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             cfg,

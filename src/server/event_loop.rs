@@ -69,6 +69,8 @@ impl Server {
     ) -> io::Result<Server> {
         let poll = Poll::new()?;
         let mut listener = TcpListener::bind(addr)?;
+        // Re-listening on a listening socket only resizes its backlog.
+        rustix::net::listen(&listener, limits::LISTEN_BACKLOG)?;
         let local_addr = listener.local_addr()?;
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
