@@ -10,7 +10,7 @@ use crate::ids;
 /// Canonical bytes of `v`.
 pub fn canonical(v: &Value) -> Vec<u8> {
     let mut out = Vec::with_capacity(256);
-    write(v, &mut out);
+    write(v, None, &mut out);
     out
 }
 
@@ -30,75 +30,47 @@ pub fn resume_digest(status: &str, payload: Option<&Value>) -> String {
 /// Python `json.dumps(v, indent=2, sort_keys=True, ensure_ascii=False)` (the state-file format).
 pub fn pretty(v: &Value) -> Vec<u8> {
     let mut out = Vec::with_capacity(1024);
-    write_pretty(v, 0, &mut out);
+    write(v, Some(0), &mut out);
     out
 }
 
-fn indent(out: &mut Vec<u8>, level: usize) {
-    out.push(b'\n');
-    out.extend(std::iter::repeat_n(b' ', level * 2));
+/// Before an item of a container: the separator, then (pretty) a newline and indentation.
+fn separate(out: &mut Vec<u8>, first: bool, level: Option<usize>) {
+    if !first {
+        out.push(b',');
+    }
+    if let Some(l) = level {
+        out.push(b'\n');
+        out.extend(std::iter::repeat_n(b' ', l * 2));
+    }
 }
 
-fn write_pretty(v: &Value, level: usize, out: &mut Vec<u8>) {
+/// `level` is `None` for the compact canonical form, `Some(depth)` for the indented file form.
+fn write(v: &Value, level: Option<usize>, out: &mut Vec<u8>) {
+    let inner = level.map(|l| l + 1);
     match v {
-        Value::Array(a) if !a.is_empty() => {
-            out.push(b'[');
-            for (i, x) in a.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                indent(out, level + 1);
-                write_pretty(x, level + 1, out);
-            }
-            indent(out, level);
-            out.push(b']');
-        }
-        Value::Object(m) if !m.is_empty() => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort_unstable();
-            out.push(b'{');
-            for (i, k) in keys.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                indent(out, level + 1);
-                write_str(k, out);
-                out.extend_from_slice(b": ");
-                if let Some(x) = m.get(*k) {
-                    write_pretty(x, level + 1, out);
-                }
-            }
-            indent(out, level);
-            out.push(b'}');
-        }
-        // Python would write the non-JSON token `Infinity` for a float that overflows; the
-        // file must stay readable JSON, so such a number keeps its original text.
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
         Value::Number(n) => {
             let text = n.to_string();
-            if text.parse::<f64>().is_ok_and(f64::is_infinite) {
+            // Python would write the non-JSON token `Infinity` for a float that overflows;
+            // the state file must stay readable JSON, so there such a number keeps its text.
+            if level.is_some() && text.parse::<f64>().is_ok_and(f64::is_infinite) {
                 out.extend_from_slice(text.as_bytes());
             } else {
                 write_number(&text, out);
             }
         }
-        other => write(other, out),
-    }
-}
-
-fn write(v: &Value, out: &mut Vec<u8>) {
-    match v {
-        Value::Null => out.extend_from_slice(b"null"),
-        Value::Bool(true) => out.extend_from_slice(b"true"),
-        Value::Bool(false) => out.extend_from_slice(b"false"),
-        Value::Number(n) => write_number(&n.to_string(), out),
         Value::String(s) => write_str(s, out),
         Value::Array(a) => {
             out.push(b'[');
             for (i, x) in a.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write(x, out);
+                separate(out, i == 0, inner);
+                write(x, inner, out);
+            }
+            if !a.is_empty() {
+                separate(out, true, level);
             }
             out.push(b']');
         }
@@ -107,14 +79,15 @@ fn write(v: &Value, out: &mut Vec<u8>) {
             keys.sort_unstable();
             out.push(b'{');
             for (i, k) in keys.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
+                separate(out, i == 0, inner);
                 write_str(k, out);
-                out.push(b':');
+                out.extend_from_slice(if level.is_some() { b": " } else { b":" });
                 if let Some(x) = m.get(*k) {
-                    write(x, out);
+                    write(x, inner, out);
                 }
+            }
+            if !m.is_empty() {
+                separate(out, true, level);
             }
             out.push(b'}');
         }
