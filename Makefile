@@ -58,7 +58,7 @@ fuzz-build:
 bench:
 	$(CARGO) bench --bench agui
 
-# 1 000 concurrent streams with heartbeat timing, then a burst of admissions (about a minute).
+# 1 000 concurrent streams with heartbeat timing, then a burst of admissions (about 15 s).
 load:
 	$(CARGO) bench --bench agui -- load
 
