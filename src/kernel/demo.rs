@@ -756,6 +756,19 @@ impl Emitter<'_> {
     }
 
     /// Send envelopes in one frame (a batch when more than one), numbers as doubles.
+    /// One pipeline event on its own (no input request).
+    fn emit(
+        &mut self,
+        event_type: &str,
+        scope: &str,
+        status: &str,
+        data: Value,
+        extra: Value,
+    ) -> Result<(), Stop> {
+        let e = self.envelope(event_type, scope, status, data, extra);
+        self.pipeline(vec![e], None)
+    }
+
     fn pipeline(&mut self, envs: Vec<Value>, input: Option<Value>) -> Result<(), Stop> {
         let last_status = envs
             .last()
@@ -1077,25 +1090,22 @@ fn step(id: &str, index: f64) -> Value {
 }
 
 fn pipeline_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop> {
-    let e = em.envelope("pipeline_started", "pipeline", "working", json!({"userRequest": text, "pipelineType": "selling", "totalSteps": 3, "stepNames": ["intent_parsing", "evaluate_candidates", "deploying"]}), json!({}));
-    em.pipeline(vec![e], None)?;
+    em.emit("pipeline_started", "pipeline", "working", json!({"userRequest": text, "pipelineType": "selling", "totalSteps": 3, "stepNames": ["intent_parsing", "evaluate_candidates", "deploying"]}), json!({}))?;
     let s1 = step("intent_parsing", 1.0);
-    let e = em.envelope(
+    em.emit(
         "step_started",
         "step",
         "working",
         json!({"name": "intent_parsing"}),
         json!({"step": s1}),
-    );
-    em.pipeline(vec![e], None)?;
-    let e = em.envelope(
+    )?;
+    em.emit(
         "thinking_delta",
         "step",
         "working",
         json!({"type": "raw_thinking", "text": "Need to clarify the goal."}),
         json!({"step": s1}),
-    );
-    em.pipeline(vec![e], None)?;
+    )?;
     let e1 = em.envelope(
         "text_delta",
         "step",
@@ -1111,8 +1121,7 @@ fn pipeline_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop> {
         json!({"step": s1}),
     );
     em.pipeline(vec![e1, e2], None)?;
-    let e = em.envelope("usage", "step", "working", json!({"cachedInputTokens": 0, "provider": "demo", "model": "demo-1", "inputTokens": 300, "outputTokens": 20, "totalTokens": 320}), json!({"step": s1}));
-    em.pipeline(vec![e], None)?;
+    em.emit("usage", "step", "working", json!({"cachedInputTokens": 0, "provider": "demo", "model": "demo-1", "inputTokens": 300, "outputTokens": 20, "totalTokens": 320}), json!({"step": s1}))?;
     let input = json!({"freeTextPrompt": "Describe it", "kind": "ask_user_question", "requestTaskId": em.task_id, "contextId": em.context_id, "schemaVersion": 1, "toolUseId": "call_ask1", "allowFreeText": true, "inputId": format!("ask-call_ask1-{}", &em.task_id[..8]), "required": true, "options": [{"label": "A website", "id": "website"}, {"label": "An API", "id": "api"}], "prompt": "What do you want to deploy?"});
     if let Some(t) = lock(&em.shared.tasks).get_mut(&em.task_id) {
         t.pending = Some(Pending {
@@ -1131,157 +1140,140 @@ fn pipeline_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop> {
 }
 
 fn pipeline_slow(em: &mut Emitter<'_>) -> Result<(), Stop> {
-    let e = em.envelope(
+    em.emit(
         "pipeline_started",
         "pipeline",
         "working",
         json!({"totalSteps": 1}),
         json!({}),
-    );
-    em.pipeline(vec![e], None)?;
+    )?;
     let s1 = step("deploying", 1.0);
-    let e = em.envelope(
+    em.emit(
         "step_started",
         "step",
         "working",
         json!({"name": "deploying"}),
         json!({"step": s1}),
-    );
-    em.pipeline(vec![e], None)?;
+    )?;
     let tick = em.shared.cfg.tick;
     for i in 1..=30 {
         em.pause(tick)?;
-        let e = em.envelope(
+        em.emit(
             "text_delta",
             "step",
             "working",
             json!({"text": format!("progress {i}. ")}),
             json!({"step": s1}),
-        );
-        em.pipeline(vec![e], None)?;
+        )?;
     }
-    let e = em.envelope(
+    em.emit(
         "step_completed",
         "step",
         "working",
         json!({}),
         json!({"step": s1}),
-    );
-    em.pipeline(vec![e], None)?;
-    let e = em.envelope(
+    )?;
+    em.emit(
         "pipeline_completed",
         "pipeline",
         "completed",
         json!({"totalSteps": 1}),
         json!({}),
-    );
-    em.pipeline(vec![e], None)
+    )
 }
 
 fn pipeline_continue(em: &mut Emitter<'_>, answer: &str) -> Result<(), Stop> {
     let s1 = step("intent_parsing", 1.0);
-    let e = em.envelope(
+    em.emit(
         "input_received",
         "step",
         "working",
         json!({"kind": "ask_user_question", "selectedLabel": answer}),
         json!({"step": s1}),
-    );
-    em.pipeline(vec![e], None)?;
-    let e = em.envelope(
+    )?;
+    em.emit(
         "step_completed",
         "step",
         "working",
         json!({"conclusionField": "intent"}),
         json!({"step": s1}),
-    );
-    em.pipeline(vec![e], None)?;
+    )?;
     let s2 = step("evaluate_candidates", 2.0);
-    let e = em.envelope(
+    em.emit(
         "step_started",
         "step",
         "working",
         json!({"name": "evaluate_candidates"}),
         json!({"step": s2}),
-    );
-    em.pipeline(vec![e], None)?;
+    )?;
     let cands: Vec<Value> = (1..=2)
         .map(|i| json!({"id": format!("cand-{i}"), "runId": format!("candidate-cand-{i}-{i}-1"), "index": i as f64, "attempt": 1.0, "name": format!("Option {i}")}))
         .collect();
     for c in &cands {
-        let e = em.envelope(
+        em.emit(
             "candidate_started",
             "candidate",
             "working",
             json!({"name": c["name"]}),
             json!({"step": s2, "candidate": c}),
-        );
-        em.pipeline(vec![e], None)?;
+        )?;
     }
     for (i, c) in cands.iter().enumerate() {
         let cs = json!({"id": "design", "runId": format!("{}-design-1", c["runId"].as_str().unwrap_or("")), "attempt": 1.0});
-        let e = em.envelope(
+        em.emit(
             "candidate_step_started",
             "candidate_step",
             "working",
             json!({}),
             json!({"step": s2, "candidate": c, "candidateStep": cs}),
-        );
-        em.pipeline(vec![e], None)?;
-        let e = em.envelope("text_delta", "candidate_step", "working", json!({"text": format!("Candidate {} uses {}. ", i + 1, if i == 0 { "ECS" } else { "serverless" })}), json!({"step": s2, "candidate": c, "candidateStep": cs}));
-        em.pipeline(vec![e], None)?;
+        )?;
+        em.emit("text_delta", "candidate_step", "working", json!({"text": format!("Candidate {} uses {}. ", i + 1, if i == 0 { "ECS" } else { "serverless" })}), json!({"step": s2, "candidate": c, "candidateStep": cs}))?;
     }
     for c in &cands {
         let cs = json!({"id": "design", "runId": format!("{}-design-1", c["runId"].as_str().unwrap_or("")), "attempt": 1.0});
-        let e = em.envelope(
+        em.emit(
             "candidate_step_completed",
             "candidate_step",
             "working",
             json!({}),
             json!({"step": s2, "candidate": c, "candidateStep": cs}),
-        );
-        em.pipeline(vec![e], None)?;
-        let e = em.envelope(
+        )?;
+        em.emit(
             "candidate_completed",
             "candidate",
             "working",
             json!({"summary": "ok"}),
             json!({"step": s2, "candidate": c}),
-        );
-        em.pipeline(vec![e], None)?;
+        )?;
     }
-    let e = em.envelope(
+    em.emit(
         "stack_progress",
         "step",
         "working",
         json!({"stackName": "demo-stack", "status": "CREATE_IN_PROGRESS", "progress": 50}),
         json!({"step": s2}),
-    );
-    em.pipeline(vec![e], None)?;
-    let e = em.envelope(
+    )?;
+    em.emit(
         "step_completed",
         "step",
         "working",
         json!({}),
         json!({"step": s2}),
-    );
-    em.pipeline(vec![e], None)?;
-    let e = em.envelope(
+    )?;
+    em.emit(
         "pipeline_completed",
         "pipeline",
         "completed",
         json!({"earlyExit": false, "totalSteps": 3}),
         json!({}),
-    );
-    em.pipeline(vec![e], None)?;
-    let e = em.envelope(
+    )?;
+    em.emit(
         "backup_committed",
         "pipeline",
         "completed",
         json!({"committedEventType": "pipeline_completed"}),
         json!({"visibility": "committed"}),
-    );
-    em.pipeline(vec![e], None)
+    )
 }
 
 fn fault(em: &mut Emitter<'_>, f: Fault) -> Result<(), Stop> {
@@ -1421,22 +1413,20 @@ fn resume(
             delay,
         };
         if script == Script::Pipeline {
-            let e = em.envelope(
+            let _ = em.emit(
                 "interrupt_received",
                 "interrupt",
                 "working",
                 json!({"text": text}),
                 json!({}),
             );
-            let _ = em.pipeline(vec![e], None);
-            let e = em.envelope(
+            let _ = em.emit(
                 "interrupt_classified",
                 "interrupt",
                 "working",
                 json!({"classification": "guidance"}),
                 json!({}),
             );
-            let _ = em.pipeline(vec![e], None);
         }
         let _ = sock.write_all(http::LAST_CHUNK);
         return Ok(());
