@@ -801,15 +801,10 @@ impl<'a, 's> Run<'a, 's> {
             }
             Err(e) => return Err(self.a2a_err(&e, Cleanup::Keep)),
         };
-        if snap.task_id() != Some(task.as_str())
-            || snap.context_id().is_some_and(|c| c != self.context_id)
-        {
-            return Err(self.fail(
-                Code::A2aProtocolError,
-                Msg::TaskIdentityMismatch,
-                Cleanup::Keep,
-            ));
+        if snap.task_id().is_none() {
+            return Err(self.identity_mismatch());
         }
+        self.check_identity(&snap, &task)?;
         if let Some(sid) = snap.session_id().map(str::to_string) {
             match session_id.as_deref() {
                 Some(k) if k != sid => {
@@ -1065,6 +1060,24 @@ impl<'a, 's> Run<'a, 's> {
         })
     }
 
+    /// An event that names another task or context than this run's (absent ids are allowed).
+    fn check_identity(&self, ev: &crate::a2a::types::A2aEvent, task: &str) -> Step<()> {
+        if ev.task_id().is_some_and(|t| t != task)
+            || ev.context_id().is_some_and(|c| c != self.context_id)
+        {
+            return Err(self.identity_mismatch());
+        }
+        Ok(())
+    }
+
+    fn identity_mismatch(&self) -> Stop {
+        self.fail(
+            Code::A2aProtocolError,
+            Msg::TaskIdentityMismatch,
+            Cleanup::Keep,
+        )
+    }
+
     fn rejected(&self, e: &crate::a2a::types::RpcError) -> Stop {
         if e.is_backup_not_ready() {
             let text = if e.message.is_empty() || e.message == BACKUP_NOT_READY_EN {
@@ -1170,15 +1183,7 @@ impl<'a, 's> Run<'a, 's> {
                 }
                 Err(e) => return Err(self.a2a_err(&e, Cleanup::Keep)),
             };
-            if first.task_id().is_some_and(|t| t != task)
-                || first.context_id().is_some_and(|c| c != self.context_id)
-            {
-                return Err(self.fail(
-                    Code::A2aProtocolError,
-                    Msg::TaskIdentityMismatch,
-                    Cleanup::Keep,
-                ));
-            }
+            self.check_identity(&first, &task)?;
             self.commit_answer(&a)?;
             self.resume_accepted = true;
             if !a.permission
@@ -1322,15 +1327,7 @@ impl<'a, 's> Run<'a, 's> {
                 Ok(None) => break,
                 Err(e) => return Err(self.a2a_err(&e, Cleanup::Keep)),
             };
-            if ev.task_id().is_some_and(|t| t != task)
-                || ev.context_id().is_some_and(|c| c != self.context_id)
-            {
-                return Err(self.fail(
-                    Code::A2aProtocolError,
-                    Msg::TaskIdentityMismatch,
-                    Cleanup::Keep,
-                ));
-            }
+            self.check_identity(&ev, &task)?;
             match ev.state() {
                 Some(s) if s.is_failure() => {
                     return Err(self.fail(
