@@ -91,16 +91,13 @@ impl Backend for AguiBackend {
         let Ok(props) = input::parse_iac_props(&inp.forwarded_props) else {
             return reject(stream, Code::InvalidInput, Msg::InvalidForwardedProps);
         };
-        // The snake_case spelling is seen only by the run language (reference §1.7).
-        let run_lang = if props.preferred_language_snake {
-            props
-                .preferred_language
-                .as_deref()
-                .and_then(i18n::normalize)
-                .unwrap_or(lang)
-        } else {
-            lang
-        };
+        // Run language (reference §1.7): the parsed preference, whichever container and key
+        // spelling carried it, else the payload language.
+        let run_lang = props
+            .preferred_language
+            .as_deref()
+            .and_then(i18n::normalize)
+            .unwrap_or(lang);
         let cwd = match cwd::resolve_cwd(&props.cwd, &sh.roots, sh.home.as_deref()) {
             Ok(c) => c,
             Err(m) => return reject(stream, Code::InvalidInput, m),

@@ -282,8 +282,6 @@ pub struct IacProps {
     pub user_id: Option<String>,
     pub channel: Option<String>,
     pub preferred_language: Option<String>,
-    /// Set when the client used the snake_case spelling, which only the run language sees.
-    pub preferred_language_snake: bool,
     pub candidate_presentation: Option<String>,
     pub run_mode: Option<String>,
     pub pipeline_name: Option<String>,
@@ -390,7 +388,6 @@ fn iac_props(forwarded: &Value) -> Result<IacProps, ()> {
     };
     let user_id = s.opt_str("userId", "user_id")?;
     let channel = s.opt_str("channel", "channel")?;
-    let preferred_language_snake = iac.contains_key("preferred_language");
     let preferred_language = s.opt_str("preferredLanguage", "preferred_language")?;
     let candidate_presentation = s.opt_str("candidatePresentation", "candidate_presentation")?;
     if !matches!(
@@ -432,7 +429,6 @@ fn iac_props(forwarded: &Value) -> Result<IacProps, ()> {
         user_id,
         channel,
         preferred_language,
-        preferred_language_snake,
         candidate_presentation,
         run_mode,
         pipeline_name,
@@ -616,7 +612,6 @@ mod tests {
             json!({"schemaVersion":1,"rosInvocationId":"r","cwd":"/w","preferred_language":"ja"}),
         )
         .unwrap();
-        assert!(p.preferred_language_snake);
         assert_eq!(p.preferred_language.as_deref(), Some("ja"));
     }
 }

@@ -665,3 +665,11 @@ pub fn adapter_for(kernel_url: &str, dir: &std::path::Path) -> TestServer {
         16,
     )
 }
+
+/// A fresh, canonical directory under the temp dir, unique to this process and `name`.
+pub fn tempdir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("iac-agui-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::canonicalize(dir).unwrap()
+}
