@@ -142,7 +142,8 @@ enum Kernel {
 
 fn start_kernel(cfg: &Config) -> Result<(Kernel, A2aClient), String> {
     let (kernel, url, token) = if cfg.demo {
-        let token = crate::ids::token_urlsafe();
+        let token = crate::ids::token_urlsafe()
+            .map_err(|e| format!("cannot make the demo kernel's token: {e}"))?;
         let demo = crate::kernel::demo::DemoKernel::start(crate::kernel::demo::DemoConfig {
             token: Some(token.clone()),
             ..Default::default()
@@ -166,6 +167,7 @@ fn start_kernel(cfg: &Config) -> Result<(Kernel, A2aClient), String> {
 }
 
 fn serve(cfg: Config) -> Result<(), String> {
+    crate::ids::check().map_err(|e| format!("refusing to start: {e}"))?;
     let addr = resolve(&cfg.host, cfg.port)?;
     // Bind before starting a kernel, so a busy port costs no child process.
     let probe =

@@ -1,25 +1,40 @@
-//! Random identifiers from the `getrandom` system call (works without `/dev/urandom`).
+//! Random identifiers and secrets, only ever from the OS (`getrandom`; works without
+//! `/dev/urandom`). There is no fallback generator: a predictable bearer token or execution id
+//! is worse than refusing to start (`check`) or failing the one run that needed it.
 
-/// Fill `buf` with OS randomness. The system call does not fail on Linux once the pool is
-/// initialised; if it ever does, mixing the clock and a counter keeps ids unique (not secret).
-pub fn fill(buf: &mut [u8]) {
-    if getrandom::fill(buf).is_ok() {
-        return;
+use std::fmt;
+
+/// The OS random source failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RandomUnavailable;
+
+impl fmt::Display for RandomUnavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the operating system's random source is unavailable")
     }
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-        ^ COUNTER.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed);
-    let mut x = seed | 1;
-    for b in buf.iter_mut() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        *b = x as u8;
+}
+
+impl std::error::Error for RandomUnavailable {}
+
+/// Fill `buf` with OS randomness.
+pub fn fill(buf: &mut [u8]) -> Result<(), RandomUnavailable> {
+    getrandom::fill(buf).map_err(|_| RandomUnavailable)
+}
+
+/// Start-up probe: the server refuses to start when the OS cannot give randomness.
+pub fn check() -> Result<(), RandomUnavailable> {
+    fill(&mut [0u8; 16])
+}
+
+/// OS randomness for an identifier. The start-up probe makes a failure here practically
+/// impossible; should it happen, the panic is contained by the worker and ends only the run
+/// that needed the id (never a guessable id).
+fn random<const N: usize>() -> [u8; N] {
+    let mut b = [0u8; N];
+    if let Err(e) = fill(&mut b) {
+        panic!("{e}: refusing to make a predictable identifier");
     }
+    b
 }
 
 /// Lowercase hex of `bytes`.
@@ -35,8 +50,7 @@ pub fn hex(bytes: &[u8]) -> String {
 
 /// A random UUID version 4, lowercase and hyphenated (Python `str(uuid4())`).
 pub fn uuid4() -> String {
-    let mut b = [0u8; 16];
-    fill(&mut b);
+    let mut b: [u8; 16] = random();
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let h = hex(&b);
@@ -55,12 +69,18 @@ pub fn hex32() -> String {
     uuid4().replace('-', "")
 }
 
-/// A URL-safe random token of 43 characters (like Python `secrets.token_urlsafe(32)`).
-pub fn token_urlsafe() -> String {
+/// A URL-safe random secret of 43 characters (like Python `secrets.token_urlsafe(32)`).
+pub fn token_urlsafe() -> Result<String, RandomUnavailable> {
+    token_from(fill)
+}
+
+fn token_from(
+    source: impl FnOnce(&mut [u8]) -> Result<(), RandomUnavailable>,
+) -> Result<String, RandomUnavailable> {
     use base64::Engine;
     let mut b = [0u8; 32];
-    fill(&mut b);
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b)
+    source(&mut b)?;
+    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b))
 }
 
 /// Lowercase hex SHA-256.
@@ -81,7 +101,19 @@ mod tests {
         assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"));
         assert_ne!(uuid4(), uuid4());
         assert_eq!(hex32().len(), 32);
-        assert_eq!(token_urlsafe().len(), 43);
+        assert_eq!(token_urlsafe().unwrap().len(), 43);
+        assert!(check().is_ok());
+    }
+
+    #[test]
+    fn a_failing_random_source_gives_no_token() {
+        // Regression: a clock-seeded fallback once made the kernel's bearer token guessable.
+        assert_eq!(token_from(|_| Err(RandomUnavailable)), Err(RandomUnavailable));
+        let zeros = token_from(|b| {
+            b.fill(0);
+            Ok(())
+        });
+        assert_eq!(zeros.unwrap(), "A".repeat(43));
     }
 
     #[test]

@@ -51,7 +51,8 @@ impl ManagedKernel {
         };
         let port = free_port()
             .map_err(|e| format!("Cannot pick a port for the local A2A process: {e}"))?;
-        let token = ids::token_urlsafe();
+        let token = ids::token_urlsafe()
+            .map_err(|e| format!("Cannot make a token for the local A2A process: {e}."))?;
         let mut cmd = Command::new(program);
         cmd.args(lead)
             .args([

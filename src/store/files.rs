@@ -43,8 +43,11 @@ pub struct FileStore {
     _lock: File,
 }
 
+/// Create `p` and any missing ancestors owner-only (reference: the config directory
+/// `~/.iac-code` is made 0700), then force `p` itself to 0700.
 fn ensure_private_dir(p: &Path) -> io::Result<()> {
-    fs::create_dir_all(p)?;
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new().recursive(true).mode(0o700).create(p)?;
     fs::set_permissions(p, fs::Permissions::from_mode(0o700))
 }
 
@@ -154,7 +157,7 @@ impl FileStore {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
         let mut rnd = [0u8; 4];
-        crate::ids::fill(&mut rnd);
+        crate::ids::fill(&mut rnd).map_err(|e| StoreError::Io(io::Error::other(e)))?;
         let tmp = self
             .threads
             .join(format!(".{file_name}.{}.tmp", crate::ids::hex(&rnd)));
@@ -183,17 +186,19 @@ impl FileStore {
 }
 
 /// The state directory (reference §7.1): explicit, else `$IAC_CODE_CONFIG_DIR/agui`, else
-/// `~/.iac-code/agui`. `~` is expanded; the result is made absolute.
+/// `~/.iac-code/agui`. `~` and then `$VAR` / `${VAR}` are expanded (Python `expanduser`,
+/// `expandvars`); the result is made absolute.
 pub fn state_root(explicit: Option<&Path>, get: impl Fn(&str) -> Option<String>) -> PathBuf {
     let home = get("HOME").unwrap_or_else(|| "/".into());
     let expand = |p: &str| -> PathBuf {
-        if p == "~" {
-            PathBuf::from(&home)
+        let user = if p == "~" {
+            home.clone()
         } else if let Some(r) = p.strip_prefix("~/") {
-            Path::new(&home).join(r)
+            Path::new(&home).join(r).to_string_lossy().into_owned()
         } else {
-            PathBuf::from(p)
-        }
+            p.to_string()
+        };
+        PathBuf::from(expand_vars(&user, &get))
     };
     let p = match explicit {
         Some(p) => expand(&p.to_string_lossy()),
@@ -210,6 +215,34 @@ pub fn state_root(explicit: Option<&Path>, get: impl Fn(&str) -> Option<String>)
     } else {
         std::env::current_dir().map(|c| c.join(&p)).unwrap_or(p)
     }
+}
+
+/// Python `os.path.expandvars`: `$name` and `${name}` are replaced when the variable is set;
+/// anything else (unset names, a lone `$`, an unclosed `${`) stays as written.
+pub fn expand_vars(s: &str, get: impl Fn(&str) -> Option<String>) -> String {
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let (name, used) = if let Some(braced) = after.strip_prefix('{') {
+            match braced.find('}') {
+                Some(j) => (&braced[..j], j + 2),
+                None => ("", 0),
+            }
+        } else {
+            let n = after.find(|c: char| !is_word(c)).unwrap_or(after.len());
+            (&after[..n], n)
+        };
+        match (used, get(name)) {
+            (1.., Some(v)) if !name.is_empty() => out.push_str(&v),
+            _ => out.push_str(&rest[i..i + 1 + used]),
+        }
+        rest = &rest[i + 1 + used..];
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
@@ -313,5 +346,48 @@ mod tests {
             ),
             PathBuf::from("/s")
         );
+    }
+
+    #[test]
+    fn state_dir_expands_variables_like_python() {
+        let env = |k: &str| match k {
+            "HOME" => Some("/h".to_string()),
+            "BASE" => Some("/srv/agui".to_string()),
+            _ => None,
+        };
+        assert_eq!(
+            state_root(Some(Path::new("$BASE/state")), env),
+            PathBuf::from("/srv/agui/state")
+        );
+        assert_eq!(
+            state_root(Some(Path::new("${BASE}x")), env),
+            PathBuf::from("/srv/aguix")
+        );
+        assert_eq!(
+            state_root(None, |k: &str| match k {
+                "IAC_CODE_CONFIG_DIR" => Some("~/$SUB".into()),
+                "SUB" => Some("conf".into()),
+                "HOME" => Some("/h".into()),
+                _ => None,
+            }),
+            PathBuf::from("/h/conf/agui")
+        );
+        for kept in ["/a/$UNSET/b", "/a/$", "/a/${BASE", "/a/${}", "/a/$-x"] {
+            assert_eq!(expand_vars(kept, env), kept);
+        }
+        assert_eq!(expand_vars("$BASE$BASE", env), "/srv/agui/srv/agui");
+    }
+
+    #[test]
+    fn missing_parent_directories_are_created_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = dir("parents");
+        let root = base.join("config").join("agui");
+        let store = FileStore::open(&root).unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&base.join("config")), 0o700, "the config directory");
+        assert_eq!(mode(&root), 0o700);
+        drop(store);
+        let _ = fs::remove_dir_all(&base);
     }
 }
