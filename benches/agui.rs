@@ -115,7 +115,7 @@ fn post(addr: SocketAddr, path: &str, body: &[u8], extra: &str) -> TcpStream {
     s.set_nodelay(true).unwrap();
     write!(
         s,
-        "POST {path} HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}\r\n",
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}\r\n",
         body.len()
     )
     .unwrap();
@@ -332,8 +332,9 @@ fn bench() {
         let a = adapter(&k, &[], &d);
         loop {
             if let Ok(mut s) = TcpStream::connect(a.addr) {
-                let _ =
-                    s.write_all(b"GET /health HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n");
+                let _ = s.write_all(
+                    b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+                );
                 let mut r = String::new();
                 let _ = s.read_to_string(&mut r);
                 if r.starts_with("HTTP/1.1 200") {

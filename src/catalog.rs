@@ -37,6 +37,15 @@ catalog! {
         "有効な Bearer トークンが必要です。",
         "É necessário um token Bearer válido.",
     ],
+    HostNotAllowed => [
+        "This server does not answer requests addressed to that host name.",
+        "此服务器不响应发往该主机名的请求。",
+        "Este servidor no responde a solicitudes dirigidas a ese nombre de host.",
+        "Ce serveur ne répond pas aux requêtes adressées à ce nom d'hôte.",
+        "Dieser Server beantwortet keine Anfragen an diesen Hostnamen.",
+        "このサーバーはそのホスト名宛てのリクエストには応答しません。",
+        "Este servidor não responde a requisições endereçadas a esse nome de host.",
+    ],
     UnsupportedMediaType => [
         "The request must be sent as application/json.",
         "请求的 Content-Type 必须是 application/json。",

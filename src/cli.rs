@@ -12,7 +12,7 @@ use crate::adapter::threads::Registry;
 use crate::adapter::{AguiBackend, Shared};
 use crate::app::{App, Backend};
 use crate::config::{self, Command, Config};
-use crate::routes::RouteConfig;
+use crate::routes::{HostRule, RouteConfig};
 use crate::server::timers::SystemClock;
 use crate::server::{Server, ServerConfig};
 use crate::store::files::{FileStore, state_root};
@@ -40,7 +40,10 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    init_logging(&cfg);
+    crate::logging::init(cfg.debug, cfg.log_stdout);
+    for w in &cfg.warnings {
+        log::warn!("{w}");
+    }
     raise_fd_limit();
     if let Some(port) = cfg.demo_kernel_only {
         return match serve_demo_kernel(port) {
@@ -91,22 +94,6 @@ fn serve_demo_kernel(port: u16) -> Result<(), String> {
     .map_err(|e| format!("cannot install signal handlers: {e}"))?;
     signals.forever().next();
     Ok(())
-}
-
-fn init_logging(cfg: &Config) {
-    let default = if cfg.debug { "debug" } else { "info" };
-    let mut b =
-        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default));
-    // The HTTP client's debug/trace output shows kernel request bodies (API keys, cloud
-    // credentials) and the kernel token: capped at info whatever RUST_LOG says.
-    b.filter_module("ureq", log::LevelFilter::Info);
-    b.filter_module("ureq_proto", log::LevelFilter::Info);
-    b.target(if cfg.log_stdout {
-        env_logger::Target::Stdout
-    } else {
-        env_logger::Target::Stderr
-    });
-    let _ = b.try_init();
 }
 
 /// The exact `/health` body (reference §1.2), plus `protocolVersion` in AG-UI 1.0 mode.
@@ -196,7 +183,14 @@ fn serve_with(cfg: Config, addr: SocketAddr, client: A2aClient) -> Result<(), St
     let backend: Arc<dyn Backend> = Arc::new(AguiBackend {
         shared: shared.clone(),
     });
-    let routes = RouteConfig::new(cfg.auth_token.clone(), health_body(cfg.agui_protocol));
+    let mut routes = RouteConfig::new(cfg.auth_token.clone(), health_body(cfg.agui_protocol));
+    routes.hosts = HostRule::for_listener(addr.ip().is_loopback(), cfg.allowed_hosts.as_deref());
+    if !addr.ip().is_loopback() && routes.auth_token.is_none() {
+        log::warn!(
+            "listening on the non-loopback address {addr} with authentication off: anyone who \
+             can reach it can run the agent (set IAC_CODE_AGUI_AUTH_TOKEN)"
+        );
+    }
     let app = App::new(routes, backend, cfg.max_runs);
     let jobs = app.active_jobs();
     let server_cfg = ServerConfig {

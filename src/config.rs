@@ -56,6 +56,10 @@ pub struct Config {
     pub a2a_idle_timeout: Duration,
     /// Serve only the demo kernel on this port (benchmarks, client tests).
     pub demo_kernel_only: Option<u16>,
+    /// `--allowed-hosts`: Host names answered (`*` = any); None = the listener's default.
+    pub allowed_hosts: Option<Vec<String>>,
+    /// Things to tell the operator once logging is up (accepted but ignored settings).
+    pub warnings: Vec<String>,
 }
 
 impl Default for Config {
@@ -77,6 +81,8 @@ impl Default for Config {
             max_runs: limits::MAX_JOBS,
             a2a_idle_timeout: Duration::from_secs(120),
             demo_kernel_only: None,
+            allowed_hosts: None,
+            warnings: Vec::new(),
         }
     }
 }
@@ -115,9 +121,15 @@ OPTIONS:
     --idle-shutdown SECONDS     Exit after this long with no active run or pending interrupt (0 = never)
     --agui-protocol VERSION     AG-UI dialect: 0.1 (default) or 1.0 [env IAC_CODE_AGUI_PROTOCOL]
     --demo                      Serve with the built-in scripted demo kernel (no LLM, no cloud)
+    --allowed-hosts NAMES       Host header names answered, comma-separated, `*` = any
+                                [env IAC_CODE_AGUI_ALLOWED_HOSTS] (default: on a loopback address only
+                                localhost, 127.0.0.1 and [::1]; elsewhere any)
+    --interrupt-ttl SECONDS     Accepted for compatibility and ignored: interrupts have no adapter
+                                deadline [env IAC_CODE_AGUI_INTERRUPT_TTL]
     --config PATH               Flat YAML file with any of the keys host, port, a2a_url, state_dir,
                                 idle_shutdown, debug, log_stdout, auth_token, a2a_token, agui_protocol,
-                                heartbeat_interval, max_connections, max_runs
+                                heartbeat_interval, max_connections, max_runs, a2a_idle_timeout, demo,
+                                allowed_hosts, interrupt_ttl
     --heartbeat-interval SECS   Seconds of silence before an SSE heartbeat (default 15)
     --max-connections N         Open client connections before new ones get 503 (default 4096)
     --max-runs N                Concurrent requests in workers before new ones get 503 (default 2048)
@@ -185,6 +197,8 @@ pub fn parse(
             Long("max-runs") => "max_runs",
             Long("a2a-idle-timeout") => "a2a_idle_timeout",
             Long("demo-kernel-only") => "demo_kernel_only",
+            Long("allowed-hosts") => "allowed_hosts",
+            Long("interrupt-ttl") => "interrupt_ttl",
             other => return Err(err(other.unexpected())),
         };
         let value = p.value().map_err(err)?;
@@ -213,6 +227,33 @@ pub fn parse(
     };
 
     let mut c = Config::default();
+    for key in file.keys().filter(|k| !FILE_KEYS.contains(&k.as_str())) {
+        c.warnings.push(format!(
+            "unknown config file key {} ignored",
+            crate::logging::escape(key)
+        ));
+    }
+    if pick("interrupt_ttl", Some("IAC_CODE_AGUI_INTERRUPT_TTL")).is_some() {
+        c.warnings.push(
+            "interrupt_ttl is accepted for compatibility and ignored: interrupts have no \
+             adapter deadline (the kernel's own expiry applies)"
+                .into(),
+        );
+    }
+    if let Some(v) = pick("allowed_hosts", Some("IAC_CODE_AGUI_ALLOWED_HOSTS")) {
+        let s = as_string("allowed_hosts", v)?;
+        let names: Vec<String> = s
+            .split(',')
+            .map(|n| n.trim().to_string())
+            .filter(|n| !n.is_empty())
+            .collect();
+        if names.is_empty() {
+            return Err(ConfigError(
+                "--allowed-hosts needs at least one host name (or *).".into(),
+            ));
+        }
+        c.allowed_hosts = Some(names);
+    }
     if let Some(v) = pick("host", Some("IAC_CODE_AGUI_HOST")) {
         c.host = as_string("host", v)?;
     }
@@ -293,6 +334,27 @@ pub fn parse(
     }
     Ok(Command::Serve(Box::new(c)))
 }
+
+/// Every key a config file may hold; others get a warning.
+const FILE_KEYS: &[&str] = &[
+    "host",
+    "port",
+    "a2a_url",
+    "state_dir",
+    "idle_shutdown",
+    "debug",
+    "log_stdout",
+    "auth_token",
+    "a2a_token",
+    "agui_protocol",
+    "demo",
+    "heartbeat_interval",
+    "max_connections",
+    "max_runs",
+    "a2a_idle_timeout",
+    "allowed_hosts",
+    "interrupt_ttl",
+];
 
 fn load_file(path: &PathBuf) -> Result<BTreeMap<String, Scalar>, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|e| {
@@ -465,6 +527,46 @@ mod tests {
                 .as_deref(),
             Some("http://localhost:9/x/")
         );
+    }
+
+    #[test]
+    fn interrupt_ttl_is_accepted_with_one_warning() {
+        // Regression: service files of the reference pass --interrupt-ttl; it made us exit 2.
+        for (args, env) in [
+            (vec!["--interrupt-ttl", "600"], vec![]),
+            (vec![], vec![("IAC_CODE_AGUI_INTERRUPT_TTL", "600")]),
+        ] {
+            let c = run(&args, &env).unwrap();
+            assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+            assert!(c.warnings[0].contains("interrupt"));
+        }
+        assert!(run(&[], &[]).unwrap().warnings.is_empty());
+    }
+
+    #[test]
+    fn unknown_config_keys_are_named_in_a_warning() {
+        let dir = std::env::temp_dir().join(format!("iac-agui-cfg-keys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("c.yaml");
+        std::fs::write(&file, "port: 7000\nprot: 1\ninterrupt-ttl: 60\n").unwrap();
+        let c = run(&["--config", file.to_str().unwrap()], &[]).unwrap();
+        assert_eq!(c.port, 7000);
+        assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
+        assert!(c.warnings.iter().any(|w| w.contains("prot ")));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn allowed_hosts_from_flag_env_and_file() {
+        let c = run(&["--allowed-hosts", "a.test, b.test"], &[]).unwrap();
+        assert_eq!(
+            c.allowed_hosts,
+            Some(vec!["a.test".to_string(), "b.test".to_string()])
+        );
+        let c = run(&[], &[("IAC_CODE_AGUI_ALLOWED_HOSTS", "*")]).unwrap();
+        assert_eq!(c.allowed_hosts, Some(vec!["*".to_string()]));
+        assert_eq!(run(&[], &[]).unwrap().allowed_hosts, None);
+        assert!(run(&["--allowed-hosts", " , "], &[]).is_err());
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub enum Code {
     ServerBusy,
     /// New in iac-agui: a bug; the reference would answer a plain 500.
     InternalError,
+    /// New in iac-agui: the `Host` header is not one this server answers (DNS rebinding).
+    HostNotAllowed,
 }
 
 impl Code {
@@ -66,6 +68,7 @@ impl Code {
             Code::ExecutionExpired => "EXECUTION_EXPIRED",
             Code::ServerBusy => "SERVER_BUSY",
             Code::InternalError => "INTERNAL_ERROR",
+            Code::HostNotAllowed => "HOST_NOT_ALLOWED",
         }
     }
 
@@ -73,6 +76,7 @@ impl Code {
     pub fn http_status(self) -> u16 {
         match self {
             Code::Unauthorized => 401,
+            Code::HostNotAllowed => 421,
             Code::UnsupportedMediaType => 415,
             Code::RequestTooLarge => 413,
             Code::InvalidJson | Code::InvalidInput => 400,

@@ -108,7 +108,10 @@ mod tests {
     #[test]
     fn a_failing_random_source_gives_no_token() {
         // Regression: a clock-seeded fallback once made the kernel's bearer token guessable.
-        assert_eq!(token_from(|_| Err(RandomUnavailable)), Err(RandomUnavailable));
+        assert_eq!(
+            token_from(|_| Err(RandomUnavailable)),
+            Err(RandomUnavailable)
+        );
         let zeros = token_from(|b| {
             b.fill(0);
             Ok(())

@@ -13,6 +13,7 @@ pub mod i18n;
 pub mod ids;
 pub mod kernel;
 pub mod limits;
+pub mod logging;
 pub mod rfc3339;
 pub mod routes;
 pub mod server;

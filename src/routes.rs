@@ -1,5 +1,5 @@
 //! The route table and the checks that need only the request head (reference §1.1–§1.6):
-//! route → method → auth → Content-Type → body limit. Pure: no I/O.
+//! Host → route → method → auth → Content-Type → body limit. Pure: no I/O.
 
 use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
@@ -55,9 +55,84 @@ pub fn match_route(path: &str) -> Option<Route> {
     })
 }
 
+/// Which `Host` header values are answered. A web page can reach a loopback server through
+/// DNS rebinding (its own name resolving to 127.0.0.1); the browser then sends that name as
+/// `Host`, so a loopback listener answers only loopback names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostRule {
+    /// Every Host (a non-loopback listener without `--allowed-hosts`, or `*`).
+    Any,
+    /// `localhost`, `127.0.0.1` and `[::1]`, any port.
+    Loopback,
+    /// Exactly these names (lowercase, without port).
+    Names(Vec<String>),
+}
+
+impl HostRule {
+    /// The rule for a listener: `allowed` is `--allowed-hosts` split on commas, if given.
+    pub fn for_listener(loopback: bool, allowed: Option<&[String]>) -> HostRule {
+        match allowed {
+            None if loopback => HostRule::Loopback,
+            None => HostRule::Any,
+            Some(names) if names.iter().any(|n| n.trim() == "*") => HostRule::Any,
+            Some(names) => HostRule::Names(
+                names
+                    .iter()
+                    .map(|n| n.trim().to_ascii_lowercase())
+                    .filter(|n| !n.is_empty())
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Whether a request with this `Host` header (None when absent) is answered.
+    pub fn allows(&self, host: Option<&[u8]>) -> bool {
+        if *self == HostRule::Any {
+            return true;
+        }
+        let Some(name) = host
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(host_name)
+        else {
+            return false;
+        };
+        match self {
+            HostRule::Any => true,
+            HostRule::Loopback => matches!(name.as_str(), "localhost" | "127.0.0.1" | "[::1]"),
+            HostRule::Names(names) => names.contains(&name),
+        }
+    }
+}
+
+/// The name part of a `Host` value (RFC 9110 `uri-host [ ":" port ]`), lowercased;
+/// an IPv6 literal keeps its brackets. None when the value is malformed.
+fn host_name(h: &str) -> Option<String> {
+    let h = h.trim();
+    let (name, port) = if h.starts_with('[') {
+        let end = h.find(']')?;
+        (&h[..=end], &h[end + 1..])
+    } else {
+        match h.rfind(':') {
+            Some(i) => (&h[..i], &h[i..]),
+            None => (h, ""),
+        }
+    };
+    let port_ok = port.is_empty()
+        || port
+            .strip_prefix(':')
+            .is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit()));
+    let name = name.trim_end_matches('.');
+    if name.is_empty() || !port_ok || name.contains(|c: char| c.is_whitespace() || c == '@') {
+        return None;
+    }
+    Some(name.to_ascii_lowercase())
+}
+
 /// Static configuration of the head checks.
 #[derive(Debug, Clone)]
 pub struct RouteConfig {
+    /// Which `Host` values are answered (every route).
+    pub hosts: HostRule,
     /// Bearer token; `None` disables auth (an empty token counts as none).
     pub auth_token: Option<Vec<u8>>,
     /// The exact `/health` body.
@@ -69,6 +144,7 @@ pub struct RouteConfig {
 impl RouteConfig {
     pub fn new(auth_token: Option<String>, health_body: Vec<u8>) -> RouteConfig {
         RouteConfig {
+            hosts: HostRule::Any,
             auth_token: auth_token.filter(|t| !t.is_empty()).map(String::into_bytes),
             health_body,
             max_run_body: limits::MAX_RUN_BODY,
@@ -84,6 +160,11 @@ pub fn header_lang(head: &RequestHead) -> Lang {
 }
 
 pub fn decide(head: &RequestHead, cfg: &RouteConfig) -> HeadDecision {
+    if !cfg.hosts.allows(head.header("host")) {
+        return HeadDecision::Respond(
+            ApiError::new(Code::HostNotAllowed, Msg::HostNotAllowed).response(header_lang(head)),
+        );
+    }
     let path = http::percent_decode(head.raw_path());
     let Some(route) = match_route(&path) else {
         return HeadDecision::Respond(not_found_or_redirect(head, &path));
@@ -218,6 +299,56 @@ mod tests {
             None
         );
         assert_eq!(match_route("/nope"), None);
+    }
+
+    #[test]
+    fn loopback_listeners_answer_only_loopback_host_names() {
+        // Regression (DNS rebinding): any Host used to be answered.
+        let rule = HostRule::for_listener(true, None);
+        for ok in [
+            "localhost",
+            "LOCALHOST:8000",
+            "127.0.0.1",
+            "127.0.0.1:1",
+            "[::1]",
+            "[::1]:8000",
+            "localhost.",
+        ] {
+            assert!(rule.allows(Some(ok.as_bytes())), "{ok}");
+        }
+        for bad in [
+            "evil.example",
+            "evil.example:8000",
+            "127.0.0.1.evil.example",
+            "localhost:80x",
+            "localhost@evil",
+            "::1",
+            "",
+            "127.0.0.2",
+        ] {
+            assert!(!rule.allows(Some(bad.as_bytes())), "{bad}");
+        }
+        assert!(!rule.allows(None));
+        assert!(!rule.allows(Some(b"\xff")));
+    }
+
+    #[test]
+    fn allowed_hosts_override_the_listener_default() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(HostRule::for_listener(false, None), HostRule::Any);
+        assert_eq!(
+            HostRule::for_listener(true, Some(&names(&["*"]))),
+            HostRule::Any
+        );
+        let r = HostRule::for_listener(false, Some(&names(&["Agui.Example", " other "])));
+        assert!(r.allows(Some(b"agui.example:443")));
+        assert!(r.allows(Some(b"other")));
+        assert!(!r.allows(Some(b"localhost")));
+        let r = HostRule::for_listener(true, Some(&names(&["agui.test"])));
+        assert!(
+            !r.allows(Some(b"localhost")),
+            "the list replaces the default"
+        );
     }
 
     #[test]

@@ -25,6 +25,19 @@ fn start(args: &[&str]) -> (Child, std::net::SocketAddr) {
 }
 
 fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> (Child, std::net::SocketAddr) {
+    let (child, addr, _log) = start_logged(args, env);
+    (child, addr)
+}
+
+/// Like `start_with_env`, also collecting every stderr line after the ready line.
+fn start_logged(
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (
+    Child,
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) {
     let mut child = bin()
         .args(["--port", "0", "--demo"])
         .args(args)
@@ -35,15 +48,22 @@ fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> (Child, std::net::Sock
         .unwrap();
     let stderr = child.stderr.take().unwrap();
     let mut lines = BufReader::new(stderr).lines();
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let addr = loop {
         let line = lines.next().expect("ready line").unwrap();
         if let Some(rest) = line.split("listening on http://").nth(1) {
             break rest.trim().parse().unwrap();
         }
+        log.lock().unwrap().push(line);
     };
     // Keep draining stderr so the child never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    (child, addr)
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        for l in lines.map_while(Result::ok) {
+            sink.lock().unwrap().push(l);
+        }
+    });
+    (child, addr, log)
 }
 
 fn wait_exit(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
@@ -219,5 +239,143 @@ fn a_loaded_pending_interrupt_prevents_idle_shutdown() {
     let status =
         wait_exit(&mut child, Duration::from_secs(10)).expect("idle shutdown after cancel");
     assert_eq!(status.code(), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn get_health(addr: std::net::SocketAddr, host: &str) -> common::Resp {
+    common::raw(
+        addr,
+        &common::request("GET", "/health", &[("Host", host)], b""),
+    )
+}
+
+#[test]
+fn a_loopback_listener_refuses_foreign_host_names() {
+    // Regression (DNS rebinding): a page on evil.example resolving to 127.0.0.1 could drive runs.
+    let dir = common::tempdir("cli-hosts");
+    let (mut child, addr) =
+        start_with_env(&[], &[("IAC_CODE_AGUI_STATE_DIR", dir.to_str().unwrap())]);
+    for ok in [
+        "localhost",
+        "127.0.0.1",
+        "[::1]",
+        &format!("localhost:{}", addr.port()),
+    ] {
+        assert_eq!(get_health(addr, ok).status, 200, "{ok}");
+    }
+    for bad in ["evil.example", &format!("evil.example:{}", addr.port())] {
+        let r = get_health(addr, bad);
+        assert_eq!(r.status, 421, "{bad}");
+        assert_eq!(r.error_code(), "HOST_NOT_ALLOWED");
+    }
+    let run = common::raw(
+        addr,
+        &common::request(
+            "POST",
+            "/",
+            &[
+                ("Host", "evil.example"),
+                ("Content-Type", "application/json"),
+            ],
+            b"{}",
+        ),
+    );
+    assert_eq!(run.status, 421);
+    assert_eq!(run.error_code(), "HOST_NOT_ALLOWED");
+    child.kill().unwrap();
+    let _ = child.wait();
+
+    let (mut child, addr) = start_with_env(
+        &["--allowed-hosts", "agui.test"],
+        &[("IAC_CODE_AGUI_STATE_DIR", dir.to_str().unwrap())],
+    );
+    assert_eq!(get_health(addr, "agui.test:1").status, 200);
+    assert_eq!(get_health(addr, "localhost").status, 421);
+    child.kill().unwrap();
+    let _ = child.wait();
+    let (mut child, addr) = start_with_env(
+        &[],
+        &[
+            ("IAC_CODE_AGUI_STATE_DIR", dir.to_str().unwrap()),
+            ("IAC_CODE_AGUI_ALLOWED_HOSTS", "*"),
+        ],
+    );
+    assert_eq!(get_health(addr, "evil.example").status, 200);
+    child.kill().unwrap();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn interrupt_ttl_is_accepted_and_warned_about_once() {
+    let dir = common::tempdir("cli-ttl");
+    let (mut child, addr, log) = start_logged(
+        &["--interrupt-ttl", "600"],
+        &[("IAC_CODE_AGUI_STATE_DIR", dir.to_str().unwrap())],
+    );
+    assert_eq!(get_health(addr, "127.0.0.1").status, 200);
+    let warned = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains("interrupt_ttl"))
+        .count();
+    assert_eq!(warned, 1, "{:?}", log.lock().unwrap());
+    child.kill().unwrap();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_newline_in_a_run_id_cannot_forge_a_log_line() {
+    let dir = common::tempdir("cli-loginject");
+    std::fs::create_dir_all(dir.join("ws")).unwrap();
+    let (mut child, addr, log) = start_logged(
+        &[],
+        &[
+            (
+                "IAC_CODE_AGUI_STATE_DIR",
+                dir.join("state").to_str().unwrap(),
+            ),
+            ("IAC_CODE_AGUI_ALLOWED_CWDS", dir.to_str().unwrap()),
+        ],
+    );
+    let forged = "[2026-01-01T00:00:00Z ERROR iac_agui] FORGED";
+    let body = serde_json::json!({"threadId": "t-log", "runId": format!("r\n{forged}"), "state": {},
+        "tools": [], "context": [], "messages": [{"id": "m", "role": "user", "content": "slow"}],
+        "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "ros", "cwd": dir.join("ws")}}});
+    // Read a little of the slow stream, then drop it: the disconnect is logged with the runId.
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    use std::io::{Read, Write};
+    s.write_all(&common::request(
+        "POST",
+        "/",
+        &[("Content-Type", "application/json")],
+        &serde_json::to_vec(&body).unwrap(),
+    ))
+    .unwrap();
+    let mut buf = [0u8; 4096];
+    let _ = s.read(&mut buf).unwrap();
+    drop(s);
+    assert!(
+        common::wait_until(Duration::from_secs(10), || log
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("disconnected"))),
+        "{:?}",
+        log.lock().unwrap()
+    );
+    let lines = log.lock().unwrap().clone();
+    assert!(
+        !lines.iter().any(|l| l.starts_with("[2026-01-01")),
+        "a forged line: {lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("r\\n[2026-01-01")),
+        "{lines:?}"
+    );
+    child.kill().unwrap();
+    let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }

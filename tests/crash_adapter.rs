@@ -63,7 +63,7 @@ fn sigkill_at_random_points_loses_nothing() {
         let thread = format!("c{i}");
         let mut s = std::net::TcpStream::connect(addr).unwrap();
         let b = body(&thread, "r1", None);
-        write!(s, "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", b.len()).unwrap();
+        write!(s, "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", b.len()).unwrap();
         s.write_all(&b).unwrap();
         std::thread::sleep(Duration::from_millis(10 + (i * 53) % 260));
         child.kill().unwrap();

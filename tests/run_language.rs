@@ -53,8 +53,15 @@ fn every_alias_spelling_gives_the_same_run_language_upstream() {
             body: sse_body(&[done]),
         }]);
         let server = adapter_for(&k.url, &dir);
-        let events = post(server.addr, &body(&dir.to_string_lossy(), container, iac, key));
-        assert_eq!(last(&events)["type"], "RUN_FINISHED", "{container}.{iac}.{key}");
+        let events = post(
+            server.addr,
+            &body(&dir.to_string_lossy(), container, iac, key),
+        );
+        assert_eq!(
+            last(&events)["type"],
+            "RUN_FINISHED",
+            "{container}.{iac}.{key}"
+        );
         let reqs = k.requests.lock().unwrap();
         let sent = &reqs[0].1["params"]["message"]["metadata"]["iac_code"]["preferredLanguage"];
         assert_eq!(sent, "ja", "{container}.{iac}.{key}: {sent}");
@@ -74,7 +81,10 @@ fn every_alias_spelling_gives_the_same_run_error_language() {
             format!("http://{}/", l.local_addr().unwrap())
         };
         let server = adapter_for(&dead, &dir);
-        let events = post(server.addr, &body(&dir.to_string_lossy(), container, iac, key));
+        let events = post(
+            server.addr,
+            &body(&dir.to_string_lossy(), container, iac, key),
+        );
         let end = last(&events);
         assert_eq!(end["type"], "RUN_ERROR", "{container}.{iac}.{key}");
         assert_eq!(

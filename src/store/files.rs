@@ -47,7 +47,10 @@ pub struct FileStore {
 /// `~/.iac-code` is made 0700), then force `p` itself to 0700.
 fn ensure_private_dir(p: &Path) -> io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
-    fs::DirBuilder::new().recursive(true).mode(0o700).create(p)?;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(p)?;
     fs::set_permissions(p, fs::Permissions::from_mode(0o700))
 }
 

@@ -245,7 +245,11 @@ pub fn raw(addr: SocketAddr, bytes: &[u8]) -> Resp {
 
 /// Build a request with the usual headers.
 pub fn request(method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
-    let mut r = format!("{method} {path} HTTP/1.1\r\nHost: test\r\n");
+    let mut r = format!("{method} {path} HTTP/1.1\r\n");
+    // A loopback listener answers only loopback Host names (DNS-rebinding rule).
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+        r.push_str("Host: 127.0.0.1\r\n");
+    }
     for (n, v) in headers {
         r.push_str(&format!("{n}: {v}\r\n"));
     }
