@@ -166,7 +166,10 @@ fn unknown_paths_get_404_and_slash_variants_redirect() {
     let (srv, _) = server();
     let r = raw(srv.addr, &request("GET", "/nope", &[], b""));
     assert_eq!((r.status, r.text().as_str()), (404, "Not Found"));
-    let r = raw(srv.addr, &request("GET", "/health/", &[], b""));
+    let r = raw(
+        srv.addr,
+        &request("GET", "/health/", &[("Host", "test")], b""),
+    );
     assert_eq!(r.status, 307);
     assert_eq!(r.header("location"), Some("http://test/health"));
     let r = raw(srv.addr, &request("POST", &format!("{CANCEL}/"), &[], b""));

@@ -301,6 +301,86 @@ fn a_terminal_snapshot_clears_pending_and_the_answer_is_unknown() {
     assert_eq!(c.pending(), json!({}));
 }
 
+/// The real kernel keeps listing a waiting candidate permission in `pendingPermissions` on
+/// every status until it is answered, so the question's answer stream repeats it.
+fn mixed_resume_where_the_first_answer_repeats_the_pending_permission(end: &str) -> Vec<Value> {
+    let pending_p1 = |state: &str| {
+        status(
+            state,
+            json!({"iacCodeSessionId": "sess-1", "pendingPermissions": [permission("p1")]}),
+        )
+    };
+    let c = Case::new(
+        &format!("mixed-repeat-{end}"),
+        vec![
+            stream(&[
+                json!({"task": {"id": "task-1", "contextId": ctx(), "status": {"state": "TASK_STATE_SUBMITTED"}}}),
+                status(
+                    "TASK_STATE_INPUT_REQUIRED",
+                    json!({"iacCodeSessionId": "sess-1", "input": question("q1"), "pendingPermissions": [permission("p1")]}),
+                ),
+            ]),
+            restored(),
+            rpc(
+                "GetTask",
+                snapshot(
+                    "TASK_STATE_INPUT_REQUIRED",
+                    json!({"iacCodeSessionId": "sess-1", "input": question("q1"), "pendingPermissions": [permission("p1")]}),
+                ),
+            ),
+            no_pipeline(),
+            stream(&[
+                status(
+                    "TASK_STATE_WORKING",
+                    json!({"inputReceived": {"inputId": "q1"}, "iacCodeSessionId": "sess-1"}),
+                ),
+                pending_p1("TASK_STATE_WORKING"),
+                pending_p1("TASK_STATE_INPUT_REQUIRED"),
+            ]),
+            stream(&[
+                status(
+                    "TASK_STATE_WORKING",
+                    json!({"inputReceived": {"kind": "permission", "inputId": "p1", "toolUseId": "tool-p1", "decision": "allow_once"}}),
+                ),
+                status(
+                    "TASK_STATE_WORKING",
+                    json!({"tool": {"status": "completed", "toolUseId": "tool-p1", "result": "done"}, "iacCodeSessionId": "sess-1"}),
+                ),
+                status(end, json!({"iacCodeSessionId": "sess-1"})),
+            ]),
+        ],
+    );
+    let ev = c.run("r1", None);
+    let ids: Vec<String> = interrupts(&ev)
+        .iter()
+        .map(|i| i["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids, ["q1", "p1"]);
+    let both = json!([
+        {"interruptId": "q1", "status": "resolved", "payload": {"selectedId": "a"}},
+        {"interruptId": "p1", "status": "resolved", "payload": {"decision": "allow_once"}},
+    ]);
+    let ev = c.run("r2", Some(both));
+    assert_eq!(c.pending(), json!({}), "both answers were delivered");
+    ev
+}
+
+#[test]
+fn mixed_resume_never_ends_with_an_empty_interrupt_list() {
+    // Regression: the repeated permission was counted as a new interrupt, so the run ended
+    // `{"type":"interrupt","interrupts":[]}` after both answers were delivered.
+    for end in ["TASK_STATE_COMPLETED", "TASK_STATE_INPUT_REQUIRED"] {
+        let ev = mixed_resume_where_the_first_answer_repeats_the_pending_permission(end);
+        assert_eq!(last(&ev)["type"], "RUN_FINISHED", "{end}");
+        assert_eq!(
+            last(&ev)["outcome"]["type"],
+            "success",
+            "{end}: {:?}",
+            last(&ev)
+        );
+    }
+}
+
 #[test]
 fn new_inputs_found_while_resuming_end_in_an_interrupt_listing_all_then_mixed_answers_are_all_delivered()
  {

@@ -1216,7 +1216,10 @@ impl<'a, 's> Run<'a, 's> {
                 return self.interrupt_end();
             }
         }
-        if interrupted {
+        // An input seen while answering may be one this same resume answered later (the
+        // kernel repeats a waiting permission until it gets it): only what is still pending
+        // makes an interrupt; with nothing pending the run follows the kernel.
+        if interrupted && !self.pending_empty() {
             return self.interrupt_end();
         }
         match last_state {

@@ -504,6 +504,15 @@ pub fn check_stream(events: &[serde_json::Value]) -> Result<(), String> {
     ) {
         return Err("the terminal event is not last".into());
     }
+    // An input request with nothing to answer leaves a console stuck.
+    let end = events.last().unwrap();
+    if end["outcome"]["type"] == "interrupt"
+        && end["outcome"]["interrupts"]
+            .as_array()
+            .is_none_or(|a| a.is_empty())
+    {
+        return Err("an interrupt outcome with an empty interrupt list".into());
+    }
     let mut text = HashSet::new();
     let mut reasoning = HashSet::new();
     let mut reasoning_msg = HashSet::new();
