@@ -117,7 +117,7 @@ pub fn admit(
     } else {
         // Rotate: the old execution becomes terminal (its A2A task is not cancelled).
         let old = t.doc.execution.execution_id.clone();
-        t.doc.terminal.insert(old.clone());
+        t.doc.retire(&old);
         retired = Some(old);
         t.doc.execution = Execution {
             execution_id: env.uuid4(),
@@ -129,9 +129,7 @@ pub fn admit(
     if !req.guidance {
         t.active_run = Some(req.run_id.into());
     }
-    t.doc
-        .run_digests
-        .insert(req.run_id.into(), req.digest.into());
+    t.doc.record_run(req.run_id, req.digest);
     Ok(Admitted {
         kind,
         thread: t,

@@ -70,7 +70,7 @@ pub fn cancel(sh: &Shared, req: CancelRequest) -> Response {
                 let mut next = t.clone();
                 next.doc.execution.pending.clear();
                 next.doc.execution.task_id = None;
-                next.doc.terminal.insert(exec.clone());
+                next.doc.retire(exec);
                 match sh.registry.save(&next.doc) {
                     Ok(()) => {
                         *t = next;

@@ -1362,7 +1362,7 @@ impl<'a, 's> Run<'a, 's> {
                 t.doc.execution.pending.clear();
             }
             t.doc.execution.task_id = None;
-            t.doc.terminal.insert(exec.clone());
+            t.doc.retire(&exec);
         });
         if r.is_err() {
             log::error!(

@@ -98,9 +98,96 @@ pub struct ThreadDoc {
     pub session_id: Option<String>,
     pub execution: Execution,
     pub run_digests: BTreeMap<String, String>,
+    /// runIds of `run_digests` in admission order, oldest first. Entries of `run_digests` not
+    /// listed here are older than every listed one (they predate the list). Persisted as
+    /// `runOrder` only once the thread has more than `RUN_ORDER_FROM` runs, so the files of
+    /// ordinary threads stay byte-identical to the reference's.
+    pub run_order: std::collections::VecDeque<String>,
     /// (executionId, interruptId) → digest.
     pub applied: BTreeMap<(String, String), String>,
     pub terminal: BTreeSet<String>,
+}
+
+/// Newest runIds whose digests a thread keeps; an older runId counts as new again.
+pub const MAX_RUN_DIGESTS: usize = 10_000;
+/// Total bytes of runIds a thread keeps (the newest run is always kept).
+pub const MAX_RUN_DIGEST_BYTES: usize = 16 * 1024 * 1024;
+/// Retired execution ids a thread keeps (the current execution is never dropped).
+pub const MAX_TERMINAL_IDS: usize = 10_000;
+/// Resume digests of earlier executions a thread keeps (the current one's are never dropped).
+pub const MAX_OLD_APPLIED: usize = 10_000;
+/// Above this many runs the admission order is written to the file (`runOrder`).
+pub const RUN_ORDER_FROM: usize = 1_000;
+
+impl ThreadDoc {
+    /// Record an admitted run's digest, dropping the oldest beyond `MAX_RUN_DIGESTS` entries
+    /// or `MAX_RUN_DIGEST_BYTES` of runIds (runIds are client strings of any length).
+    pub fn record_run(&mut self, run_id: &str, digest: &str) {
+        if self
+            .run_digests
+            .insert(run_id.to_string(), digest.to_string())
+            .is_none()
+        {
+            self.run_order.push_back(run_id.to_string());
+        }
+        let mut bytes: usize = self.run_digests.keys().map(String::len).sum();
+        let over = |n: usize, b: usize| n > MAX_RUN_DIGESTS || b > MAX_RUN_DIGEST_BYTES;
+        if !over(self.run_digests.len(), bytes) {
+            return;
+        }
+        // Unlisted entries are the oldest: drop those first (their mutual order is unknown).
+        let listed: std::collections::HashSet<&String> = self.run_order.iter().collect();
+        let unlisted: Vec<String> = self
+            .run_digests
+            .keys()
+            .filter(|k| !listed.contains(k))
+            .cloned()
+            .collect();
+        let mut victims = unlisted.into_iter();
+        while over(self.run_digests.len(), bytes) {
+            let victim = match victims.next() {
+                Some(v) => v,
+                None => match self.run_order.front() {
+                    Some(v) if v != run_id => self.run_order.pop_front().unwrap_or_default(),
+                    _ => break,
+                },
+            };
+            if self.run_digests.remove(&victim).is_some() {
+                bytes -= victim.len();
+            }
+        }
+    }
+
+    /// Mark an execution terminal, keeping the set bounded.
+    pub fn retire(&mut self, execution_id: &str) {
+        self.terminal.insert(execution_id.to_string());
+        self.prune();
+    }
+
+    /// Bound the sets that grow with every turn. Only entries that can no longer matter go:
+    /// never the current execution's terminal mark or resume digests.
+    pub fn prune(&mut self) {
+        let current = self.execution.execution_id.clone();
+        while self.terminal.len() > MAX_TERMINAL_IDS {
+            let Some(victim) = self.terminal.iter().find(|e| **e != current).cloned() else {
+                break;
+            };
+            self.terminal.remove(&victim);
+        }
+        let old = self.applied.keys().filter(|(e, _)| *e != current).count();
+        if old > MAX_OLD_APPLIED {
+            let victims: Vec<(String, String)> = self
+                .applied
+                .keys()
+                .filter(|(e, _)| *e != current)
+                .take(old - MAX_OLD_APPLIED)
+                .cloned()
+                .collect();
+            for k in victims {
+                self.applied.remove(&k);
+            }
+        }
+    }
 }
 
 /// Why a state file was refused.
@@ -212,7 +299,7 @@ impl ThreadDoc {
             }
             Some(_) => return err("pending must be an object"),
         }
-        let run_digests = match o.get("runDigests") {
+        let run_digests: BTreeMap<String, String> = match o.get("runDigests") {
             Some(Value::Object(m)) => m
                 .iter()
                 .filter_map(|(k, v)| match v {
@@ -223,6 +310,18 @@ impl ThreadDoc {
                 })
                 .collect(),
             _ => return err("runDigests must be an object"),
+        };
+        let run_order = match o.get("runOrder") {
+            None => Default::default(),
+            Some(Value::Array(a)) => {
+                let mut seen = BTreeSet::new();
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .filter(|r| run_digests.contains_key(*r) && seen.insert(*r))
+                    .map(str::to_string)
+                    .collect()
+            }
+            Some(_) => return err("runOrder must be a list"),
         };
         let mut applied = BTreeMap::new();
         match o.get("appliedResumeDigests") {
@@ -262,6 +361,7 @@ impl ThreadDoc {
                 text_digests,
             },
             run_digests,
+            run_order,
             applied,
             terminal,
         })
@@ -284,7 +384,7 @@ impl ThreadDoc {
             .iter()
             .map(|((e, i), d)| json!({"digest": d, "executionId": e, "interruptId": i}))
             .collect();
-        json!({
+        let mut v = json!({
             "appliedResumeDigests": applied,
             "contextId": self.context_id,
             "cwd": self.cwd,
@@ -303,7 +403,13 @@ impl ThreadDoc {
             "terminalExecutionIds": self.terminal.iter().collect::<Vec<_>>(),
             "threadId": self.thread_id,
             "userId": self.user_id,
-        })
+        });
+        if self.run_digests.len() > RUN_ORDER_FROM
+            && let Some(o) = v.as_object_mut()
+        {
+            o.insert("runOrder".into(), json!(self.run_order));
+        }
+        v
     }
 
     /// The file bytes.
@@ -378,6 +484,97 @@ mod tests {
         let d = ThreadDoc::from_bytes(S2.as_bytes(), TID).unwrap();
         assert_eq!(d.applied.len(), 1);
         assert!(d.terminal.contains("42924c7e-0ad6-461c-9fd1-95c1e82dc72c"));
+    }
+
+    fn digest_of(i: usize) -> String {
+        format!("{i:064x}")
+    }
+
+    #[test]
+    fn a_thread_with_more_runs_than_the_bound_keeps_the_newest_and_stays_loadable() {
+        // Regression: runDigests and terminalExecutionIds grew for ever, until the file passed
+        // the load bound and the thread answered 503 for good.
+        let mut d = ThreadDoc::from_bytes(S2.as_bytes(), TID).unwrap();
+        let first_loaded: Vec<String> = d.run_digests.keys().cloned().collect();
+        let n = MAX_RUN_DIGESTS + 25;
+        for i in 0..n {
+            d.record_run(&format!("turn-{i}"), &digest_of(i));
+            d.retire(&format!("exec-{i}"));
+        }
+        assert_eq!(d.run_digests.len(), MAX_RUN_DIGESTS);
+        assert!(d.terminal.len() <= MAX_TERMINAL_IDS);
+        // The loaded (unordered, oldest) entries went first, then the oldest recorded ones.
+        for k in &first_loaded {
+            assert!(!d.run_digests.contains_key(k), "{k}");
+        }
+        let dropped = n - MAX_RUN_DIGESTS; // plus every loaded entry
+        for i in 0..dropped {
+            assert!(
+                !d.run_digests.contains_key(&format!("turn-{i}")),
+                "turn-{i}"
+            );
+        }
+        for i in dropped..n {
+            assert_eq!(d.run_digests.get(&format!("turn-{i}")), Some(&digest_of(i)));
+        }
+        // The order survives a save and reload, so the next pruning still drops the oldest.
+        let bytes = d.to_bytes();
+        assert!(String::from_utf8_lossy(&bytes).contains("\"runOrder\""));
+        let mut again = ThreadDoc::from_bytes(&bytes, TID).unwrap();
+        assert_eq!(again, d);
+        again.record_run("run-new", &digest_of(0));
+        assert!(!again.run_digests.contains_key(&format!("turn-{dropped}")));
+        assert!(
+            again
+                .run_digests
+                .contains_key(&format!("turn-{}", dropped + 1))
+        );
+        assert!(
+            (bytes.len() as u64) < 8 * 1024 * 1024,
+            "{} bytes",
+            bytes.len()
+        );
+    }
+
+    #[test]
+    fn huge_run_ids_are_bounded_by_bytes_and_the_newest_is_kept() {
+        let mut d = ThreadDoc::from_bytes(S1.as_bytes(), TID).unwrap();
+        let big = |c: char| c.to_string().repeat(6 * 1024 * 1024);
+        for c in ['a', 'b', 'c', 'd'] {
+            d.record_run(&big(c), &digest_of(1));
+        }
+        let total: usize = d.run_digests.keys().map(String::len).sum();
+        assert!(total <= MAX_RUN_DIGEST_BYTES, "{total}");
+        assert!(d.run_digests.contains_key(&big('d')));
+        assert!(!d.run_digests.contains_key(&big('a')));
+    }
+
+    #[test]
+    fn pruning_never_drops_the_current_execution() {
+        let mut d = ThreadDoc::from_bytes(S1.as_bytes(), TID).unwrap();
+        let current = d.execution.execution_id.clone();
+        d.retire(&current);
+        d.applied
+            .insert((current.clone(), "i".into()), digest_of(1));
+        for i in 0..MAX_TERMINAL_IDS + 10 {
+            d.retire(&format!("{i:08}"));
+            d.applied
+                .insert((format!("{i:08}"), "i".into()), digest_of(i));
+        }
+        d.prune();
+        assert!(d.terminal.contains(&current));
+        assert!(d.applied.contains_key(&(current, "i".into())));
+        assert_eq!(d.terminal.len(), MAX_TERMINAL_IDS);
+        assert_eq!(d.applied.len(), MAX_OLD_APPLIED + 1);
+    }
+
+    #[test]
+    fn ordinary_threads_are_written_without_a_run_order() {
+        let mut d = ThreadDoc::from_bytes(S1.as_bytes(), TID).unwrap();
+        for i in 0..RUN_ORDER_FROM - d.run_digests.len() {
+            d.record_run(&format!("r{i}"), &digest_of(i));
+        }
+        assert!(!String::from_utf8_lossy(&d.to_bytes()).contains("runOrder"));
     }
 
     #[test]
