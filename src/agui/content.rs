@@ -1,9 +1,7 @@
 //! The last user message → A2A parts (reference §2.5), validated before the stream starts
 //! (REC D6: the documented pre-SSE `INVALID_INPUT`, retryable with the same runId).
 //!
-//! Images are inline base64 PNG, JPEG, GIF or WebP, recognised by their bytes, with their
-//! dimensions read from the header. Deviation: they are forwarded unchanged (no re-encoding
-//! or down-scaling); the reference re-encodes large or exotic images with Pillow.
+//! Images are decoded strictly and normalised by the reference's thresholds (`agui::image`).
 
 use base64::Engine;
 use serde_json::{Value, json};
@@ -12,8 +10,6 @@ use crate::catalog::Msg;
 
 pub const MAX_IMAGE_BYTES: usize = 8 * 1024 * 1024;
 pub const MAX_TOTAL_IMAGE_BYTES: usize = 10 * 1024 * 1024;
-/// Pillow's decompression-bomb limit, which the reference inherits.
-pub const MAX_IMAGE_PIXELS: u64 = 178_956_970;
 
 /// The last user message: its id and its A2A parts.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,13 +74,7 @@ fn to_parts(items: &[Value]) -> Result<Vec<Value>, Msg> {
                 if total > MAX_TOTAL_IMAGE_BYTES {
                     return Err(Msg::ImagesTooLarge);
                 }
-                let info = sniff(&bytes)?;
-                if u64::from(info.width) * u64::from(info.height) > MAX_IMAGE_PIXELS
-                    || info.width == 0
-                    || info.height == 0
-                {
-                    return Err(Msg::ImageInvalid);
-                }
+                let image = super::image::normalize(&bytes).map_err(|_| Msg::ImageInvalid)?;
                 let filename = item
                     .get("metadata")
                     .and_then(|m| m.get("filename"))
@@ -92,143 +82,16 @@ fn to_parts(items: &[Value]) -> Result<Vec<Value>, Msg> {
                     .filter(|f| f.len() <= 255 && is_safe_filename(f))
                     .map(str::to_string)
                     .unwrap_or_else(|| format!("agui-image-{}", parts.len() + 1));
-                parts.push(json!({"data": {"filename": filename, "bytes": b64}, "mediaType": info.media_type}));
+                let bytes = match &image.bytes {
+                    None => b64.to_string(),
+                    Some(b) => base64::engine::general_purpose::STANDARD.encode(b),
+                };
+                parts.push(json!({"data": {"filename": filename, "bytes": bytes}, "mediaType": image.media_type}));
             }
             _ => return Err(Msg::OnlyTextAndImages),
         }
     }
     Ok(parts)
-}
-
-/// What the image bytes are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ImageInfo {
-    pub media_type: &'static str,
-    pub width: u32,
-    pub height: u32,
-}
-
-fn be16(b: &[u8], i: usize) -> Option<u32> {
-    Some(u32::from(u16::from_be_bytes([*b.get(i)?, *b.get(i + 1)?])))
-}
-
-fn le16(b: &[u8], i: usize) -> Option<u32> {
-    Some(u32::from(u16::from_le_bytes([*b.get(i)?, *b.get(i + 1)?])))
-}
-
-fn le24(b: &[u8], i: usize) -> Option<u32> {
-    Some(u32::from(*b.get(i)?) | u32::from(*b.get(i + 1)?) << 8 | u32::from(*b.get(i + 2)?) << 16)
-}
-
-/// Recognise an image by its bytes and read its dimensions from the header.
-pub fn sniff(b: &[u8]) -> Result<ImageInfo, Msg> {
-    let invalid = Msg::ImageInvalid;
-    if b.starts_with(b"\x89PNG\r\n\x1a\n") {
-        if b.get(12..16) != Some(b"IHDR") {
-            return Err(invalid);
-        }
-        let w = u32::from_be_bytes(
-            b.get(16..20)
-                .ok_or(invalid)?
-                .try_into()
-                .map_err(|_| invalid)?,
-        );
-        let h = u32::from_be_bytes(
-            b.get(20..24)
-                .ok_or(invalid)?
-                .try_into()
-                .map_err(|_| invalid)?,
-        );
-        return Ok(ImageInfo {
-            media_type: "image/png",
-            width: w,
-            height: h,
-        });
-    }
-    if b.starts_with(b"GIF87a") || b.starts_with(b"GIF89a") {
-        let w = le16(b, 6).ok_or(invalid)?;
-        let h = le16(b, 8).ok_or(invalid)?;
-        return Ok(ImageInfo {
-            media_type: "image/gif",
-            width: w,
-            height: h,
-        });
-    }
-    if b.starts_with(b"\xFF\xD8\xFF") {
-        let (w, h) = jpeg_size(b).ok_or(invalid)?;
-        return Ok(ImageInfo {
-            media_type: "image/jpeg",
-            width: w,
-            height: h,
-        });
-    }
-    if b.len() >= 16 && &b[..4] == b"RIFF" && &b[8..12] == b"WEBP" {
-        let (w, h) = webp_size(b).ok_or(invalid)?;
-        return Ok(ImageInfo {
-            media_type: "image/webp",
-            width: w,
-            height: h,
-        });
-    }
-    if b.starts_with(b"BM") || b.starts_with(b"II*\0") || b.starts_with(b"MM\0*") {
-        // Decodable elsewhere, but only the four web formats are forwarded unchanged.
-        return Err(Msg::ImageTypeUnsupported);
-    }
-    Err(invalid)
-}
-
-fn jpeg_size(b: &[u8]) -> Option<(u32, u32)> {
-    let mut i = 2;
-    loop {
-        // Skip fill bytes, find the next marker.
-        while *b.get(i)? != 0xFF {
-            i += 1;
-        }
-        while *b.get(i)? == 0xFF {
-            i += 1;
-        }
-        let marker = *b.get(i)?;
-        i += 1;
-        match marker {
-            0xD8 | 0x01 | 0xD0..=0xD7 => continue,
-            0xD9 | 0xDA => return None, // end of image or scan data before any frame header
-            _ => {}
-        }
-        let len = be16(b, i)? as usize;
-        if len < 2 {
-            return None;
-        }
-        // SOF0..SOF15 except DHT (C4), JPG (C8) and DAC (CC).
-        if (0xC0..=0xCF).contains(&marker) && !matches!(marker, 0xC4 | 0xC8 | 0xCC) {
-            let h = be16(b, i + 3)?;
-            let w = be16(b, i + 5)?;
-            return Some((w, h));
-        }
-        i += len;
-    }
-}
-
-fn webp_size(b: &[u8]) -> Option<(u32, u32)> {
-    let chunk = b.get(12..16)?;
-    let d = 20;
-    match chunk {
-        b"VP8 " => {
-            // Frame tag (3 bytes), start code 9d 01 2a, then 14-bit width and height.
-            if b.get(d + 3..d + 6)? != [0x9d, 0x01, 0x2a] {
-                return None;
-            }
-            Some((le16(b, d + 6)? & 0x3fff, le16(b, d + 8)? & 0x3fff))
-        }
-        b"VP8L" => {
-            if *b.get(d)? != 0x2f {
-                return None;
-            }
-            let bits = u32::from_le_bytes(b.get(d + 1..d + 5)?.try_into().ok()?);
-            Some(((bits & 0x3fff) + 1, ((bits >> 14) & 0x3fff) + 1))
-        }
-        b"VP8X" => Some((le24(b, d + 4)? + 1, le24(b, d + 7)? + 1)),
-        _ => None,
-    }
 }
 
 const RESERVED: &[&str] = &[
@@ -337,6 +200,15 @@ mod tests {
         for (content, want) in cases {
             assert_eq!(user_message(&user(content.clone())), Err(want), "{content}");
         }
+        // Regression: a truncated PNG (its 33-byte header only) was forwarded.
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(PNG_1X1)
+            .unwrap();
+        let head = base64::engine::general_purpose::STANDARD.encode(&png[..33]);
+        assert_eq!(
+            user_message(&user(json!([img("image/png", &head, None)]))),
+            Err(Msg::ImageInvalid)
+        );
         let big = base64::engine::general_purpose::STANDARD.encode(vec![0u8; MAX_IMAGE_BYTES + 1]);
         assert_eq!(
             user_message(&user(json!([img("image/png", &big, None)]))),
@@ -345,51 +217,19 @@ mod tests {
     }
 
     #[test]
-    fn sniffing_reads_dimensions() {
-        let png = base64::engine::general_purpose::STANDARD
-            .decode(PNG_1X1)
+    fn bmp_declared_as_png_is_sent_as_png() {
+        // Regression: BMP was refused; the reference converts it (edge case #49).
+        let mut bmp = std::io::Cursor::new(Vec::new());
+        image::DynamicImage::new_rgb8(3, 2)
+            .write_to(&mut bmp, image::ImageFormat::Bmp)
             .unwrap();
-        assert_eq!(
-            sniff(&png).unwrap(),
-            ImageInfo {
-                media_type: "image/png",
-                width: 1,
-                height: 1
-            }
-        );
-        let gif = b"GIF89a\x10\x00\x20\x00\x00\x00\x00;";
-        assert_eq!(
-            sniff(gif).unwrap(),
-            ImageInfo {
-                media_type: "image/gif",
-                width: 16,
-                height: 32
-            }
-        );
-        let jpeg = [
-            0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x04, 0x00, 0x00, 0xFF, 0xC0, 0x00, 0x11, 0x08, 0x00,
-            0x30, 0x00, 0x40, 0x03,
-        ];
-        assert_eq!(
-            sniff(&jpeg).unwrap(),
-            ImageInfo {
-                media_type: "image/jpeg",
-                width: 64,
-                height: 48
-            }
-        );
-        let mut webp = b"RIFF\0\0\0\0WEBPVP8X\x0a\0\0\0\0\0\0\0".to_vec();
-        webp.extend_from_slice(&[0x0f, 0, 0, 0x07, 0, 0]);
-        assert_eq!(
-            sniff(&webp).unwrap(),
-            ImageInfo {
-                media_type: "image/webp",
-                width: 16,
-                height: 8
-            }
-        );
-        assert_eq!(sniff(b"BM\0\0"), Err(Msg::ImageTypeUnsupported));
-        assert_eq!(sniff(&[0xFF, 0xD8, 0xFF]), Err(Msg::ImageInvalid));
+        let b64 = base64::engine::general_purpose::STANDARD.encode(bmp.into_inner());
+        let u = user_message(&user(json!([img("image/png", &b64, None)]))).unwrap();
+        assert_eq!(u.parts[0]["mediaType"], "image/png");
+        let sent = base64::engine::general_purpose::STANDARD
+            .decode(u.parts[0]["data"]["bytes"].as_str().unwrap())
+            .unwrap();
+        assert!(sent.starts_with(b"\x89PNG\r\n\x1a\n"));
     }
 
     #[test]

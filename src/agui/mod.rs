@@ -4,4 +4,5 @@ pub mod content;
 pub mod cwd;
 pub mod digest;
 pub mod events;
+pub mod image;
 pub mod input;
