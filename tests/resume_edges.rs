@@ -1,4 +1,5 @@
-//! Resume edge cases of reference §9.5 against a script kernel that answers each call exactly.
+//! Resume edge cases of reference §9.5, plus cancel and guidance paths that need exact kernel
+//! timing, against a script kernel that answers each call exactly.
 
 mod common;
 
@@ -6,6 +7,7 @@ use common::*;
 use iac_agui::catalog::Msg;
 use iac_agui::i18n::Lang;
 use serde_json::{Value, json};
+use std::time::Duration;
 
 const THREAD: &str = "th-edge";
 const SSE: &str = "text/event-stream; charset=utf-8";
@@ -92,11 +94,18 @@ struct Case {
 
 impl Case {
     fn new(name: &str, script: Vec<Canned>) -> Case {
+        Case::paced(
+            name,
+            script.into_iter().map(|c| (c, Duration::ZERO)).collect(),
+        )
+    }
+
+    fn paced(name: &str, script: Vec<(Canned, Duration)>) -> Case {
         let dir = std::env::temp_dir().join(format!("iac-agui-edge-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("ws")).unwrap();
         let dir = std::fs::canonicalize(dir).unwrap();
-        let kernel = ScriptKernel::start(script);
+        let kernel = ScriptKernel::start_paced(script);
         let srv = adapter_for(&kernel.url, &dir);
         let ws = dir.join("ws").to_string_lossy().into_owned();
         Case {
@@ -130,13 +139,18 @@ impl Case {
         ev
     }
 
-    fn pending(&self) -> Value {
-        let p = self
-            .dir
+    fn state_path(&self) -> std::path::PathBuf {
+        self.dir
             .join("state/threads")
-            .join(format!("{THREAD}.json"));
-        let v: Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
-        v["execution"]["pending"].clone()
+            .join(format!("{THREAD}.json"))
+    }
+
+    fn state(&self) -> Option<Value> {
+        serde_json::from_slice(&std::fs::read(self.state_path()).ok()?).ok()
+    }
+
+    fn pending(&self) -> Value {
+        self.state().unwrap()["execution"]["pending"].clone()
     }
 
     fn calls(&self) -> Vec<(String, Value)> {
@@ -607,4 +621,142 @@ fn rejected_and_interrupted_streams() {
     );
     let ev = c.run("r1", None);
     assert_eq!(code(&ev).0, "A2A_EXECUTION_FAILED");
+}
+
+#[test]
+fn cancel_before_the_task_id_is_known_stops_the_run_and_cancels_the_task_once_seen() {
+    let c = Case::paced(
+        "cancel-early",
+        vec![
+            // The kernel takes its time before the first frame names the task.
+            (
+                stream(&[
+                    json!({"task": {"id": "task-1", "contextId": ctx(), "status": {"state": "TASK_STATE_SUBMITTED"}}}),
+                    status("TASK_STATE_WORKING", json!({"iacCodeSessionId": "sess-1"})),
+                ]),
+                Duration::from_millis(1500),
+            ),
+            (
+                rpc(
+                    "CancelTask",
+                    json!({"id": "task-1", "contextId": ctx(), "status": {"state": "TASK_STATE_CANCELED"}}),
+                ),
+                Duration::ZERO,
+            ),
+        ],
+    );
+    let body = serde_json::to_vec(&c.body("r1", None)).unwrap();
+    let addr = c.srv.addr;
+    let run = std::thread::spawn(move || post_json(addr, "/", &[], &body));
+    // Admission wrote the execution before the kernel was called; no task id yet.
+    assert!(wait_until(Duration::from_secs(5), || c
+        .state()
+        .is_some_and(|s| s["execution"]["executionId"].is_string())));
+    let state = c.state().unwrap();
+    assert!(state["execution"]["taskId"].is_null());
+    let exec = state["execution"]["executionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = post_json(
+        addr,
+        &format!("/extensions/iac-code/v1/executions/{exec}/cancel"),
+        &[],
+        br#"{"threadId":"th-edge","rosInvocationId":"ros"}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["status"], "cancelled");
+    assert!(
+        !c.calls().iter().any(|(m, _)| m == "CancelTask"),
+        "no task to cancel yet"
+    );
+    let r = run.join().unwrap();
+    let (ev, _) = sse_events(&r.body);
+    check_stream(&ev).unwrap();
+    assert_eq!(code(&ev).0, "CANCELLED", "{}", r.text());
+    // The task was cancelled as soon as its id was seen.
+    let calls = c.calls();
+    let cancel = calls
+        .iter()
+        .find(|(m, _)| m == "CancelTask")
+        .expect("CancelTask once the task id was known");
+    assert_eq!(cancel.1["params"]["id"], "task-1");
+    let state = c.state().unwrap();
+    assert!(state["execution"]["taskId"].is_null());
+    assert!(
+        state["terminalExecutionIds"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(exec))
+    );
+}
+
+#[test]
+fn guidance_while_the_backup_is_not_ready_is_retryable_and_cancels_nothing() {
+    let not_ready = json!({"error": {"code": -32602, "message": "Session backup is still synchronizing. Retry after 3 seconds.",
+        "data": {"code": "SESSION_BACKUP_NOT_READY", "retryable": true}}, "id": "x", "jsonrpc": "2.0"});
+    let c = Case::new(
+        "guidance-backup",
+        vec![
+            canned(
+                "SendStreamingMessage",
+                200,
+                JS,
+                serde_json::to_vec(&not_ready).unwrap(),
+            ),
+            stream(&[status(
+                "TASK_STATE_WORKING",
+                json!({"iacCodeSessionId": "sess-1"}),
+            )]),
+        ],
+    );
+    // A pipeline task in progress (as after an adapter restart mid-run): task known, nothing
+    // pending, not terminal.
+    let doc = iac_agui::store::document::ThreadDoc {
+        thread_id: THREAD.into(),
+        context_id: ctx(),
+        cwd: c.ws.clone(),
+        session_id: Some("sess-1".into()),
+        execution: iac_agui::store::document::Execution {
+            execution_id: "exec-1".into(),
+            ros_invocation_id: "ros".into(),
+            task_id: Some("task-1".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    std::fs::write(c.state_path(), doc.to_bytes()).unwrap();
+    let guide = |run: &str| {
+        let mut b = c.body(run, None);
+        b["forwardedProps"]["iacCode"]["activeGuidance"] = true.into();
+        b["forwardedProps"]["iacCode"]["runMode"] = "pipeline".into();
+        let r = post_json(
+            c.srv.addr,
+            "/",
+            &[("Accept-Language", "de")],
+            &serde_json::to_vec(&b).unwrap(),
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+        let (ev, _) = sse_events(&r.body);
+        check_stream(&ev).unwrap();
+        ev
+    };
+    let ev = guide("g1");
+    assert_eq!(types(&ev), ["RUN_STARTED", "RUN_ERROR"]);
+    assert_eq!(
+        code(&ev),
+        (
+            "SESSION_BACKUP_NOT_READY".into(),
+            Msg::SessionBackupNotReady.text(Lang::De).into()
+        )
+    );
+    let sent = &c.calls()[0].1["params"]["message"];
+    assert_eq!(sent["taskId"], "task-1");
+    // Nothing was cancelled or retired: the same guidance can be sent again and goes through.
+    let state = c.state().unwrap();
+    assert_eq!(state["execution"]["taskId"], "task-1");
+    assert_eq!(state["terminalExecutionIds"], json!([]));
+    let ev = guide("g2");
+    assert_eq!(last(&ev)["outcome"]["type"], "success");
+    assert!(!c.calls().iter().any(|(m, _)| m == "CancelTask"));
 }

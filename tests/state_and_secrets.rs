@@ -174,13 +174,16 @@ fn state_files_are_private() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// Child side of the crash test: save one thread file in a tight loop until killed.
+/// Repeated saves of one growing thread each leave a complete, loadable file. Started by the
+/// crash test below with `IAC_AGUI_CRASH_DIR`, it saves until killed; on its own it checks
+/// 200 save/load rounds.
 #[test]
 fn crash_child_save_loop() {
-    let Ok(dir) = std::env::var("IAC_AGUI_CRASH_DIR") else {
-        return; // only meaningful when started by the crash test below
+    let (dir, rounds) = match std::env::var("IAC_AGUI_CRASH_DIR") {
+        Ok(d) => (PathBuf::from(d), u64::MAX),
+        Err(_) => (temp_dir("save-loop").join("state"), 200),
     };
-    let store = FileStore::open(Path::new(&dir)).unwrap();
+    let store = FileStore::open(&dir).unwrap();
     let mut doc = ThreadDoc {
         thread_id: "crash".into(),
         context_id: "agui-x".into(),
@@ -192,10 +195,19 @@ fn crash_child_save_loop() {
         },
         ..Default::default()
     };
-    for i in 0u64.. {
-        doc.run_digests.insert(format!("run-{i}"), "d".repeat(64));
+    for i in 0..rounds {
+        doc.record_run(&format!("run-{i}"), &"d".repeat(64));
         doc.execution.pipeline_sequence = i as i64;
         store.save(&doc).unwrap();
+        if rounds != u64::MAX {
+            let back = store.load("crash").unwrap().expect("the file just saved");
+            assert_eq!(back.execution.pipeline_sequence, i as i64);
+            assert_eq!(back.run_digests.len() as u64, i + 1);
+        }
+    }
+    if rounds != u64::MAX {
+        drop(store);
+        let _ = std::fs::remove_dir_all(dir.parent().unwrap());
     }
 }
 
@@ -342,4 +354,172 @@ fn walk(p: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// Every `metadata.iac_code` key of a new turn, against the reference's full capture
+/// (`a2a_send_streaming_message_full.json`), with canary values: sent to the kernel exactly,
+/// and (apart from the user id, which the thread schema holds) never on disk or in the logs.
+#[test]
+fn a_new_turn_sends_every_metadata_key_and_keeps_none_on_disk_or_in_logs() {
+    let full: serde_json::Value = serde_json::from_str(include_str!(
+        "fixtures/agui/a2a_send_streaming_message_full.json"
+    ))
+    .unwrap();
+    // Fixture value → canary, so every secret can be looked for afterwards.
+    let canary = |v: &str| match v {
+        "u1" => "CANARY-USER-1",
+        "web" => "CANARY-CHANNEL",
+        "selling" => "CANARY-PIPELINE",
+        "invocation-1" => "CANARY-ROS",
+        "1" => "CANARY-HEADER-VALUE",
+        "AK" => "CANARY-AKID",
+        "SK" => "CANARY-AKSECRET",
+        "STS" => "CANARY-STS-TOKEN",
+        "cn-hangzhou" => "CANARY-REGION",
+        "qwen-max" => "CANARY-MODEL",
+        "sk-x" => "CANARY-API-KEY",
+        other => panic!("unexpected fixture value {other}"),
+    };
+    let dir = temp_dir("metadata");
+    let ctx = iac_agui::adapter::admission::context_id("meta");
+    let done = json!({"task": {"id": "t1", "contextId": ctx, "status": {"state": "TASK_STATE_COMPLETED"}}});
+    let kernel = ScriptKernel::start(vec![Canned {
+        expect: "SendStreamingMessage".into(),
+        status: 200,
+        content_type: "text/event-stream",
+        body: sse_body(&[done]),
+    }]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_iac-agui"))
+        .args(["--port", "0", "--a2a-url", &kernel.url])
+        .env("RUST_LOG", "trace")
+        .env("IAC_CODE_AGUI_STATE_DIR", dir.join("state"))
+        .env("IAC_CODE_AGUI_ALLOWED_CWDS", &dir)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut log = Vec::new();
+    let addr: std::net::SocketAddr = loop {
+        let l = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        log.push(l.clone());
+        if let Some(rest) = l.split("listening on http://").nth(1) {
+            break rest.trim().parse().unwrap();
+        }
+    };
+    let ws = dir.join("ws").to_string_lossy().into_owned();
+    let body = json!({"threadId": "meta", "runId": "r1", "state": {}, "tools": [], "context": [],
+        "messages": [{"id": "message-1", "role": "user", "content": "List my files"}],
+        "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": canary("invocation-1"),
+            "cwd": ws, "userId": canary("u1"), "channel": canary("web"), "preferredLanguage": "en",
+            "candidatePresentation": "rich", "runMode": "pipeline", "pipelineName": canary("selling"),
+            "llmHeaders": {"X-Trace": canary("1")}, "model": canary("qwen-max"), "llmApiKey": canary("sk-x"),
+            "thinking": {"enabled": true, "effort": "high", "budget": 2048},
+            "alibabaCloud": {"accessKeyId": canary("AK"), "accessKeySecret": canary("SK"),
+                "securityToken": canary("STS"), "regionId": canary("cn-hangzhou")}}}});
+    let r = post_json(addr, "/", &[], &serde_json::to_vec(&body).unwrap());
+    assert_eq!(r.status, 200, "{}", r.text());
+    let (ev, _) = sse_events(&r.body);
+    assert_eq!(last(&ev)["type"], "RUN_FINISHED", "{}", r.text());
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    child.wait().unwrap();
+    while let Ok(l) = rx.recv_timeout(Duration::from_millis(300)) {
+        log.push(l);
+    }
+
+    // The wire: the fixture's keys, in its order, with the canaries in place of its values.
+    fn substitute(v: &serde_json::Value, f: &dyn Fn(&str) -> &'static str) -> serde_json::Value {
+        match v {
+            serde_json::Value::String(s) => serde_json::Value::String(f(s).to_string()),
+            serde_json::Value::Object(m) => serde_json::Value::Object(
+                m.iter()
+                    .map(|(k, v)| (k.clone(), substitute(v, f)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+    let want_meta = &full["params"]["message"]["metadata"]["iac_code"];
+    let reqs = kernel.requests.lock().unwrap().clone();
+    let sent = &reqs[0].1["params"]["message"];
+    let got = sent["metadata"]["iac_code"].as_object().unwrap();
+    let want = want_meta.as_object().unwrap();
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>(),
+        "metadata keys and their order"
+    );
+    let enumerated = [
+        "preferredLanguage",
+        "candidatePresentation",
+        "run_mode",
+        "cleanupOnly",
+        "thinking",
+    ];
+    for (k, w) in want {
+        let w = match k.as_str() {
+            "cwd" => serde_json::Value::String(ws.clone()),
+            k if enumerated.contains(&k) => w.clone(),
+            _ => substitute(w, &canary),
+        };
+        assert_eq!(got[k], w, "metadata key {k}");
+    }
+    assert_eq!(sent["messageId"], "message-1");
+    assert_eq!(sent["parts"], full["params"]["message"]["parts"]);
+    assert_eq!(
+        reqs[0].1["params"]["configuration"],
+        full["params"]["configuration"]
+    );
+
+    // Disk and logs.
+    let mut files = String::new();
+    for e in walk(&dir.join("state")) {
+        files.push_str(&String::from_utf8_lossy(&std::fs::read(e).unwrap()));
+    }
+    assert!(files.contains("\"userId\": \"CANARY-USER-1\""), "{files}");
+    let logs = log.join("\n");
+    for secret in [
+        "CANARY-CHANNEL",
+        "CANARY-PIPELINE",
+        "CANARY-HEADER-VALUE",
+        "X-Trace",
+        "CANARY-AKID",
+        "CANARY-AKSECRET",
+        "CANARY-STS-TOKEN",
+        "CANARY-REGION",
+        "CANARY-MODEL",
+        "CANARY-API-KEY",
+    ] {
+        assert!(
+            !files.contains(secret),
+            "{secret} reached the state directory"
+        );
+        assert!(!logs.contains(secret), "{secret} reached the logs");
+    }
+    assert!(
+        !logs.contains("CANARY-USER-1"),
+        "the user id reached the logs"
+    );
+    for key in [
+        "preferredLanguage",
+        "runMode",
+        "run_mode",
+        "thinking",
+        "channel",
+        "pipeline_name",
+        "llm_headers",
+        "iac_code_model",
+    ] {
+        assert!(!files.contains(key), "{key} reached the state directory");
+    }
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -593,6 +593,11 @@ pub fn sse_body(frames: &[serde_json::Value]) -> Vec<u8> {
 
 impl ScriptKernel {
     pub fn start(script: Vec<Canned>) -> ScriptKernel {
+        ScriptKernel::start_paced(script.into_iter().map(|c| (c, Duration::ZERO)).collect())
+    }
+
+    /// Like `start`, each answer sent only after its delay (a kernel still thinking).
+    pub fn start_paced(script: Vec<(Canned, Duration)>) -> ScriptKernel {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/", l.local_addr().unwrap());
         let requests = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -635,7 +640,7 @@ impl ScriptKernel {
                     .map(str::to_string)
                     .unwrap_or(path.clone());
                 reqs.lock().unwrap().push((what.clone(), json));
-                let Some(c) = script.next() else {
+                let Some((c, delay)) = script.next() else {
                     let _ = s.write_all(
                         b"HTTP/1.1 500 X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
                     );
@@ -646,6 +651,7 @@ impl ScriptKernel {
                     "script expected {} but got {what}",
                     c.expect
                 );
+                std::thread::sleep(delay);
                 let head = format!(
                     "HTTP/1.1 {} X\r\ncontent-type: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
                     c.status,
