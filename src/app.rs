@@ -62,7 +62,7 @@ pub struct RunStream<'a> {
 }
 
 impl<'a> RunStream<'a> {
-    fn new(outbox: &'a Outbox, body: &Value, lang: Lang) -> RunStream<'a> {
+    pub(crate) fn new(outbox: &'a Outbox, body: &Value, lang: Lang) -> RunStream<'a> {
         let field = |camel: &str, snake: &str| {
             body.get(camel)
                 .or_else(|| body.get(snake))

@@ -57,7 +57,7 @@ pub fn cancel(sh: &Shared, req: CancelRequest) -> Response {
     if let Some(task) = &doc.execution.task_id {
         // A JSON-RPC error (for example "not cancelable") is ignored like the reference does;
         // an unreachable kernel is a 503.
-        if let Err(e) = sh.client.session().cancel_task(task) {
+        if let Err(e) = sh.kernel.session().cancel_task(task) {
             log::warn!("cancel {exec}: {e}");
             return ApiError::new(Code::A2aUnavailable, Msg::A2aCancelUnavailable)
                 .response(req.lang);

@@ -4,11 +4,14 @@
 
 pub mod admission;
 pub mod cancel;
+mod driver;
 pub mod env;
+mod identity;
 pub mod interrupts;
 pub mod projection;
-pub mod run;
+mod reconcile;
 pub mod threads;
+pub mod upstream;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -22,14 +25,15 @@ use crate::config::AguiProtocol;
 use crate::errors::{ApiError, Code};
 use crate::i18n;
 use crate::server::http::Response;
+use driver::{Run, RunArgs, RunControl};
 use env::Env;
-use run::{Run, RunArgs, RunControl};
 use threads::{Registry, lock};
+use upstream::Kernel;
 
 /// Everything the adapter's workers share.
 pub struct Shared {
     pub registry: Registry,
-    pub client: A2aClient,
+    pub kernel: Arc<dyn Kernel>,
     pub env: Arc<dyn Env>,
     pub roots: Vec<PathBuf>,
     pub home: Option<String>,
@@ -47,9 +51,21 @@ impl Shared {
         home: Option<String>,
         protocol: AguiProtocol,
     ) -> Shared {
+        Shared::with_kernel(registry, Arc::new(client), env, roots, home, protocol)
+    }
+
+    /// Shared state over any kernel (the driver's unit tests use an in-memory one).
+    pub fn with_kernel(
+        registry: Registry,
+        kernel: Arc<dyn Kernel>,
+        env: Arc<dyn Env>,
+        roots: Vec<PathBuf>,
+        home: Option<String>,
+        protocol: AguiProtocol,
+    ) -> Shared {
         Shared {
             registry,
-            client,
+            kernel,
             env,
             roots,
             home,

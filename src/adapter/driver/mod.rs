@@ -1,0 +1,507 @@
+//! One admitted run, from `RUN_STARTED` to its single terminal event (reference §5.2, §3.3,
+//! §3.5, §8.2). Runs on a worker thread; talks to the kernel through its own `Upstream`
+//! session, which the loop aborts when the client goes away.
+//!
+//! - this module: the run's state, persistence, the session event and the endings;
+//! - `turn`: new turns and guidance, the event pump, interrupts found in a stream;
+//! - `resume`: the resume stages around the pure `reconcile` and answer delivery.
+//!
+//! Fail-closed rules: a task id, session id or interrupt is persisted before any event
+//! reveals it; when such a write fails the task is cancelled, pending interrupts cleared and
+//! the execution marked terminal (`STATE_PERSISTENCE_FAILED`).
+
+mod resume;
+#[cfg(test)]
+mod tests;
+mod turn;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use serde_json::{Value, json};
+
+use super::Shared;
+use super::admission::RunKind;
+use super::projection::Mapper;
+use super::threads::{Slot, Thread, lock};
+use super::upstream::{self, Upstream};
+use crate::a2a::client::A2aError;
+use crate::a2a::types::{A2aEvent, RpcError};
+use crate::agui::content::UserMessage;
+use crate::agui::events::{Event, Outcome, Stamped};
+use crate::agui::input::{IacProps, ResumeEntry};
+use crate::app::RunStream;
+use crate::catalog::Msg;
+use crate::config::AguiProtocol;
+use crate::errors::Code;
+use crate::i18n::Lang;
+use crate::server::job::StopReason;
+
+/// The kernel's own English text for a backup that is still synchronising; the reference
+/// translates exactly this sentence and passes any other through.
+const BACKUP_NOT_READY_EN: &str = "Session backup is still synchronizing. Retry after 3 seconds.";
+
+/// Shared between a run and the cancel route.
+#[derive(Debug, Default)]
+pub struct RunControl {
+    pub cancel_requested: AtomicBool,
+}
+
+/// How the run ends (the terminal event is written by [`Run::finish`]).
+#[derive(Debug)]
+enum End {
+    Success,
+    Interrupt(Vec<Value>),
+    Error(Code, String),
+}
+
+/// What to do with the A2A task when a run fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cleanup {
+    /// Nothing (pending interrupts stay answerable).
+    Keep,
+    /// If no interrupt is pending: cancel the task (best effort) and mark the execution terminal.
+    CancelIfIdle,
+    /// A persistence failure: cancel, clear pending, mark terminal, whatever is pending.
+    FailClosed,
+}
+
+#[derive(Debug)]
+enum Stop {
+    /// The client went away.
+    Client,
+    Fail(Code, String, Cleanup),
+}
+
+type Step<T> = Result<T, Stop>;
+
+pub struct RunArgs {
+    pub kind: RunKind,
+    pub slot: Slot,
+    pub thread_id: String,
+    pub run_id: String,
+    pub parent_run_id: Option<String>,
+    pub props: IacProps,
+    pub lang: Lang,
+    pub user: Option<UserMessage>,
+    pub resume: Vec<ResumeEntry>,
+    pub control: Arc<RunControl>,
+}
+
+pub struct Run<'a, 's> {
+    sh: &'a Shared,
+    stream: &'a mut RunStream<'s>,
+    a: RunArgs,
+    session: Box<dyn Upstream>,
+    mapper: Mapper<'a>,
+    context_id: String,
+    execution_id: String,
+    /// A task id seen on the wire (even if its persistence failed), for cancellation.
+    wire_task: Option<String>,
+    session_emitted: bool,
+    resume_accepted: bool,
+    /// Set once an interrupt is committed or the terminal outcome is known: a disconnect
+    /// after that point cancels nothing.
+    settled: bool,
+    queued_results: Vec<(String, String)>,
+    /// Permission catch-up: pipeline sequence to recover from after permission answers.
+    catch_up: Option<i64>,
+}
+
+fn fail(code: Code, msg: Msg, lang: Lang, cleanup: Cleanup) -> Stop {
+    Stop::Fail(code, msg.text(lang).to_string(), cleanup)
+}
+
+impl<'a, 's> Run<'a, 's> {
+    pub fn new(sh: &'a Shared, stream: &'a mut RunStream<'s>, a: RunArgs) -> Run<'a, 's> {
+        let (context_id, execution_id, steps, digests) = {
+            let g = lock(&a.slot);
+            let t = g.as_ref().map(|t| &t.doc);
+            (
+                t.map(|d| d.context_id.clone()).unwrap_or_default(),
+                t.map(|d| d.execution.execution_id.clone())
+                    .unwrap_or_default(),
+                t.map(|d| d.execution.open_steps.clone())
+                    .unwrap_or_default(),
+                t.map(|d| d.execution.text_digests.clone())
+                    .unwrap_or_default(),
+            )
+        };
+        let session = sh.kernel.session();
+        let mapper = Mapper::new(&*sh.env, &a.thread_id, &a.run_id, steps, digests);
+        Run {
+            sh,
+            stream,
+            a,
+            session,
+            mapper,
+            context_id,
+            execution_id,
+            wire_task: None,
+            session_emitted: false,
+            resume_accepted: false,
+            settled: false,
+            queued_results: Vec::new(),
+            catch_up: None,
+        }
+    }
+
+    /// Drive the run to its end.
+    pub fn run(mut self) {
+        // The loop aborts this session's sockets when the client leaves or on shutdown.
+        self.stream.on_stop(self.session.aborter());
+        if self.stream.start().is_err() {
+            return self.on_disconnect();
+        }
+        let body = match self.a.kind {
+            RunKind::Guidance => self.guidance(),
+            RunKind::Resume => self.resume(),
+            RunKind::New | RunKind::NextTurn => self.new_turn(),
+        };
+        let end = match body {
+            Ok(end) => end,
+            Err(Stop::Client) => return self.on_disconnect(),
+            Err(Stop::Fail(code, msg, cleanup)) => {
+                if self.stream.stop_flag().stop_reason() == Some(StopReason::ClientGone) {
+                    return self.on_disconnect();
+                }
+                self.cleanup(cleanup);
+                End::Error(code, msg)
+            }
+        };
+        self.finish(end);
+    }
+
+    fn lang(&self) -> Lang {
+        self.a.lang
+    }
+
+    fn fail(&self, code: Code, msg: Msg, cleanup: Cleanup) -> Stop {
+        fail(code, msg, self.lang(), cleanup)
+    }
+
+    /// A kernel failure: a disconnect if the client left, else `A2A_UNAVAILABLE`.
+    fn a2a_err(&self, e: &A2aError, cleanup: Cleanup) -> Stop {
+        match self.stream.stop_flag().stop_reason() {
+            Some(StopReason::ClientGone) => Stop::Client,
+            Some(StopReason::Shutdown) => self.fail(
+                Code::A2aUnavailable,
+                Msg::A2aUnavailable,
+                Cleanup::CancelIfIdle,
+            ),
+            None => {
+                log::warn!("run {}: {e}", self.a.run_id);
+                self.fail(Code::A2aUnavailable, Msg::A2aUnavailable, cleanup)
+            }
+        }
+    }
+
+    fn stamp(&self, event: Event) -> Stamped {
+        Stamped {
+            ts: self.sh.env.now_ms(),
+            event,
+        }
+    }
+
+    fn send(&mut self, ev: &Stamped) -> Step<()> {
+        self.stream
+            .framed_event(ev.to_sse())
+            .map_err(|_| Stop::Client)
+    }
+
+    /// Send everything the mapper produced.
+    fn flush(&mut self) -> Step<()> {
+        for ev in self.mapper.take() {
+            self.send(&ev)?;
+        }
+        Ok(())
+    }
+
+    fn with_thread<R>(&self, f: impl FnOnce(&mut Thread) -> R) -> Option<R> {
+        lock(&self.a.slot).as_mut().map(f)
+    }
+
+    /// Apply `f` to a copy of the thread, persist it, and keep it only if the write worked.
+    fn persist(&self, f: impl FnOnce(&mut Thread)) -> Result<(), ()> {
+        self.persist_with(true, f)
+    }
+
+    /// `sync`: also record the mapper's durable progress. The terminal save does not, like
+    /// the reference (digests finalised by the closing spans serve no later resume).
+    fn persist_with(&self, sync: bool, f: impl FnOnce(&mut Thread)) -> Result<(), ()> {
+        let mut g = lock(&self.a.slot);
+        let Some(t) = g.as_mut() else { return Err(()) };
+        let mut next = t.clone();
+        f(&mut next);
+        if sync {
+            self.sync_mapper(&mut next);
+        }
+        match self.sh.registry.save(&next.doc) {
+            Ok(()) => {
+                *t = next;
+                Ok(())
+            }
+            Err(e) => {
+                log::error!("thread {}: {e}", self.a.thread_id);
+                Err(())
+            }
+        }
+    }
+
+    /// The mapper's durable progress belongs to the current execution only.
+    fn sync_mapper(&self, t: &mut Thread) {
+        if t.doc.execution.execution_id == self.execution_id {
+            let ex = &mut t.doc.execution;
+            ex.pipeline_sequence = ex.pipeline_sequence.max(self.mapper.last_sequence);
+            ex.open_steps = self.mapper.open_steps.clone();
+            ex.text_digests = self.mapper.text_digests.clone();
+        }
+    }
+
+    fn task_id(&self) -> Option<String> {
+        self.with_thread(|t| t.doc.execution.task_id.clone())
+            .flatten()
+            .or_else(|| self.wire_task.clone())
+    }
+
+    fn run_started(&mut self) -> Step<()> {
+        let protocol_version = (self.sh.protocol == AguiProtocol::V1_0).then_some("1.0");
+        let ev = self.stamp(Event::RunStarted {
+            thread_id: self.a.thread_id.clone(),
+            run_id: self.a.run_id.clone(),
+            parent_run_id: self.a.parent_run_id.clone(),
+            protocol_version,
+        });
+        self.send(&ev)
+    }
+
+    fn session_event(&mut self) -> Step<()> {
+        if self.session_emitted {
+            return Ok(());
+        }
+        self.session_emitted = true;
+        // Only what is durably written is revealed.
+        let (task, sess, ros) = self
+            .with_thread(|t| {
+                let live = t.doc.execution.execution_id == self.execution_id;
+                (
+                    if live {
+                        t.doc.execution.task_id.clone()
+                    } else {
+                        None
+                    },
+                    t.doc.session_id.clone(),
+                    t.doc.execution.ros_invocation_id.clone(),
+                )
+            })
+            .unwrap_or((None, None, self.a.props.ros_invocation_id.clone()));
+        let value = json!({
+            "schemaVersion": 1,
+            "threadId": self.a.thread_id,
+            "aguiRunId": self.a.run_id,
+            "executionId": self.execution_id,
+            "contextId": self.context_id,
+            "taskId": task,
+            "rosInvocationId": ros,
+            "sessionId": sess,
+        });
+        let ev = self.stamp(Event::Custom {
+            name: "iac-code.session.v1",
+            value,
+        });
+        self.send(&ev)
+    }
+
+    // ------------------------------------------------------------------ the A2A message
+
+    fn message(&self, message_id: &str, parts: Vec<Value>, task_id: Option<&str>) -> Value {
+        let cwd = self.with_thread(|t| t.doc.cwd.clone()).unwrap_or_default();
+        let meta = upstream::metadata(&self.a.props, self.lang(), &cwd);
+        upstream::message(message_id, parts, meta, &self.context_id, task_id)
+    }
+
+    /// An event that names another task or context than this run's (absent ids are allowed).
+    fn check_identity(&self, ev: &A2aEvent, task: &str) -> Step<()> {
+        if super::identity::foreign_event(ev, task, &self.context_id) {
+            return Err(self.identity_mismatch());
+        }
+        Ok(())
+    }
+
+    fn identity_mismatch(&self) -> Stop {
+        self.fail(
+            Code::A2aProtocolError,
+            Msg::TaskIdentityMismatch,
+            Cleanup::Keep,
+        )
+    }
+
+    fn rejected(&self, e: &RpcError) -> Stop {
+        if e.is_backup_not_ready() {
+            let text = if e.message.is_empty() || e.message == BACKUP_NOT_READY_EN {
+                Msg::SessionBackupNotReady.text(self.lang()).to_string()
+            } else {
+                e.message.clone()
+            };
+            Stop::Fail(Code::SessionBackupNotReady, text, Cleanup::Keep)
+        } else {
+            self.fail(
+                Code::A2aUnavailable,
+                Msg::A2aRejectedResponse,
+                Cleanup::Keep,
+            )
+        }
+    }
+
+    // ------------------------------------------------------------------ endings
+
+    /// Mark the execution terminal: task forgotten, listed as terminal, out of the live index.
+    fn mark_terminal(&self, clear_pending: bool) {
+        let exec = self.execution_id.clone();
+        let r = self.persist_with(false, |t| {
+            if t.doc.execution.execution_id != exec {
+                return;
+            }
+            if clear_pending {
+                t.doc.execution.pending.clear();
+            }
+            t.doc.execution.task_id = None;
+            t.doc.retire(&exec);
+        });
+        if r.is_err() {
+            log::error!(
+                "run {}: the terminal state could not be saved",
+                self.a.run_id
+            );
+        }
+        self.sh.registry.live_remove(&self.execution_id);
+    }
+
+    fn pending_empty(&self) -> bool {
+        self.with_thread(|t| t.doc.execution.pending.is_empty())
+            .unwrap_or(true)
+    }
+
+    fn cancel_task_best_effort(&self) {
+        if let Some(t) = self.task_id() {
+            // This run's own session may be aborted already: use a fresh one.
+            if let Err(e) = self.sh.kernel.session().cancel_task(&t) {
+                log::warn!("run {}: cancelling the task failed: {e}", self.a.run_id);
+            }
+        }
+    }
+
+    fn cleanup(&mut self, c: Cleanup) {
+        match c {
+            Cleanup::Keep => {}
+            Cleanup::CancelIfIdle => {
+                if self.pending_empty() && self.a.kind != RunKind::Guidance {
+                    self.cancel_task_best_effort();
+                }
+            }
+            Cleanup::FailClosed => {
+                self.cancel_task_best_effort();
+                self.mark_terminal(true);
+            }
+        }
+    }
+
+    /// Session event (REC: always before the terminal, guidance excepted), spans closed
+    /// (REC: also before RUN_ERROR), then exactly one terminal event.
+    fn finish(&mut self, end: End) {
+        let guidance = self.a.kind == RunKind::Guidance;
+        if !guidance && self.session_event().is_err() {
+            return self.on_disconnect();
+        }
+        // The durable progress as of the last event (digests finalised by closing spans stay
+        // out, like the reference); persisted by the terminal save.
+        let _ = self.with_thread(|t| self.sync_mapper(t));
+        self.mapper.close_all();
+        if self.flush().is_err() {
+            return self.on_disconnect();
+        }
+        let usage = if guidance {
+            Vec::new()
+        } else {
+            self.mapper.usage()
+        };
+        let thread_id = self.a.thread_id.clone();
+        let run_id = self.a.run_id.clone();
+        let cancelled_v1 = self.sh.protocol == AguiProtocol::V1_0;
+        let event = match end {
+            End::Success => Event::RunFinished {
+                thread_id,
+                run_id,
+                outcome: Outcome::Success,
+                usage,
+            },
+            End::Interrupt(list) => Event::RunFinished {
+                thread_id,
+                run_id,
+                outcome: Outcome::Interrupt(list),
+                usage,
+            },
+            End::Error(Code::Cancelled, _) if cancelled_v1 => Event::RunFinished {
+                thread_id,
+                run_id,
+                outcome: Outcome::Cancelled,
+                usage,
+            },
+            End::Error(code, message) => Event::RunError {
+                message,
+                code,
+                usage,
+                thread_id,
+                run_id,
+            },
+        };
+        // Settle before the terminal event leaves: a disconnect right after must not cancel.
+        self.settled = true;
+        let interrupt = matches!(
+            &event,
+            Event::RunFinished {
+                outcome: Outcome::Interrupt(_),
+                ..
+            }
+        );
+        if !guidance && !interrupt && self.pending_empty() {
+            self.mark_terminal(false);
+        }
+        let ev = self.stamp(event);
+        // Release first: a client that reacts to the terminal event at once must find the
+        // thread free (the reference releases after writing it, a race).
+        self.release();
+        let _ = self.stream.terminal(&ev.to_json());
+    }
+
+    fn release(&self) {
+        if self.a.kind != RunKind::Guidance {
+            let run = self.a.run_id.clone();
+            let _ = self.with_thread(|t| {
+                if t.active_run.as_deref() == Some(run.as_str()) {
+                    t.active_run = None;
+                }
+            });
+        }
+        self.sh.registry.touch();
+        self.sh.forget_run(&self.execution_id, &self.a.control);
+    }
+
+    /// The client left (reference §8.2).
+    fn on_disconnect(&mut self) {
+        log::info!("run {}: client disconnected", self.a.run_id);
+        let cancel = !self.settled && self.a.kind != RunKind::Guidance && self.pending_empty();
+        // Release first (reference §8.2): the kernel may take a while to confirm the cancel,
+        // and the thread must not look busy meanwhile.
+        self.release();
+        if cancel {
+            let task = self.task_id();
+            self.mark_terminal(false);
+            if let Some(t) = task
+                && let Err(e) = self.sh.kernel.session().cancel_task(&t)
+            {
+                log::warn!("run {}: cancelling the task failed: {e}", self.a.run_id);
+            }
+        }
+    }
+}

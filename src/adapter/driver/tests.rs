@@ -1,0 +1,625 @@
+//! The run driver against an in-memory kernel and store: no sockets, a fixed clock and
+//! counting ids. Each kernel answer is scripted; every call the driver makes is recorded.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+use crate::a2a::client::{A2aError, EventStream, Restore};
+use crate::a2a::types::Payload;
+use crate::adapter::env::TestEnv;
+use crate::adapter::threads::{Registry, ThreadStore, lock};
+use crate::adapter::upstream::{Kernel, Upstream};
+use crate::adapter::{AguiBackend, Shared, admission};
+use crate::app::{Backend, RunRequest, RunStream};
+use crate::config::AguiProtocol;
+use crate::i18n::Lang;
+use crate::server::job::{ConnId, Inbox, Reply, new_job};
+use crate::store::document::ThreadDoc;
+use crate::store::files::StoreError;
+
+const THREAD: &str = "th-unit";
+
+/// What the fake kernel answers to one call.
+enum Answer {
+    Stream(Vec<Value>),
+    Json(Value),
+    Restore(Restore),
+    Pipeline(Option<Value>),
+    Down,
+}
+
+#[derive(Default)]
+struct FakeKernel {
+    script: Mutex<VecDeque<(&'static str, Answer)>>,
+    calls: Mutex<Vec<(String, Value)>>,
+}
+
+struct FakeSession(Arc<FakeKernel>);
+
+impl Kernel for Arc<FakeKernel> {
+    fn session(&self) -> Box<dyn Upstream> {
+        Box::new(FakeSession(self.clone()))
+    }
+}
+
+fn payload(v: &Value) -> Payload {
+    Payload::from_value(json!({"result": v, "id": "x", "jsonrpc": "2.0"}))
+}
+
+impl FakeSession {
+    /// Record the call and take the next scripted answer, which must be for this method.
+    fn next(&self, method: &str, arg: Value) -> Answer {
+        lock(&self.0.calls).push((method.to_string(), arg));
+        match lock(&self.0.script).pop_front() {
+            Some((m, a)) if m == method => a,
+            Some((m, a)) => {
+                lock(&self.0.script).push_front((m, a));
+                Answer::Down
+            }
+            None => Answer::Down,
+        }
+    }
+
+    fn stream(&self, method: &str, arg: Value) -> Result<EventStream, A2aError> {
+        match self.next(method, arg) {
+            Answer::Stream(frames) => Ok(EventStream::from_payloads(
+                frames.iter().map(payload).collect(),
+            )),
+            Answer::Json(v) => Ok(EventStream::from_payloads(vec![Payload::from_value(v)])),
+            _ => Err(A2aError::Unavailable("scripted failure".into())),
+        }
+    }
+
+    fn rpc(&self, method: &str, arg: Value) -> Result<Payload, A2aError> {
+        match self.next(method, arg) {
+            Answer::Json(v) => Ok(Payload::from_value(v)),
+            _ => Err(A2aError::Unavailable("scripted failure".into())),
+        }
+    }
+}
+
+impl Upstream for FakeSession {
+    fn send_streaming_message(&self, params: Value) -> Result<EventStream, A2aError> {
+        self.stream("SendStreamingMessage", params)
+    }
+    fn send_message(&self, params: Value) -> Result<Payload, A2aError> {
+        self.rpc("SendMessage", params)
+    }
+    fn get_task(&self, task_id: &str) -> Result<Payload, A2aError> {
+        self.rpc("GetTask", json!(task_id))
+    }
+    fn cancel_task(&self, task_id: &str) -> Result<Payload, A2aError> {
+        self.rpc("CancelTask", json!(task_id))
+    }
+    fn subscribe(&self, task_id: &str) -> Result<EventStream, A2aError> {
+        self.stream("SubscribeToTask", json!(task_id))
+    }
+    fn ensure_restored(
+        &self,
+        _cwd: Option<&str>,
+        session_id: Option<&str>,
+        task_id: Option<&str>,
+    ) -> Result<Restore, A2aError> {
+        match self.next("ensure_restored", json!([session_id, task_id])) {
+            Answer::Restore(r) => Ok(r),
+            _ => Err(A2aError::Unavailable("scripted failure".into())),
+        }
+    }
+    fn pipeline_state(&self, task_id: &str, after: i64) -> Result<Option<Value>, A2aError> {
+        match self.next("pipeline_state", json!([task_id, after])) {
+            Answer::Pipeline(p) => Ok(p),
+            _ => Err(A2aError::Unavailable("scripted failure".into())),
+        }
+    }
+    fn aborter(&self) -> Box<dyn FnOnce() + Send> {
+        Box::new(|| {})
+    }
+}
+
+/// Thread documents in memory; saves fail while `fail` is set.
+#[derive(Default)]
+struct MemStore {
+    docs: Mutex<HashMap<String, ThreadDoc>>,
+    fail: std::sync::atomic::AtomicBool,
+}
+
+impl ThreadStore for MemStore {
+    fn load(&self, thread_id: &str) -> Result<Option<ThreadDoc>, StoreError> {
+        Ok(lock(&self.docs).get(thread_id).cloned())
+    }
+    fn save(&self, doc: &ThreadDoc) -> Result<(), StoreError> {
+        if self.fail.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(StoreError::Io(std::io::Error::other("disk full (test)")));
+        }
+        lock(&self.docs).insert(doc.thread_id.clone(), doc.clone());
+        Ok(())
+    }
+}
+
+struct Harness {
+    kernel: Arc<FakeKernel>,
+    store: Arc<MemStore>,
+    backend: AguiBackend,
+    cwd: String,
+}
+
+impl Harness {
+    fn new() -> Harness {
+        let mem = Arc::new(MemStore::default());
+        Harness::with(mem.clone(), mem, None)
+    }
+
+    /// `mem` is where saved documents can be read back; `store` is what the registry uses;
+    /// `kernel` replaces the plain fake (its scripted part given first).
+    fn with(
+        mem: Arc<MemStore>,
+        store: Arc<dyn ThreadStore>,
+        kernel: Option<(Arc<FakeKernel>, Arc<dyn Kernel>)>,
+    ) -> Harness {
+        let (fake, kernel): (Arc<FakeKernel>, Arc<dyn Kernel>) = kernel.unwrap_or_else(|| {
+            let f = Arc::new(FakeKernel::default());
+            (f.clone(), Arc::new(f))
+        });
+        let root = std::fs::canonicalize(std::env::temp_dir()).unwrap();
+        let shared = Shared::with_kernel(
+            Registry::new(store),
+            kernel,
+            Arc::new(TestEnv::new(1_700_000_000_000)),
+            vec![root.clone()],
+            None,
+            AguiProtocol::V0_1,
+        );
+        Harness {
+            kernel: fake,
+            store: mem,
+            backend: AguiBackend {
+                shared: Arc::new(shared),
+            },
+            cwd: root.to_string_lossy().into_owned(),
+        }
+    }
+
+    fn script(&self, answers: Vec<(&'static str, Answer)>) {
+        lock(&self.kernel.script).extend(answers);
+    }
+
+    fn calls(&self) -> Vec<String> {
+        lock(&self.kernel.calls)
+            .iter()
+            .map(|(m, _)| m.clone())
+            .collect()
+    }
+
+    fn call(&self, method: &str) -> Value {
+        lock(&self.kernel.calls)
+            .iter()
+            .find(|(m, _)| m == method)
+            .map(|(_, v)| v.clone())
+            .unwrap_or(Value::Null)
+    }
+
+    fn doc(&self) -> ThreadDoc {
+        lock(&self.store.docs).get(THREAD).cloned().unwrap()
+    }
+
+    fn body(&self, run: &str, text: &str, resume: Option<Value>) -> Value {
+        let mut b = json!({"threadId": THREAD, "runId": run, "state": {}, "tools": [], "context": [],
+            "messages": [{"id": format!("m-{run}"), "role": "user", "content": text}],
+            "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "ros", "cwd": self.cwd}}});
+        if let Some(r) = resume {
+            b["messages"] = json!([]);
+            b["resume"] = r;
+        }
+        b
+    }
+
+    /// Run one request through the backend; the events the driver sent, in order.
+    fn run(&self, body: Value) -> Vec<Value> {
+        let inbox = Inbox::new(Box::new(|| {}));
+        let (job, outbox) = new_job(
+            ConnId {
+                slot: 0,
+                generation: 0,
+            },
+            100_000,
+            &inbox,
+        );
+        {
+            let mut stream = RunStream::new(&outbox, &body, Lang::En);
+            let req = RunRequest {
+                body,
+                header_lang: Lang::En,
+                payload_lang: Lang::En,
+            };
+            self.backend.run(req, &mut stream);
+        }
+        let mut replies = Vec::new();
+        job.drain(usize::MAX, &mut replies);
+        let mut events = Vec::new();
+        for r in replies {
+            match r {
+                Reply::Event(data) => {
+                    let text = String::from_utf8(data).unwrap();
+                    let json = text.strip_prefix("data: ").unwrap().trim_end();
+                    events.push(serde_json::from_str(json).unwrap());
+                }
+                Reply::Response(resp) => panic!(
+                    "refused: {} {}",
+                    resp.status,
+                    String::from_utf8_lossy(&resp.body)
+                ),
+                Reply::StartStream | Reply::EndStream => {}
+            }
+        }
+        events
+    }
+}
+
+fn ctx() -> String {
+    admission::context_id(THREAD)
+}
+
+fn task(state: &str) -> Value {
+    json!({"task": {"id": "task-1", "contextId": ctx(), "status": {"state": state}}})
+}
+
+fn status(state: &str, iac: Value) -> Value {
+    json!({"statusUpdate": {"taskId": "task-1", "contextId": ctx(), "status": {"state": state}, "metadata": {"iac_code": iac}}})
+}
+
+fn text(t: &str) -> Value {
+    json!({"statusUpdate": {"taskId": "task-1", "contextId": ctx(), "status": {"state": "TASK_STATE_WORKING",
+        "message": {"messageId": "task-1-1", "role": "ROLE_AGENT", "parts": [{"text": t}]}},
+        "metadata": {"iac_code": {"iacCodeSessionId": "sess-1", "textDelta": true}}}})
+}
+
+fn permission(id: &str) -> Value {
+    json!({"kind": "permission", "inputId": id, "requestTaskId": "task-1", "contextId": ctx(),
+        "toolUseId": format!("tool-{id}"), "prompt": "Allow?", "required": true})
+}
+
+fn question(id: &str) -> Value {
+    json!({"kind": "ask_user_question", "inputId": id, "requestTaskId": "task-1", "contextId": ctx(),
+        "prompt": "Pick", "options": [{"id": "a", "label": "Alpha"}], "required": true, "toolUseId": format!("tool-{id}")})
+}
+
+fn snapshot(state: &str, iac: Value) -> Value {
+    json!({"id": "task-1", "contextId": ctx(), "status": {"state": state}, "metadata": {"iac_code": iac}})
+}
+
+fn rpc_result(v: Value) -> Value {
+    json!({"result": v, "id": "x", "jsonrpc": "2.0"})
+}
+
+fn types(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
+}
+
+fn last(events: &[Value]) -> &Value {
+    events.last().unwrap()
+}
+
+fn interrupt_ids(events: &[Value]) -> Vec<String> {
+    last(events)["outcome"]["interrupts"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|i| i["id"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A first run that stops at `input`.
+fn interrupted_first_run(h: &Harness, input: Value) {
+    h.script(vec![(
+        "SendStreamingMessage",
+        Answer::Stream(vec![
+            task("TASK_STATE_SUBMITTED"),
+            status(
+                "TASK_STATE_INPUT_REQUIRED",
+                json!({"iacCodeSessionId": "sess-1", "input": input}),
+            ),
+        ]),
+    )]);
+    let ev = h.run(h.body("r1", "go", None));
+    assert_eq!(last(&ev)["outcome"]["type"], "interrupt");
+}
+
+/// The calls a resume makes before it delivers answers.
+fn resume_preamble(iac: Value) -> Vec<(&'static str, Answer)> {
+    vec![
+        ("ensure_restored", Answer::Restore(Restore::Current)),
+        (
+            "GetTask",
+            Answer::Json(rpc_result(
+                json!({"task": snapshot("TASK_STATE_INPUT_REQUIRED", iac)}),
+            )),
+        ),
+        ("pipeline_state", Answer::Pipeline(None)),
+    ]
+}
+
+#[test]
+fn a_new_turn_streams_text_and_retires_its_execution() {
+    let h = Harness::new();
+    h.script(vec![(
+        "SendStreamingMessage",
+        Answer::Stream(vec![
+            task("TASK_STATE_SUBMITTED"),
+            text("Hello"),
+            status(
+                "TASK_STATE_COMPLETED",
+                json!({"iacCodeSessionId": "sess-1"}),
+            ),
+        ]),
+    )]);
+    let ev = h.run(h.body("r1", "hi", None));
+    assert_eq!(
+        types(&ev),
+        [
+            "RUN_STARTED",
+            "CUSTOM",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_CONTENT",
+            "TEXT_MESSAGE_END",
+            "RUN_FINISHED"
+        ]
+    );
+    assert_eq!(ev[1]["value"]["taskId"], "task-1");
+    assert_eq!(ev[1]["value"]["sessionId"], "sess-1");
+    assert_eq!(ev[3]["delta"], "Hello");
+    assert_eq!(last(&ev)["outcome"]["type"], "success");
+    let sent = h.call("SendStreamingMessage");
+    assert_eq!(sent["message"]["messageId"], "m-r1");
+    assert_eq!(sent["message"]["contextId"], ctx());
+    assert!(sent["message"].get("taskId").is_none());
+    let doc = h.doc();
+    assert!(doc.terminal.contains(&doc.execution.execution_id));
+    assert_eq!(doc.execution.task_id, None);
+    assert_eq!(doc.session_id.as_deref(), Some("sess-1"));
+    assert_eq!(h.calls(), ["SendStreamingMessage"]);
+}
+
+#[test]
+fn an_interrupt_is_persisted_before_it_is_announced() {
+    let h = Harness::new();
+    interrupted_first_run(&h, permission("p1"));
+    let doc = h.doc();
+    assert_eq!(doc.execution.task_id.as_deref(), Some("task-1"));
+    assert_eq!(doc.execution.pending.len(), 1);
+    assert_eq!(doc.execution.pending[0].0, "p1");
+    assert!(!doc.terminal.contains(&doc.execution.execution_id));
+}
+
+#[test]
+fn a_resume_delivers_the_permission_and_follows_the_turn() {
+    let h = Harness::new();
+    interrupted_first_run(&h, permission("p1"));
+    let mut script =
+        resume_preamble(json!({"iacCodeSessionId": "sess-1", "input": permission("p1")}));
+    script.push((
+        "SendStreamingMessage",
+        Answer::Stream(vec![
+            status(
+                "TASK_STATE_WORKING",
+                json!({"inputReceived": {"kind": "permission", "inputId": "p1"}}),
+            ),
+            status(
+                "TASK_STATE_WORKING",
+                json!({"tool": {"status": "completed", "toolUseId": "tool-p1", "result": "done"}, "iacCodeSessionId": "sess-1"}),
+            ),
+            status("TASK_STATE_COMPLETED", json!({"iacCodeSessionId": "sess-1"})),
+        ]),
+    ));
+    h.script(script);
+    let resume =
+        json!([{"interruptId": "p1", "status": "resolved", "payload": {"decision": "allow_once"}}]);
+    let ev = h.run(h.body("r2", "", Some(resume)));
+    assert_eq!(last(&ev)["outcome"]["type"], "success", "{ev:?}");
+    assert!(ev.iter().any(|e| e["type"] == "TOOL_CALL_RESULT"));
+    assert_eq!(
+        h.calls()[1..],
+        [
+            "ensure_restored",
+            "GetTask",
+            "pipeline_state",
+            "SendStreamingMessage"
+        ]
+    );
+    let sent = &lock(&h.kernel.calls)[4].1;
+    assert_eq!(sent["message"]["taskId"], "task-1");
+    assert_eq!(
+        sent["message"]["parts"][0]["data"],
+        json!({"schemaVersion": 1, "kind": "permission", "requestTaskId": "task-1", "inputId": "p1", "toolUseId": "tool-p1", "decision": "allow_once"})
+    );
+    let doc = h.doc();
+    assert!(doc.execution.pending.is_empty());
+    assert!(
+        doc.applied
+            .contains_key(&(doc.execution.execution_id.clone(), "p1".to_string()))
+    );
+}
+
+#[test]
+fn a_mixed_resume_whose_first_answer_repeats_the_permission_ends_in_success() {
+    let h = Harness::new();
+    h.script(vec![(
+        "SendStreamingMessage",
+        Answer::Stream(vec![
+            task("TASK_STATE_SUBMITTED"),
+            status(
+                "TASK_STATE_INPUT_REQUIRED",
+                json!({"iacCodeSessionId": "sess-1", "input": question("q1"), "pendingPermissions": [permission("p1")]}),
+            ),
+        ]),
+    )]);
+    let ev = h.run(h.body("r1", "go", None));
+    assert_eq!(interrupt_ids(&ev), ["q1", "p1"]);
+    let mut script = resume_preamble(
+        json!({"iacCodeSessionId": "sess-1", "input": question("q1"), "pendingPermissions": [permission("p1")]}),
+    );
+    let repeat = |state: &str| {
+        status(
+            state,
+            json!({"iacCodeSessionId": "sess-1", "pendingPermissions": [permission("p1")]}),
+        )
+    };
+    script.push((
+        "SendStreamingMessage",
+        Answer::Stream(vec![
+            status(
+                "TASK_STATE_WORKING",
+                json!({"inputReceived": {"inputId": "q1"}}),
+            ),
+            repeat("TASK_STATE_INPUT_REQUIRED"),
+        ]),
+    ));
+    script.push((
+        "SendStreamingMessage",
+        Answer::Stream(vec![
+            status(
+                "TASK_STATE_WORKING",
+                json!({"inputReceived": {"kind": "permission", "inputId": "p1"}}),
+            ),
+            status(
+                "TASK_STATE_COMPLETED",
+                json!({"iacCodeSessionId": "sess-1"}),
+            ),
+        ]),
+    ));
+    h.script(script);
+    let both = json!([
+        {"interruptId": "q1", "status": "resolved", "payload": {"selectedId": "a"}},
+        {"interruptId": "p1", "status": "resolved", "payload": {"decision": "allow_once"}},
+    ]);
+    let ev = h.run(h.body("r2", "", Some(both)));
+    assert_eq!(last(&ev)["outcome"]["type"], "success", "{:?}", last(&ev));
+    assert!(h.doc().execution.pending.is_empty());
+}
+
+#[test]
+fn new_interrupts_found_by_the_snapshot_end_the_resume_listing_all() {
+    let h = Harness::new();
+    interrupted_first_run(&h, question("q1"));
+    h.script(resume_preamble(
+        json!({"iacCodeSessionId": "sess-1", "input": permission("p1")}),
+    ));
+    let resume =
+        json!([{"interruptId": "q1", "status": "resolved", "payload": {"selectedId": "a"}}]);
+    let ev = h.run(h.body("r2", "", Some(resume)));
+    assert_eq!(interrupt_ids(&ev), ["q1", "p1"]);
+    // Nothing was delivered: the client has to see the new interrupt first.
+    assert_eq!(
+        h.calls(),
+        [
+            "SendStreamingMessage",
+            "ensure_restored",
+            "GetTask",
+            "pipeline_state"
+        ]
+    );
+}
+
+/// Saves of a document that knows its task id fail (admission itself succeeds).
+struct FailOnTask(Arc<MemStore>);
+
+impl ThreadStore for FailOnTask {
+    fn load(&self, id: &str) -> Result<Option<ThreadDoc>, StoreError> {
+        self.0.load(id)
+    }
+    fn save(&self, doc: &ThreadDoc) -> Result<(), StoreError> {
+        if doc.execution.task_id.is_some() {
+            return Err(StoreError::Io(std::io::Error::other("disk full (test)")));
+        }
+        self.0.save(doc)
+    }
+}
+
+#[test]
+fn a_task_mapping_that_cannot_be_saved_fails_closed() {
+    let mem = Arc::new(MemStore::default());
+    let h = Harness::with(mem.clone(), Arc::new(FailOnTask(mem)), None);
+    h.script(vec![
+        (
+            "SendStreamingMessage",
+            Answer::Stream(vec![task("TASK_STATE_SUBMITTED"), text("secret plan")]),
+        ),
+        (
+            "CancelTask",
+            Answer::Json(rpc_result(
+                json!({"task": snapshot("TASK_STATE_CANCELED", json!({}))}),
+            )),
+        ),
+    ]);
+    let ev = h.run(h.body("r1", "go", None));
+    assert_eq!(types(&ev), ["RUN_STARTED", "CUSTOM", "RUN_ERROR"]);
+    assert_eq!(last(&ev)["code"], "STATE_PERSISTENCE_FAILED");
+    // Nothing the kernel said was revealed (the session event shows only what was saved),
+    // and its task was cancelled.
+    assert_eq!(ev[1]["value"]["taskId"], Value::Null);
+    assert_eq!(h.call("CancelTask"), json!("task-1"));
+    assert_eq!(h.doc().execution.task_id, None);
+}
+
+#[test]
+fn an_unreachable_kernel_is_one_run_error() {
+    let h = Harness::new();
+    h.script(vec![("SendStreamingMessage", Answer::Down)]);
+    let ev = h.run(h.body("r1", "go", None));
+    assert_eq!(types(&ev), ["RUN_STARTED", "CUSTOM", "RUN_ERROR"]);
+    assert_eq!(last(&ev)["code"], "A2A_UNAVAILABLE");
+}
+
+/// A kernel that, whenever a session is opened, marks every registered run as cancelled by
+/// the cancel route (so the request lands before any task id is known).
+struct CancelEarly {
+    fake: Arc<FakeKernel>,
+    shared: std::sync::OnceLock<std::sync::Weak<Shared>>,
+}
+
+impl Kernel for Arc<CancelEarly> {
+    fn session(&self) -> Box<dyn Upstream> {
+        if let Some(sh) = self.shared.get().and_then(std::sync::Weak::upgrade) {
+            for c in lock(&sh.runs).values() {
+                c.cancel_requested
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        Box::new(FakeSession(self.fake.clone()))
+    }
+}
+
+#[test]
+fn a_cancel_requested_before_the_task_id_cancels_the_task_when_it_appears() {
+    let fake = Arc::new(FakeKernel::default());
+    let early = Arc::new(CancelEarly {
+        fake: fake.clone(),
+        shared: std::sync::OnceLock::new(),
+    });
+    let mem = Arc::new(MemStore::default());
+    let h = Harness::with(mem.clone(), mem, Some((fake, Arc::new(early.clone()))));
+    let _ = early.shared.set(Arc::downgrade(&h.backend.shared));
+    h.script(vec![
+        (
+            "SendStreamingMessage",
+            Answer::Stream(vec![
+                task("TASK_STATE_SUBMITTED"),
+                status("TASK_STATE_CANCELED", json!({"iacCodeSessionId": "sess-1"})),
+            ]),
+        ),
+        (
+            "CancelTask",
+            Answer::Json(rpc_result(
+                json!({"task": snapshot("TASK_STATE_CANCELED", json!({}))}),
+            )),
+        ),
+    ]);
+    let ev = h.run(h.body("r1", "go", None));
+    assert_eq!(last(&ev)["code"], "CANCELLED", "{ev:?}");
+    assert_eq!(h.calls(), ["SendStreamingMessage", "CancelTask"]);
+    let doc = h.doc();
+    assert!(doc.terminal.contains(&doc.execution.execution_id));
+}

@@ -1,0 +1,344 @@
+//! New turns and guidance, the event pump shared with resumes, and interrupts found in a
+//! stream (reference §5.2, §3.5).
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+
+use serde_json::Value;
+
+use super::{Cleanup, End, Run, Step};
+use crate::a2a::client::EventStream;
+use crate::a2a::types::{A2aEvent, Payload, TaskState};
+use crate::adapter::admission::RunKind;
+use crate::adapter::identity::{self, Known};
+use crate::adapter::interrupts::{self, FoundInput};
+use crate::adapter::reconcile::merge_inputs;
+use crate::catalog::Msg;
+use crate::errors::Code;
+
+impl Run<'_, '_> {
+    pub(super) fn new_turn(&mut self) -> Step<End> {
+        self.run_started()?;
+        self.mapper.reopen_pipeline_steps();
+        self.flush()?;
+        let Some(user) = self.a.user.take() else {
+            return Err(self.fail(Code::InvalidInput, Msg::UserMessageRequired, Cleanup::Keep));
+        };
+        let params = self.message(&user.message_id, user.parts, None);
+        let st = self
+            .session
+            .send_streaming_message(params)
+            .map_err(|e| self.a2a_err(&e, Cleanup::CancelIfIdle))?;
+        self.consume(st, true)
+    }
+
+    /// Identity rules for every event (§5.2, §10 of the A2A notes); new ids are persisted
+    /// before anything reveals them.
+    pub(super) fn observe(&mut self, ev: &A2aEvent) -> Step<()> {
+        if let Some(c) = ev.context_id()
+            && c != self.context_id
+        {
+            return Err(self.fail(
+                Code::A2aProtocolError,
+                Msg::ContextIdentityChanged,
+                Cleanup::CancelIfIdle,
+            ));
+        }
+        if let Some(tid) = ev.task_id() {
+            let known = self.with_thread(|t| Known::of(t.doc.execution.task_id.as_deref(), tid));
+            match known.unwrap_or(Known::Unset) {
+                Known::Same => {}
+                Known::Other => {
+                    return Err(self.fail(
+                        Code::A2aProtocolError,
+                        Msg::TaskIdentityChanged,
+                        Cleanup::CancelIfIdle,
+                    ));
+                }
+                Known::Unset => {
+                    let tid = tid.to_string();
+                    self.wire_task = Some(tid.clone());
+                    let exec = self.execution_id.clone();
+                    let thread = self.a.thread_id.clone();
+                    self.persist(|t| t.doc.execution.task_id = Some(tid.clone()))
+                        .map_err(|_| {
+                            self.fail(
+                                Code::StatePersistenceFailed,
+                                Msg::PersistExecution,
+                                Cleanup::FailClosed,
+                            )
+                        })?;
+                    self.sh.registry.live_insert(&exec, &thread);
+                    if self.a.control.cancel_requested.load(Ordering::SeqCst) {
+                        // The cancel route asked before the task id was known: cancel it now.
+                        let _ = self.sh.kernel.session().cancel_task(&tid);
+                    }
+                }
+            }
+        }
+        if let Some(sid) = ev.session_id() {
+            let known = self.with_thread(|t| Known::of(t.doc.session_id.as_deref(), sid));
+            match known.unwrap_or(Known::Unset) {
+                Known::Same => {}
+                Known::Other => {
+                    return Err(self.fail(
+                        Code::A2aProtocolError,
+                        Msg::SessionIdentityChanged,
+                        Cleanup::CancelIfIdle,
+                    ));
+                }
+                Known::Unset => self
+                    .persist(|t| t.doc.session_id = Some(sid.to_string()))
+                    .map_err(|_| {
+                        self.fail(
+                            Code::StatePersistenceFailed,
+                            Msg::PersistSession,
+                            Cleanup::FailClosed,
+                        )
+                    })?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Inputs of an event that are not yet answered in this execution.
+    pub(super) fn new_inputs(&self, ev: &A2aEvent) -> Step<Vec<FoundInput>> {
+        if !ev
+            .iac()
+            .is_some_and(|m| m.contains_key("input") || m.contains_key("pendingPermissions"))
+        {
+            return Ok(Vec::new());
+        }
+        let found = interrupts::inputs(ev).map_err(|_| {
+            self.fail(
+                Code::A2aProtocolError,
+                Msg::InterruptWithoutId,
+                Cleanup::CancelIfIdle,
+            )
+        })?;
+        let applied: HashSet<String> = self
+            .with_thread(|t| {
+                t.doc
+                    .applied
+                    .keys()
+                    .filter(|(e, _)| *e == self.execution_id)
+                    .map(|(_, i)| i.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(found
+            .into_iter()
+            .filter(|f| !applied.contains(&f.id))
+            .collect())
+    }
+
+    pub(super) fn check_input_identity(&self, inputs: &[FoundInput]) -> Step<()> {
+        identity::check_inputs(inputs, self.task_id().as_deref(), &self.context_id)
+            .map_err(|m| self.fail(Code::A2aProtocolError, m, Cleanup::CancelIfIdle))
+    }
+
+    /// Merge new inputs into pending (existing entries kept; sideband only upgraded) and
+    /// persist them before anything is revealed.
+    pub(super) fn commit_inputs(&mut self, inputs: Vec<FoundInput>) -> Step<()> {
+        self.check_input_identity(&inputs)?;
+        self.mapper.finalize_text_snapshots();
+        self.persist(|t| merge_inputs(&mut t.doc.execution.pending, inputs))
+            .map_err(|_| {
+                self.fail(
+                    Code::StatePersistenceFailed,
+                    Msg::PersistInterrupt,
+                    Cleanup::FailClosed,
+                )
+            })
+    }
+
+    pub(super) fn pending_interrupts(&self) -> Vec<Value> {
+        self.with_thread(|t| {
+            t.doc
+                .execution
+                .pending
+                .iter()
+                .map(|(id, p)| interrupts::interrupt(id, &p.value))
+                .collect()
+        })
+        .unwrap_or_default()
+    }
+
+    pub(super) fn recover_pipeline(&mut self, after: i64) -> Step<()> {
+        let Some(task) = self.task_id() else {
+            return Ok(());
+        };
+        match self.session.pipeline_state(&task, after) {
+            Ok(Some(state)) => {
+                self.mapper.pipeline_recovery(&state);
+                self.flush()
+            }
+            Ok(None) => Ok(()),
+            Err(e) => Err(self.a2a_err(&e, Cleanup::Keep)),
+        }
+    }
+
+    /// Read a stream to its end, projecting it. `last` is false while more resume answers
+    /// remain to be delivered after this stream: new inputs are then committed but do not end
+    /// the run. Returns the end (`None` when the stream ended without a stop state, or with
+    /// input-required and nothing pending, i.e. a plain end of turn... see below).
+    pub(super) fn consume(&mut self, mut st: EventStream, last: bool) -> Step<End> {
+        let (state, interrupted) = self.pump(&mut st, last)?;
+        drop(st);
+        if interrupted {
+            return self.interrupt_end();
+        }
+        self.end_for_state(state)
+    }
+
+    /// The core event loop; returns the last state and whether an interrupt was committed.
+    pub(super) fn pump(
+        &mut self,
+        st: &mut EventStream,
+        last: bool,
+    ) -> Step<(Option<TaskState>, bool)> {
+        let mut state: Option<TaskState> = None;
+        let mut committed = false;
+        loop {
+            let p = match st.next_payload() {
+                Ok(Some(p)) => p,
+                Ok(None) => break,
+                Err(e) => return Err(self.a2a_err(&e, Cleanup::CancelIfIdle)),
+            };
+            let ev = match p {
+                Payload::Event(e) => e,
+                // REC: a JSON-RPC error is never read as a task.
+                Payload::Error(e) => {
+                    log::warn!(
+                        "run {}: kernel error {:?} {}",
+                        self.a.run_id,
+                        e.code,
+                        e.message
+                    );
+                    return Err(self.fail(
+                        Code::A2aUnavailable,
+                        Msg::A2aUnavailable,
+                        Cleanup::CancelIfIdle,
+                    ));
+                }
+            };
+            self.on_event(&ev)?;
+            let new = self.new_inputs(&ev)?;
+            if !new.is_empty() {
+                if let Some(r) = self.catch_up.take() {
+                    self.recover_pipeline(r)?;
+                }
+                self.commit_inputs(new)?;
+                committed = true;
+                if last {
+                    return Ok((state, true));
+                }
+            }
+            if let Some(s) = ev.state() {
+                let stop = s.is_stop();
+                state = Some(s);
+                if stop {
+                    break;
+                }
+            }
+        }
+        Ok((state, committed))
+    }
+
+    /// Identity checks, the session event, queued results, projection.
+    pub(super) fn on_event(&mut self, ev: &A2aEvent) -> Step<()> {
+        self.observe(ev)?;
+        let has_ids = self
+            .with_thread(|t| t.doc.execution.task_id.is_some() && t.doc.session_id.is_some())
+            == Some(true);
+        if !self.session_emitted
+            && (self.resume_accepted || (self.a.kind != RunKind::Resume && has_ids))
+        {
+            self.session_event()?;
+        }
+        for (id, content) in std::mem::take(&mut self.queued_results) {
+            self.mapper.resolved_tool_result(&id, &content);
+        }
+        self.mapper.map(ev, true, true);
+        self.flush()?;
+        if self.a.control.cancel_requested.load(Ordering::SeqCst)
+            && ev.state() == Some(TaskState::Canceled)
+        {
+            self.settled = true;
+        }
+        Ok(())
+    }
+
+    pub(super) fn interrupt_end(&mut self) -> Step<End> {
+        self.settled = true;
+        Ok(End::Interrupt(self.pending_interrupts()))
+    }
+
+    pub(super) fn end_for_state(&mut self, state: Option<TaskState>) -> Step<End> {
+        if let Some(r) = self.catch_up.take() {
+            self.recover_pipeline(r)?;
+        }
+        let cancelled = self.a.control.cancel_requested.load(Ordering::SeqCst);
+        Ok(match state {
+            Some(TaskState::Completed | TaskState::InputRequired) => End::Success,
+            Some(TaskState::Canceled) => {
+                End::Error(Code::Cancelled, Msg::Cancelled.text(self.lang()).into())
+            }
+            _ if cancelled => End::Error(Code::Cancelled, Msg::Cancelled.text(self.lang()).into()),
+            Some(s) if s.is_failure() => End::Error(
+                Code::A2aExecutionFailed,
+                Msg::ExecutionFailed.text(self.lang()).into(),
+            ),
+            _ => {
+                // The stream ended while the task was still running: nobody follows it any
+                // more, so cancel it (the reference leaves it running).
+                if let Some(t) = self.task_id() {
+                    let _ = self.sh.kernel.session().cancel_task(&t);
+                }
+                End::Error(
+                    Code::A2aExecutionFailed,
+                    Msg::ExecutionFailed.text(self.lang()).into(),
+                )
+            }
+        })
+    }
+
+    // ------------------------------------------------------------------ resume (§3.3)
+
+    pub(super) fn guidance(&mut self) -> Step<End> {
+        self.run_started()?;
+        let Some(user) = self.a.user.take() else {
+            return Err(self.fail(Code::InvalidInput, Msg::UserMessageRequired, Cleanup::Keep));
+        };
+        let task = self.task_id().unwrap_or_default();
+        let params = self.message(&user.message_id, user.parts, Some(&task));
+        let mut st = self
+            .session
+            .send_streaming_message(params)
+            .map_err(|e| self.a2a_err(&e, Cleanup::Keep))?;
+        loop {
+            let ev = match st.next_payload() {
+                Ok(Some(Payload::Event(e))) => e,
+                Ok(Some(Payload::Error(e))) => return Err(self.rejected(&e)),
+                Ok(None) => break,
+                Err(e) => return Err(self.a2a_err(&e, Cleanup::Keep)),
+            };
+            self.check_identity(&ev, &task)?;
+            match ev.state() {
+                Some(s) if s.is_failure() => {
+                    return Err(self.fail(
+                        Code::A2aExecutionFailed,
+                        Msg::ExecutionFailed,
+                        Cleanup::Keep,
+                    ));
+                }
+                Some(TaskState::Canceled) => {
+                    return Err(self.fail(Code::Cancelled, Msg::Cancelled, Cleanup::Keep));
+                }
+                _ => {}
+            }
+        }
+        self.settled = true;
+        Ok(End::Success)
+    }
+}
