@@ -73,7 +73,16 @@ fn raise_fd_limit() {
     }
 }
 
+#[cfg(not(feature = "demo"))]
+const NO_DEMO: &str = "this build has no demo kernel (built without the `demo` feature)";
+
+#[cfg(not(feature = "demo"))]
+fn serve_demo_kernel(_port: u16) -> Result<(), String> {
+    Err(NO_DEMO.into())
+}
+
 /// Serve only the scripted demo kernel (for benchmarks and client tests) until a signal.
+#[cfg(feature = "demo")]
 fn serve_demo_kernel(port: u16) -> Result<(), String> {
     let token = std::env::var("IACCODE_A2A_HTTP_TOKEN")
         .ok()
@@ -122,23 +131,34 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
 /// The kernel this process talks to; dropping it stops whatever was started.
 #[allow(dead_code)] // the values are held only for their Drop
 enum Kernel {
+    #[cfg(feature = "demo")]
     Demo(crate::kernel::demo::DemoKernel),
     Managed(crate::kernel::process::ManagedKernel),
     External,
 }
 
+#[cfg(feature = "demo")]
+fn start_demo() -> Result<(Kernel, String, Option<String>), String> {
+    let token = crate::ids::token_urlsafe()
+        .map_err(|e| format!("cannot make the demo kernel's token: {e}"))?;
+    let demo = crate::kernel::demo::DemoKernel::start(crate::kernel::demo::DemoConfig {
+        token: Some(token.clone()),
+        ..Default::default()
+    })
+    .map_err(|e| format!("cannot start the demo kernel: {e}"))?;
+    let url = demo.base_url();
+    log::info!("demo kernel on {url}");
+    Ok((Kernel::Demo(demo), url, Some(token)))
+}
+
+#[cfg(not(feature = "demo"))]
+fn start_demo() -> Result<(Kernel, String, Option<String>), String> {
+    Err(NO_DEMO.into())
+}
+
 fn start_kernel(cfg: &Config) -> Result<(Kernel, A2aClient), String> {
     let (kernel, url, token) = if cfg.demo {
-        let token = crate::ids::token_urlsafe()
-            .map_err(|e| format!("cannot make the demo kernel's token: {e}"))?;
-        let demo = crate::kernel::demo::DemoKernel::start(crate::kernel::demo::DemoConfig {
-            token: Some(token.clone()),
-            ..Default::default()
-        })
-        .map_err(|e| format!("cannot start the demo kernel: {e}"))?;
-        let url = demo.base_url();
-        log::info!("demo kernel on {url}");
-        (Kernel::Demo(demo), url, Some(token))
+        start_demo()?
     } else if let Some(url) = &cfg.a2a_url {
         (Kernel::External, url.clone(), cfg.a2a_token.clone())
     } else {

@@ -1,5 +1,6 @@
 //! Where the A2A kernel comes from: a managed `iac-code a2a` child process, or the built-in
 //! demo kernel.
 
+#[cfg(feature = "demo")]
 pub mod demo;
 pub mod process;

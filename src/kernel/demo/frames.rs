@@ -1,0 +1,238 @@
+//! `Emitter`: writes A2A frames to one SSE response and to the task's subscribers.
+
+use super::*;
+
+/// Writes frames to one SSE response and to the task's subscribers.
+pub(super) struct Emitter<'a> {
+    pub(super) sock: &'a mut TcpStream,
+    pub(super) shared: &'a Arc<Shared>,
+    pub(super) task_id: String,
+    pub(super) context_id: String,
+    pub(super) session_id: String,
+    pub(super) req_id: Value,
+    pub(super) cancel: Arc<AtomicBool>,
+    pub(super) delay: Duration,
+}
+
+/// The stream must end now (cancelled, or the client went away).
+pub(super) struct Stop;
+
+impl Emitter<'_> {
+    pub(super) fn frame(&mut self, result: Value) -> Result<(), Stop> {
+        let v = json!({"result": result, "id": self.req_id, "jsonrpc": "2.0"});
+        let subs = {
+            let mut tasks = lock(&self.shared.tasks);
+            match tasks.get_mut(&self.task_id) {
+                Some(t) => {
+                    t.subscribers.retain(|s| s.try_send(v.clone()).is_ok());
+                    t.subscribers.len()
+                }
+                None => 0,
+            }
+        };
+        let _ = subs;
+        self.raw(&serde_json::to_vec(&v).unwrap_or_default())
+    }
+
+    pub(super) fn raw(&mut self, data: &[u8]) -> Result<(), Stop> {
+        let mut frame = Vec::with_capacity(data.len() + 10);
+        frame.extend_from_slice(b"data: ");
+        frame.extend_from_slice(data);
+        frame.extend_from_slice(b"\r\n\r\n");
+        write_chunk(self.sock, &frame).map_err(|_| Stop)
+    }
+
+    pub(super) fn pause(&self, d: Duration) -> Result<(), Stop> {
+        let mut left = d;
+        while !left.is_zero() {
+            if self.cancel.load(Ordering::SeqCst) {
+                return Err(Stop);
+            }
+            let step = left.min(Duration::from_millis(20));
+            std::thread::sleep(step);
+            left -= step;
+        }
+        if self.cancel.load(Ordering::SeqCst) {
+            return Err(Stop);
+        }
+        Ok(())
+    }
+
+    pub(super) fn status(
+        &mut self,
+        state: &'static str,
+        message: Option<Value>,
+        timestamp: bool,
+        iac: Value,
+    ) -> Result<(), Stop> {
+        self.pause(self.delay)?;
+        let mut st = json!({"state": state});
+        if let Some(m) = &message {
+            st["message"] = m.clone();
+        }
+        if timestamp {
+            st["timestamp"] = now_ts().into();
+        }
+        {
+            let mut tasks = lock(&self.shared.tasks);
+            if let Some(t) = tasks.get_mut(&self.task_id) {
+                if t.state != "TASK_STATE_CANCELED" {
+                    t.state = state;
+                }
+                if let Some(m) = &message {
+                    t.last_message = Some(m.clone());
+                    t.history.push(m.clone());
+                }
+            }
+        }
+        let upd = json!({"statusUpdate": {"taskId": self.task_id, "contextId": self.context_id, "status": st, "metadata": {"iac_code": iac}}});
+        self.frame(upd)
+    }
+
+    pub(super) fn with_session(&self, mut iac: Value) -> Value {
+        if let Some(o) = iac.as_object_mut() {
+            o.insert("iacCodeSessionId".into(), self.session_id.clone().into());
+        }
+        iac
+    }
+
+    pub(super) fn msg(&self, id_suffix: &str, text: &str) -> Value {
+        json!({"messageId": format!("{}-{id_suffix}", self.task_id), "contextId": self.context_id, "taskId": self.task_id, "role": "ROLE_AGENT", "parts": [{"text": text}]})
+    }
+
+    pub(super) fn text(&mut self, t: &str) -> Result<(), Stop> {
+        let m = self.msg("message", t);
+        let iac = self.with_session(json!({}));
+        self.status("TASK_STATE_WORKING", Some(m), false, iac)
+    }
+
+    pub(super) fn meta(&mut self, iac: Value) -> Result<(), Stop> {
+        let iac = self.with_session(iac);
+        self.status("TASK_STATE_WORKING", None, false, iac)
+    }
+
+    pub(super) fn usage(&mut self, input: f64, output: f64) -> Result<(), Stop> {
+        self.meta(json!({"usage": {"cachedInputTokens": 0.0, "outputTokens": output, "inputTokens": input, "totalTokens": input + output, "provider": "demo", "model": "demo-1"}}))
+    }
+
+    /// The end of an ordinary turn: the full text with `assistantFinal`, then input-required.
+    pub(super) fn finish_turn(&mut self, full_text: &str) -> Result<(), Stop> {
+        let iac = self.with_session(json!({"assistantFinal": {"complete": true}}));
+        let m = (!full_text.is_empty()).then(|| self.msg("2", full_text));
+        self.status("TASK_STATE_WORKING", m, true, iac)?;
+        let iac = self.with_session(json!({}));
+        self.status("TASK_STATE_INPUT_REQUIRED", None, true, iac)
+    }
+
+    pub(super) fn cancelled(&mut self) {
+        let m = self.msg("5", "Task canceled.");
+        let iac = self.with_session(json!({}));
+        self.cancel.store(false, Ordering::SeqCst);
+        let delay = std::mem::replace(&mut self.delay, Duration::ZERO);
+        let _ = self.status("TASK_STATE_CANCELED", Some(m), true, iac);
+        self.delay = delay;
+    }
+
+    // ---- pipeline envelopes ----
+
+    pub(super) fn envelope(
+        &mut self,
+        event_type: &str,
+        scope: &str,
+        status: &str,
+        data: Value,
+        extra: Value,
+    ) -> Value {
+        let seq = {
+            let mut tasks = lock(&self.shared.tasks);
+            match tasks.get_mut(&self.task_id) {
+                Some(t) => {
+                    t.pipeline_seq += 1;
+                    t.pipeline_seq
+                }
+                None => 0,
+            }
+        };
+        let mut env = json!({
+            "schemaVersion": "1.0",
+            "extensionUri": "urn:iac-code:a2a:pipeline-events:v1",
+            "eventId": format!("evt-{}", ids::hex32()),
+            "sequence": seq,
+            "createdAt": now_ts(),
+            "eventType": event_type,
+            "scope": scope,
+            "pipelineRunId": self.context_id,
+            "taskId": self.task_id,
+            "contextId": self.context_id,
+            "pipelineName": "selling",
+            "status": status,
+            "data": data,
+            "iacCodeSessionId": self.session_id,
+        });
+        if let (Some(e), Some(x)) = (env.as_object_mut(), extra.as_object()) {
+            for (k, v) in x {
+                e.insert(k.clone(), v.clone());
+            }
+        }
+        if let Some(t) = lock(&self.shared.tasks).get_mut(&self.task_id) {
+            t.pipeline_events.push(env.clone());
+        }
+        env
+    }
+
+    /// Send envelopes in one frame (a batch when more than one), numbers as doubles.
+    /// One pipeline event on its own (no input request).
+    pub(super) fn emit(
+        &mut self,
+        event_type: &str,
+        scope: &str,
+        status: &str,
+        data: Value,
+        extra: Value,
+    ) -> Result<(), Stop> {
+        let e = self.envelope(event_type, scope, status, data, extra);
+        self.pipeline(vec![e], None)
+    }
+
+    pub(super) fn pipeline(&mut self, envs: Vec<Value>, input: Option<Value>) -> Result<(), Stop> {
+        let last_status = envs
+            .last()
+            .and_then(|e| e["status"].as_str())
+            .unwrap_or("working")
+            .to_string();
+        let state = match last_status.as_str() {
+            "input_required" | "waiting_input" => "TASK_STATE_INPUT_REQUIRED",
+            "failed" => "TASK_STATE_FAILED",
+            "completed" => "TASK_STATE_COMPLETED",
+            "canceled" => "TASK_STATE_CANCELED",
+            _ => "TASK_STATE_WORKING",
+        };
+        let envs: Vec<Value> = envs.into_iter().map(doubles).collect();
+        let mut iac = if envs.len() == 1 {
+            json!({"pipeline": envs[0]})
+        } else {
+            json!({"pipelineBatch": {"schemaVersion": "1.0", "extensionUri": "urn:iac-code:a2a:pipeline-events:v1", "events": envs}})
+        };
+        if let Some(i) = input {
+            iac["input"] = doubles(i);
+        }
+        self.status(state, None, false, iac)
+    }
+}
+
+/// Proto-JSON: every number inside a Struct is a double.
+pub(super) fn doubles(v: Value) -> Value {
+    match v {
+        Value::Number(n) => {
+            let f = n.as_f64().unwrap_or(0.0);
+            if f.fract() == 0.0 && f.abs() < 1e15 {
+                serde_json::from_str(&format!("{f:.1}")).unwrap_or(Value::Number(n))
+            } else {
+                Value::Number(n)
+            }
+        }
+        Value::Array(a) => Value::Array(a.into_iter().map(doubles).collect()),
+        Value::Object(o) => Value::Object(o.into_iter().map(|(k, v)| (k, doubles(v))).collect()),
+        other => other,
+    }
+}

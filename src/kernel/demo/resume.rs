@@ -1,0 +1,233 @@
+//! Answers to interrupts: permission decisions and question answers continue the scripts.
+
+use super::*;
+
+pub(super) fn resume(
+    mut sock: TcpStream,
+    shared: &Arc<Shared>,
+    id: Value,
+    tid: String,
+    message: Value,
+) -> io::Result<()> {
+    let (context_id, session_id, script, pending, cancel, known_ctx) = {
+        let mut tasks = lock(&shared.tasks);
+        let Some(t) = tasks.get_mut(&tid) else {
+            return respond(
+                &mut sock,
+                200,
+                &task_not_found(&id, &format!("Task {tid} not found")),
+            );
+        };
+        let known_ctx = message["contextId"]
+            .as_str()
+            .is_none_or(|c| c == t.context_id);
+        (
+            t.context_id.clone(),
+            t.session_id.clone(),
+            t.script,
+            t.pending.clone(),
+            t.cancel.clone(),
+            known_ctx,
+        )
+    };
+    if !known_ctx {
+        return respond(
+            &mut sock,
+            200,
+            &rpc_error(
+                &id,
+                -32602,
+                "Context does not match the task.",
+                "INVALID_PARAMS",
+            ),
+        );
+    }
+    let data = message["parts"]
+        .as_array()
+        .and_then(|ps| {
+            ps.iter()
+                .find_map(|p| p.get("data").filter(|d| d.is_object()))
+        })
+        .cloned();
+    let text = user_text(&message);
+    let delay = shared.cfg.frame_delay;
+    // A duplicate permission answer is acknowledged and nothing runs again.
+    if let Some(d) = &data {
+        let input_id = d["inputId"].as_str().unwrap_or("").to_string();
+        let already = lock(&shared.tasks)
+            .get(&tid)
+            .is_some_and(|t| t.answered.contains(&input_id));
+        if already {
+            sock.write_all(SSE_HEAD)?;
+            let mut em = Emitter {
+                sock: &mut sock,
+                shared,
+                task_id: tid.clone(),
+                context_id,
+                session_id,
+                req_id: id,
+                cancel,
+                delay,
+            };
+            // An acknowledgement only: the task's own state does not change.
+            let upd = json!({"statusUpdate": {"taskId": em.task_id, "contextId": em.context_id, "status": {"state": "TASK_STATE_WORKING"}, "metadata": {"iac_code": {"inputReceived": {"kind": "permission", "inputId": input_id, "toolUseId": d["toolUseId"], "decision": d["decision"], "recovered": true, "duplicate": true}}}}});
+            let _ = em.frame(upd);
+            let _ = sock.write_all(http::LAST_CHUNK);
+            return Ok(());
+        }
+    }
+    let Some(pending) = pending else {
+        // Not waiting: guidance into a live pipeline, or a new message on an idle task.
+        sock.write_all(SSE_HEAD)?;
+        let mut em = Emitter {
+            sock: &mut sock,
+            shared,
+            task_id: tid.clone(),
+            context_id,
+            session_id,
+            req_id: id,
+            cancel,
+            delay,
+        };
+        if script == Script::Pipeline {
+            let _ = em.emit(
+                "interrupt_received",
+                "interrupt",
+                "working",
+                json!({"text": text}),
+                json!({}),
+            );
+            let _ = em.emit(
+                "interrupt_classified",
+                "interrupt",
+                "working",
+                json!({"classification": "guidance"}),
+                json!({}),
+            );
+        }
+        let _ = sock.write_all(http::LAST_CHUNK);
+        return Ok(());
+    };
+    if pending.kind == "permission" {
+        let Some(d) =
+            data.filter(|d| d["kind"] == "permission" && d["inputId"] == pending.input["inputId"])
+        else {
+            return respond(
+                &mut sock,
+                200,
+                &rpc_error(
+                    &id,
+                    -32602,
+                    "Permission response payload fields do not match schemaVersion 1.",
+                    "INVALID_PARAMS",
+                ),
+            );
+        };
+        let decision = d["decision"].as_str().unwrap_or("deny").to_string();
+        if !matches!(decision.as_str(), "allow_once" | "deny") {
+            return respond(
+                &mut sock,
+                200,
+                &rpc_error(
+                    &id,
+                    -32602,
+                    "Permission response payload fields do not match schemaVersion 1.",
+                    "INVALID_PARAMS",
+                ),
+            );
+        }
+        {
+            let mut tasks = lock(&shared.tasks);
+            if let Some(t) = tasks.get_mut(&tid) {
+                t.pending = None;
+                t.live = true;
+                t.answered
+                    .push(d["inputId"].as_str().unwrap_or("").to_string());
+            }
+        }
+        sock.write_all(SSE_HEAD)?;
+        let mut em = Emitter {
+            sock: &mut sock,
+            shared,
+            task_id: tid.clone(),
+            context_id,
+            session_id,
+            req_id: id,
+            cancel: cancel.clone(),
+            delay,
+        };
+        let tool = d["toolUseId"].as_str().unwrap_or("").to_string();
+        let r = (|| -> Result<(), Stop> {
+            em.status("TASK_STATE_WORKING", None, false, json!({"inputReceived": {"inputId": d["inputId"], "kind": "permission", "toolUseId": tool}}))?;
+            if decision == "allow_once" {
+                em.meta(json!({"tool": {"name": "bash", "toolUseId": tool, "status": "completed", "result": "Exit code: 0"}}))?;
+                em.text("Created the ")?;
+                em.text("file.")?;
+                em.usage(130.0, 8.0)?;
+                em.finish_turn("I'll create it.Created the file.")
+            } else {
+                em.meta(json!({"tool": {"name": "bash", "toolUseId": tool, "status": "failed", "result": "The user explicitly denied this tool operation. Do not retry it."}}))?;
+                em.text("Understood, I did not run the command.")?;
+                em.usage(130.0, 8.0)?;
+                em.finish_turn("I'll create it.Understood, I did not run the command.")
+            }
+        })();
+        if r.is_err() && cancel.load(Ordering::SeqCst) {
+            em.cancelled();
+        }
+        finish_task(shared, &tid);
+        let _ = sock.write_all(http::LAST_CHUNK);
+        return Ok(());
+    }
+    // Question answers arrive as text.
+    if text.trim().is_empty() {
+        return respond(
+            &mut sock,
+            200,
+            &rpc_error(&id, -32602, "An answer is required.", "INVALID_PARAMS"),
+        );
+    }
+    {
+        let mut tasks = lock(&shared.tasks);
+        if let Some(t) = tasks.get_mut(&tid) {
+            t.pending = None;
+            t.live = true;
+            if let Some(i) = pending.input["inputId"].as_str() {
+                t.answered.push(i.to_string());
+            }
+            t.history.push(json!({"messageId": message["messageId"], "contextId": t.context_id, "taskId": t.id, "role": "ROLE_USER", "parts": message["parts"]}));
+        }
+    }
+    sock.write_all(SSE_HEAD)?;
+    let mut em = Emitter {
+        sock: &mut sock,
+        shared,
+        task_id: tid.clone(),
+        context_id,
+        session_id,
+        req_id: id,
+        cancel: cancel.clone(),
+        delay,
+    };
+    let r = if pending.kind == "pipeline-question" {
+        pipeline_continue(&mut em, &text)
+    } else {
+        (|| -> Result<(), Stop> {
+            let tool = pending.input["toolUseId"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            em.meta(json!({"tool": {"name": "ask_user_question", "toolUseId": tool, "status": "completed", "result": text}}))?;
+            em.text(&format!("Using {text}. "))?;
+            em.text("Done.")?;
+            em.usage(90.0, 6.0)?;
+            em.finish_turn(&format!("Which region should I use?Using {text}. Done."))
+        })()
+    };
+    if r.is_err() && cancel.load(Ordering::SeqCst) {
+        em.cancelled();
+    }
+    finish_task(shared, &tid);
+    let _ = sock.write_all(http::LAST_CHUNK);
+    Ok(())
+}

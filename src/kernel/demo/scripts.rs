@@ -1,0 +1,415 @@
+//! The scripted turns, chosen by keywords in the user's message (see `SCRIPTS`).
+
+use super::*;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Script {
+    Plain,
+    Think,
+    Permission,
+    Question,
+    Pipeline,
+    /// A pipeline that keeps working for a while (for guidance and cancellation).
+    PipelineSlow,
+    Fail,
+    Slow,
+    Artifact,
+    Flood(u64),
+    Pace(u64, u64),
+    /// `wait N`: silence for N seconds, then a short answer (heartbeat and load tests).
+    Wait(u64),
+    Fault(Fault),
+}
+
+pub(super) fn choose(text: &str, run_mode: Option<&str>) -> Script {
+    let t = text.to_lowercase();
+    let num = |after: &str, idx: usize, default: u64| {
+        t.split(after)
+            .nth(1)
+            .and_then(|r| r.split_whitespace().nth(idx))
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(default)
+    };
+    if let Some(rest) = t.split("fault-").nth(1) {
+        let name = rest
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .next()
+            .unwrap_or("");
+        let f = match name {
+            "garbage" => Fault::Garbage,
+            "die" => Fault::Die,
+            "huge" => Fault::Huge,
+            "wrongctx" => Fault::WrongContext,
+            "wrongtask" => Fault::WrongTask,
+            "noinputid" => Fault::NoInputId,
+            "hang" => Fault::Hang,
+            "http500" => Fault::Http500,
+            "rpcerror" => Fault::RpcError,
+            _ => Fault::Drip,
+        };
+        return Script::Fault(f);
+    }
+    if t.contains("flood") {
+        return Script::Flood(num("flood", 0, 1000));
+    }
+    if t.contains("pace") {
+        return Script::Pace(num("pace", 0, 100), num("pace", 1, 200).max(1));
+    }
+    if t.starts_with("wait") {
+        return Script::Wait(num("wait", 0, 10));
+    }
+    if t.contains("pipeline") || run_mode == Some("pipeline") {
+        return if t.contains("slow") {
+            Script::PipelineSlow
+        } else {
+            Script::Pipeline
+        };
+    }
+    for (kw, s) in [
+        ("question", Script::Question),
+        ("permission", Script::Permission),
+        ("fail", Script::Fail),
+        ("slow", Script::Slow),
+        ("artifact", Script::Artifact),
+        ("think", Script::Think),
+    ] {
+        if t.contains(kw) {
+            return s;
+        }
+    }
+    Script::Plain
+}
+
+pub(super) fn run_script(em: &mut Emitter<'_>, script: Script, text: &str) -> Result<(), Stop> {
+    let pipeline = matches!(script, Script::Pipeline | Script::PipelineSlow);
+    if !pipeline {
+        em.meta_state("TASK_STATE_SUBMITTED")?;
+        em.meta_state("TASK_STATE_WORKING")?;
+    }
+    match script {
+        Script::Plain => {
+            em.text("Hello")?;
+            em.text("! This is the iac-agui demo kernel.")?;
+            em.usage(120.0, 12.0)?;
+            em.finish_turn("Hello! This is the iac-agui demo kernel.")
+        }
+        Script::Think => {
+            em.meta(json!({"thinking": {"type": "raw_thinking", "text": "The user wants to see reasoning. "}}))?;
+            em.meta(json!({"thinking": {"type": "raw_thinking", "text": "I will think out loud first."}}))?;
+            em.meta(json!({"thinking": {"type": "summary", "text": "(summaries are not shown)"}}))?;
+            em.text("Here is my answer after thinking.")?;
+            em.usage(140.0, 30.0)?;
+            em.finish_turn("Here is my answer after thinking.")
+        }
+        Script::Permission => permission_turn(em),
+        Script::Question => question_turn(em),
+        Script::Pipeline => pipeline_turn(em, text),
+        Script::PipelineSlow => pipeline_slow(em),
+        Script::Fail => {
+            em.text("Working on it… ")?;
+            let m = em.msg("message", "The provider failed: demo failure.");
+            let iac = em.with_session(
+                json!({"error": {"retryable": false, "errorId": &ids::hex32()[..12]}}),
+            );
+            em.status("TASK_STATE_FAILED", Some(m), true, iac)?;
+            em.usage(50.0, 5.0)?;
+            let iac = em.with_session(json!({}));
+            em.status("TASK_STATE_INPUT_REQUIRED", None, true, iac)
+        }
+        Script::Slow => {
+            let tick = em.shared.cfg.tick;
+            for i in 1..=40 {
+                em.pause(tick)?;
+                em.text(&format!("tick {i}. "))?;
+            }
+            em.finish_turn("")
+        }
+        Script::Artifact => {
+            let tool = format!("call_{}", &ids::hex32()[..8]);
+            em.meta(
+                json!({"tool": {"name": "write_file", "toolUseId": tool, "status": "started"}}),
+            )?;
+            em.meta(json!({"tool": {"name": "write_file", "toolUseId": tool, "status": "input_complete", "inputSummary": {"tool_name": "write_file"}, "toolInput": {"path": "template.yml"}}}))?;
+            em.meta(json!({"tool": {"name": "write_file", "toolUseId": tool, "status": "progress", "mcp": {"serverName": "demo", "toolName": "write_file", "progress": 1.0, "total": 2.0, "message": "writing"}}}))?;
+            let art = ids::uuid4();
+            let upd = json!({"artifactUpdate": {"taskId": em.task_id, "contextId": em.context_id, "artifact": {"artifactId": art, "name": "template.yml", "parts": [{"url": format!("iac-code-artifact://{art}/template.yml"), "filename": "template.yml", "mediaType": "application/yaml"}], "metadata": {"mediaType": "application/yaml", "byteSize": 42.0}}, "lastChunk": true}});
+            em.pause(em.delay)?;
+            em.frame(upd)?;
+            em.meta(json!({"tool": {"name": "write_file", "toolUseId": tool, "status": "completed", "result": "Wrote template.yml"}}))?;
+            em.text("I wrote template.yml.")?;
+            em.usage(100.0, 10.0)?;
+            em.finish_turn("I wrote template.yml.")
+        }
+        Script::Flood(n) => {
+            em.delay = Duration::ZERO;
+            for _ in 0..n {
+                em.text("x")?;
+            }
+            em.finish_turn("")
+        }
+        Script::Pace(n, rate) => {
+            em.delay = Duration::ZERO;
+            let gap = Duration::from_secs_f64(1.0 / rate as f64);
+            for i in 0..n {
+                em.pause(gap)?;
+                let sent = SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map(|d| d.as_micros())
+                    .unwrap_or(0);
+                em.text(&format!("{i}@{sent} "))?;
+            }
+            em.finish_turn("")
+        }
+        Script::Wait(secs) => {
+            em.pause(Duration::from_secs(secs))?;
+            em.text("Done waiting.")?;
+            em.finish_turn("Done waiting.")
+        }
+        Script::Fault(f) => fault(em, f),
+    }
+}
+
+impl Emitter<'_> {
+    pub(super) fn meta_state(&mut self, state: &'static str) -> Result<(), Stop> {
+        let iac = self.with_session(json!({}));
+        self.status(state, None, true, iac)
+    }
+}
+
+pub(super) fn permission_input(em: &Emitter<'_>, tool: &str, command: &str) -> Value {
+    json!({"options": [{"label": "Allow once", "id": "allow_once"}, {"label": "Deny", "id": "deny"}], "title": "Run a local shell command", "safeSummary": format!("bash: {{\"command\":\"{command}\"}}"), "isReadOnly": false, "kind": "permission", "language": "en", "inputId": format!("permission-{}", ids::hex32()), "requestTaskId": em.task_id, "target": format!("the current local workspace; command: {command}"), "required": true, "schemaVersion": 1.0, "effect": "local_execution", "contextId": em.context_id, "purpose": "Execute a local command needed for the requested infrastructure task.", "toolName": "bash", "toolUseId": tool, "prompt": "Run a local shell command Allow once?"})
+}
+
+pub(super) fn wait_for_input(
+    em: &mut Emitter<'_>,
+    input: Value,
+    kind: &'static str,
+    extra: Value,
+) -> Result<(), Stop> {
+    if let Some(t) = lock(&em.shared.tasks).get_mut(&em.task_id) {
+        t.pending = Some(Pending {
+            input: input.clone(),
+            kind,
+        });
+    }
+    let mut iac = em.with_session(extra);
+    iac["input"] = input;
+    em.status("TASK_STATE_INPUT_REQUIRED", None, false, iac)
+}
+
+pub(super) fn permission_turn(em: &mut Emitter<'_>) -> Result<(), Stop> {
+    em.meta(json!({"thinking": {"type": "raw_thinking", "text": "The user wants a file. "}}))?;
+    em.meta(json!({"thinking": {"type": "raw_thinking", "text": "I will use bash."}}))?;
+    em.text("I'll create it.")?;
+    let tool = format!("call_{}", &ids::hex32()[..12]);
+    em.meta(json!({"tool": {"name": "bash", "toolUseId": tool, "status": "started"}}))?;
+    em.meta(
+        json!({"tool": {"partialJsonLength": 19.0, "toolUseId": tool, "status": "input_delta"}}),
+    )?;
+    em.meta(json!({"tool": {"name": "bash", "toolUseId": tool, "status": "input_complete", "inputSummary": {"tool_name": "bash", "fields": {"command": {"type": "str"}}}, "toolInput": {"command": "touch created.txt"}}}))?;
+    em.usage(120.0, 12.0)?;
+    let input = permission_input(em, &tool, "touch created.txt");
+    let perm = json!({"permission": {"autoApproved": false, "toolUseId": tool, "toolName": "bash", "pending": true}});
+    wait_for_input(em, input, "permission", perm)
+}
+
+pub(super) fn question_turn(em: &mut Emitter<'_>) -> Result<(), Stop> {
+    em.text("Which region should I use?")?;
+    let tool = format!("call_{}", &ids::hex32()[..12]);
+    em.meta(
+        json!({"tool": {"name": "ask_user_question", "toolUseId": tool, "status": "started"}}),
+    )?;
+    let input = json!({"schemaVersion": 1.0, "kind": "ask_user_question", "requestTaskId": em.task_id, "contextId": em.context_id, "inputId": format!("ask-{tool}"), "prompt": "Which region should I use?", "required": true, "toolUseId": tool, "allowFreeText": true, "freeTextPrompt": "Or type a region id", "options": [{"id": "cn-hangzhou", "label": "Hangzhou"}, {"id": "cn-beijing", "label": "Beijing"}], "language": "en"});
+    wait_for_input(em, input, "question", json!({}))
+}
+
+pub(super) fn step(id: &str, index: f64) -> Value {
+    json!({"runId": format!("step-{id}-1"), "index": index, "total": 3.0, "id": id, "attempt": 1.0})
+}
+
+pub(super) fn pipeline_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop> {
+    em.emit("pipeline_started", "pipeline", "working", json!({"userRequest": text, "pipelineType": "selling", "totalSteps": 3, "stepNames": ["intent_parsing", "evaluate_candidates", "deploying"]}), json!({}))?;
+    let s1 = step("intent_parsing", 1.0);
+    em.emit(
+        "step_started",
+        "step",
+        "working",
+        json!({"name": "intent_parsing"}),
+        json!({"step": s1}),
+    )?;
+    em.emit(
+        "thinking_delta",
+        "step",
+        "working",
+        json!({"type": "raw_thinking", "text": "Need to clarify the goal."}),
+        json!({"step": s1}),
+    )?;
+    let e1 = em.envelope(
+        "text_delta",
+        "step",
+        "working",
+        json!({"text": "Let me ask "}),
+        json!({"step": s1}),
+    );
+    let e2 = em.envelope(
+        "text_delta",
+        "step",
+        "working",
+        json!({"text": "one question."}),
+        json!({"step": s1}),
+    );
+    em.pipeline(vec![e1, e2], None)?;
+    em.emit("usage", "step", "working", json!({"cachedInputTokens": 0, "provider": "demo", "model": "demo-1", "inputTokens": 300, "outputTokens": 20, "totalTokens": 320}), json!({"step": s1}))?;
+    let input = json!({"freeTextPrompt": "Describe it", "kind": "ask_user_question", "requestTaskId": em.task_id, "contextId": em.context_id, "schemaVersion": 1, "toolUseId": "call_ask1", "allowFreeText": true, "inputId": format!("ask-call_ask1-{}", &em.task_id[..8]), "required": true, "options": [{"label": "A website", "id": "website"}, {"label": "An API", "id": "api"}], "prompt": "What do you want to deploy?"});
+    if let Some(t) = lock(&em.shared.tasks).get_mut(&em.task_id) {
+        t.pending = Some(Pending {
+            input: doubles(input.clone()),
+            kind: "pipeline-question",
+        });
+    }
+    let e = em.envelope(
+        "input_required",
+        "step",
+        "input_required",
+        json!({"kind": "ask_user_question", "prompt": "What do you want to deploy?"}),
+        json!({"step": s1, "input": input}),
+    );
+    em.pipeline(vec![e], Some(input))
+}
+
+pub(super) fn pipeline_slow(em: &mut Emitter<'_>) -> Result<(), Stop> {
+    em.emit(
+        "pipeline_started",
+        "pipeline",
+        "working",
+        json!({"totalSteps": 1}),
+        json!({}),
+    )?;
+    let s1 = step("deploying", 1.0);
+    em.emit(
+        "step_started",
+        "step",
+        "working",
+        json!({"name": "deploying"}),
+        json!({"step": s1}),
+    )?;
+    let tick = em.shared.cfg.tick;
+    for i in 1..=30 {
+        em.pause(tick)?;
+        em.emit(
+            "text_delta",
+            "step",
+            "working",
+            json!({"text": format!("progress {i}. ")}),
+            json!({"step": s1}),
+        )?;
+    }
+    em.emit(
+        "step_completed",
+        "step",
+        "working",
+        json!({}),
+        json!({"step": s1}),
+    )?;
+    em.emit(
+        "pipeline_completed",
+        "pipeline",
+        "completed",
+        json!({"totalSteps": 1}),
+        json!({}),
+    )
+}
+
+pub(super) fn pipeline_continue(em: &mut Emitter<'_>, answer: &str) -> Result<(), Stop> {
+    let s1 = step("intent_parsing", 1.0);
+    em.emit(
+        "input_received",
+        "step",
+        "working",
+        json!({"kind": "ask_user_question", "selectedLabel": answer}),
+        json!({"step": s1}),
+    )?;
+    em.emit(
+        "step_completed",
+        "step",
+        "working",
+        json!({"conclusionField": "intent"}),
+        json!({"step": s1}),
+    )?;
+    let s2 = step("evaluate_candidates", 2.0);
+    em.emit(
+        "step_started",
+        "step",
+        "working",
+        json!({"name": "evaluate_candidates"}),
+        json!({"step": s2}),
+    )?;
+    let cands: Vec<Value> = (1..=2)
+        .map(|i| json!({"id": format!("cand-{i}"), "runId": format!("candidate-cand-{i}-{i}-1"), "index": i as f64, "attempt": 1.0, "name": format!("Option {i}")}))
+        .collect();
+    for c in &cands {
+        em.emit(
+            "candidate_started",
+            "candidate",
+            "working",
+            json!({"name": c["name"]}),
+            json!({"step": s2, "candidate": c}),
+        )?;
+    }
+    for (i, c) in cands.iter().enumerate() {
+        let cs = json!({"id": "design", "runId": format!("{}-design-1", c["runId"].as_str().unwrap_or("")), "attempt": 1.0});
+        em.emit(
+            "candidate_step_started",
+            "candidate_step",
+            "working",
+            json!({}),
+            json!({"step": s2, "candidate": c, "candidateStep": cs}),
+        )?;
+        em.emit("text_delta", "candidate_step", "working", json!({"text": format!("Candidate {} uses {}. ", i + 1, if i == 0 { "ECS" } else { "serverless" })}), json!({"step": s2, "candidate": c, "candidateStep": cs}))?;
+    }
+    for c in &cands {
+        let cs = json!({"id": "design", "runId": format!("{}-design-1", c["runId"].as_str().unwrap_or("")), "attempt": 1.0});
+        em.emit(
+            "candidate_step_completed",
+            "candidate_step",
+            "working",
+            json!({}),
+            json!({"step": s2, "candidate": c, "candidateStep": cs}),
+        )?;
+        em.emit(
+            "candidate_completed",
+            "candidate",
+            "working",
+            json!({"summary": "ok"}),
+            json!({"step": s2, "candidate": c}),
+        )?;
+    }
+    em.emit(
+        "stack_progress",
+        "step",
+        "working",
+        json!({"stackName": "demo-stack", "status": "CREATE_IN_PROGRESS", "progress": 50}),
+        json!({"step": s2}),
+    )?;
+    em.emit(
+        "step_completed",
+        "step",
+        "working",
+        json!({}),
+        json!({"step": s2}),
+    )?;
+    em.emit(
+        "pipeline_completed",
+        "pipeline",
+        "completed",
+        json!({"earlyExit": false, "totalSteps": 3}),
+        json!({}),
+    )?;
+    em.emit(
+        "backup_committed",
+        "pipeline",
+        "completed",
+        json!({"committedEventType": "pipeline_completed"}),
+        json!({"visibility": "committed"}),
+    )
+}
