@@ -17,7 +17,7 @@ use crate::i18n::{self, Lang};
 use crate::limits;
 use crate::routes::{self, ROUTE_CANCEL, ROUTE_RUN, Route, RouteConfig};
 use crate::server::http::{self, RequestHead, Response};
-use crate::server::job::{Outbox, Reply, StopFlag, Stopped};
+use crate::server::job::{Outbox, Reply, StopFlag, StopReason, Stopped};
 use crate::server::{Handler, HeadDecision, Request};
 
 /// A parsed `POST /` body with the languages decided so far.
@@ -63,19 +63,13 @@ pub struct RunStream<'a> {
 
 impl<'a> RunStream<'a> {
     pub(crate) fn new(outbox: &'a Outbox, body: &Value, lang: Lang) -> RunStream<'a> {
-        let field = |camel: &str, snake: &str| {
-            body.get(camel)
-                .or_else(|| body.get(snake))
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
+        let (thread_id, run_id) = crate::agui::input::run_ids(body);
         RunStream {
             outbox,
             state: StreamState::NotStarted,
             terminal_sent: false,
-            thread_id: field("threadId", "thread_id"),
-            run_id: field("runId", "run_id"),
+            thread_id,
+            run_id,
             lang,
         }
     }
@@ -143,6 +137,16 @@ impl<'a> RunStream<'a> {
         self.outbox.stop_flag()
     }
 
+    /// The client went away (EOF, error, stalled output).
+    pub fn client_gone(&self) -> bool {
+        self.outbox.stop_reason() == Some(StopReason::ClientGone)
+    }
+
+    /// The server is shutting down.
+    pub fn shutting_down(&self) -> bool {
+        self.outbox.stop_reason() == Some(StopReason::Shutdown)
+    }
+
     /// Run `hook` when the client goes away or the server shuts down.
     pub fn on_stop(&self, hook: Box<dyn FnOnce() + Send>) {
         self.outbox.on_stop(hook);
@@ -169,22 +173,26 @@ impl<'a> RunStream<'a> {
 
 /// A `RUN_ERROR` with the reference's field order (threadId/runId after code).
 pub fn run_error_json(code: Code, message: &str, thread_id: &str, run_id: &str) -> Vec<u8> {
-    let v = serde_json::json!({
-        "type": "RUN_ERROR",
-        "timestamp": now_millis(),
-        "message": message,
-        "code": code.as_str(),
-        "threadId": thread_id,
-        "runId": run_id,
-    });
-    serde_json::to_vec(&v).unwrap_or_default()
+    use crate::adapter::env::{Env, SystemEnv};
+    use crate::agui::events::{Event, Stamped};
+    Stamped {
+        ts: SystemEnv.now_ms(),
+        event: Event::RunError {
+            message: message.into(),
+            code,
+            usage: Vec::new(),
+            thread_id: thread_id.into(),
+            run_id: run_id.into(),
+        },
+    }
+    .to_json()
 }
 
-pub fn now_millis() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+impl ApiError {
+    /// The `{"error":{"code","message"}}` response with the code's status.
+    pub fn response(self, lang: Lang) -> Response {
+        Response::json(self.code.http_status(), self.body(lang))
+    }
 }
 
 /// Parse a request body the way the project documents (reference §1.4 step 5, REC): UTF-8

@@ -2,7 +2,6 @@
 
 use crate::catalog::Msg;
 use crate::i18n::Lang;
-use crate::server::http::Response;
 
 /// Every code the server can return, before or inside the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -100,19 +99,12 @@ impl ApiError {
         ApiError { code, msg }
     }
 
-    /// The `{"error":{"code","message"}}` response with the code's status.
-    pub fn response(self, lang: Lang) -> Response {
-        error_response(self.code.http_status(), self.code, self.msg.text(lang))
+    /// The compact JSON error envelope `{"error":{"code","message"}}`, raw UTF-8 (reference
+    /// §1.3); sent with `Code::http_status` as `application/json` without charset.
+    pub fn body(self, lang: Lang) -> Vec<u8> {
+        let body = serde_json::json!({"error": {"code": self.code.as_str(), "message": self.msg.text(lang)}});
+        serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec())
     }
-}
-
-/// Compact JSON error envelope, raw UTF-8, `application/json` without charset (reference §1.3).
-pub fn error_response(status: u16, code: Code, message: &str) -> Response {
-    let body = serde_json::json!({"error": {"code": code.as_str(), "message": message}});
-    Response::json(
-        status,
-        serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec()),
-    )
 }
 
 #[cfg(test)]
@@ -121,10 +113,10 @@ mod tests {
 
     #[test]
     fn envelope_is_compact_and_ordered() {
-        let r = ApiError::new(Code::ThreadBusy, Msg::ThreadBusy).response(Lang::En);
-        assert_eq!(r.status, 409);
+        let e = ApiError::new(Code::ThreadBusy, Msg::ThreadBusy);
+        assert_eq!(e.code.http_status(), 409);
         assert_eq!(
-            String::from_utf8(r.body).unwrap(),
+            String::from_utf8(e.body(Lang::En)).unwrap(),
             format!(
                 r#"{{"error":{{"code":"THREAD_BUSY","message":"{}"}}}}"#,
                 Msg::ThreadBusy.text(Lang::En)
@@ -134,8 +126,8 @@ mod tests {
 
     #[test]
     fn non_ascii_is_raw_utf8() {
-        let r = ApiError::new(Code::Unauthorized, Msg::Unauthorized).response(Lang::Ja);
-        let s = String::from_utf8(r.body).unwrap();
+        let body = ApiError::new(Code::Unauthorized, Msg::Unauthorized).body(Lang::Ja);
+        let s = String::from_utf8(body).unwrap();
         assert!(s.contains("トークン"), "{s}");
     }
 }

@@ -1,6 +1,6 @@
 //! Canonical JSON is stable: canonicalising its own output changes nothing.
 #![no_main]
-use iac_agui::agui::digest::canonical;
+use iac_agui::json::canonical;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

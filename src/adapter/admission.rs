@@ -3,7 +3,6 @@
 //! it only if the write succeeds (rollback is simply not committing).
 
 use super::env::Env;
-use super::threads::Thread;
 use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
 use crate::store::document::{Execution, ThreadDoc};
@@ -17,6 +16,14 @@ pub enum RunKind {
     NextTurn,
     Resume,
     Guidance,
+}
+
+/// A loaded thread: its document and the memory-only active run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Thread {
+    pub doc: ThreadDoc,
+    /// The non-guidance run streaming on this thread, if any (never persisted).
+    pub active_run: Option<String>,
 }
 
 #[derive(Debug, Clone)]

@@ -6,12 +6,12 @@ use std::sync::atomic::Ordering;
 
 use serde_json::json;
 
-use super::Shared;
-use super::threads::lock;
+use super::shared::Shared;
 use crate::app::CancelRequest;
 use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
 use crate::server::http::Response;
+use crate::sync::lock;
 
 fn answer(execution_id: &str, status: &str) -> Response {
     let v = json!({"executionId": execution_id, "status": status});
@@ -63,28 +63,16 @@ pub fn cancel(sh: &Shared, req: CancelRequest) -> Response {
                 .response(req.lang);
         }
     }
-    let saved = {
-        let mut g = lock(&slot);
-        match g.as_mut() {
-            Some(t) if t.doc.execution.execution_id == *exec => {
-                let mut next = t.clone();
-                next.doc.execution.pending.clear();
-                next.doc.execution.task_id = None;
-                next.doc.retire(exec);
-                match sh.registry.save(&next.doc) {
-                    Ok(()) => {
-                        *t = next;
-                        true
-                    }
-                    Err(e) => {
-                        log::error!("cancel {exec}: {e}");
-                        false
-                    }
-                }
-            }
-            _ => true,
-        }
-    };
+    let saved = sh.registry.update(&slot, |current| {
+        let mut next = current
+            .filter(|t| t.doc.execution.execution_id == *exec)?
+            .clone();
+        next.doc.execution.pending.clear();
+        next.doc.execution.task_id = None;
+        next.doc.retire(exec);
+        Some((next, ()))
+    });
+    let saved = saved.map_err(|e| log::error!("cancel {exec}: {e}")).is_ok();
     if !saved {
         return ApiError::new(Code::StateUnavailable, Msg::StateUnavailable).response(req.lang);
     }

@@ -18,7 +18,10 @@ pub struct SystemEnv;
 
 impl Env for SystemEnv {
     fn now_ms(&self) -> u64 {
-        crate::app::now_millis()
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
     }
     fn uuid4(&self) -> String {
         crate::ids::uuid4()

@@ -5,9 +5,9 @@
 use serde_json::{Map, Value, json};
 
 use crate::a2a::types::A2aEvent;
-use crate::agui::digest;
 use crate::catalog::Msg;
 use crate::i18n::{self, Lang};
+use crate::json;
 
 /// A required input found in an event.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,9 +83,9 @@ pub fn py_str(v: &Value) -> String {
         Value::Bool(false) => "False".into(),
         Value::String(s) => s.clone(),
         Value::Number(n) => {
-            String::from_utf8(digest::canonical(&Value::Number(n.clone()))).unwrap_or_default()
+            String::from_utf8(json::canonical(&Value::Number(n.clone()))).unwrap_or_default()
         }
-        other => String::from_utf8(digest::canonical(other)).unwrap_or_default(),
+        other => String::from_utf8(json::canonical(other)).unwrap_or_default(),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The AG-UI adapter: admission (everything before the first SSE byte), the run driver, the
-//! cancel extension. Pure decisions live in `admission`, `projection` and `interrupts`; this
-//! module and `run` are the I/O around them.
+//! cancel extension. Pure decisions live in `admission`, `reconcile`, `identity`,
+//! `projection` and `interrupts`; this module, `driver`, `cancel` and `threads` are the I/O
+//! around them.
 
 pub mod admission;
 pub mod cancel;
@@ -10,84 +11,22 @@ mod identity;
 pub mod interrupts;
 pub mod projection;
 mod reconcile;
+pub mod shared;
 pub mod threads;
 pub mod upstream;
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use crate::a2a::client::A2aClient;
 use crate::agui::{content, cwd, digest, input};
 use crate::app::{Backend, CancelRequest, RunRequest, RunStream};
 use crate::catalog::Msg;
-use crate::config::AguiProtocol;
 use crate::errors::{ApiError, Code};
 use crate::i18n;
 use crate::server::http::Response;
-use driver::{Run, RunArgs, RunControl};
-use env::Env;
-use threads::{Registry, lock};
-use upstream::Kernel;
-
-/// Everything the adapter's workers share.
-pub struct Shared {
-    pub registry: Registry,
-    pub kernel: Arc<dyn Kernel>,
-    pub env: Arc<dyn Env>,
-    pub roots: Vec<PathBuf>,
-    pub home: Option<String>,
-    pub protocol: AguiProtocol,
-    /// Running executions, so the cancel route can stop them.
-    runs: Mutex<HashMap<String, Arc<RunControl>>>,
-}
-
-impl Shared {
-    pub fn new(
-        registry: Registry,
-        client: A2aClient,
-        env: Arc<dyn Env>,
-        roots: Vec<PathBuf>,
-        home: Option<String>,
-        protocol: AguiProtocol,
-    ) -> Shared {
-        Shared::with_kernel(registry, Arc::new(client), env, roots, home, protocol)
-    }
-
-    /// Shared state over any kernel (the driver's unit tests use an in-memory one).
-    pub fn with_kernel(
-        registry: Registry,
-        kernel: Arc<dyn Kernel>,
-        env: Arc<dyn Env>,
-        roots: Vec<PathBuf>,
-        home: Option<String>,
-        protocol: AguiProtocol,
-    ) -> Shared {
-        Shared {
-            registry,
-            kernel,
-            env,
-            roots,
-            home,
-            protocol,
-            runs: Mutex::new(HashMap::new()),
-        }
-    }
-
-    fn forget_run(&self, execution_id: &str, control: &Arc<RunControl>) {
-        let mut runs = lock(&self.runs);
-        if runs
-            .get(execution_id)
-            .is_some_and(|c| Arc::ptr_eq(c, control))
-        {
-            runs.remove(execution_id);
-        }
-    }
-
-    fn run_control(&self, execution_id: &str) -> Option<Arc<RunControl>> {
-        lock(&self.runs).get(execution_id).cloned()
-    }
-}
+use crate::sync::lock;
+use driver::{Run, RunArgs};
+use shared::RunControl;
+pub use shared::Shared;
 
 /// The AG-UI backend behind `POST /` and the cancel route.
 pub struct AguiBackend {
@@ -148,21 +87,26 @@ impl Backend for AguiBackend {
             resume: inp.resume.is_some(),
             guidance: props.active_guidance,
         };
-        let admitted = {
-            let mut g = lock(&slot);
-            match admission::admit(g.as_ref(), &areq, &*sh.env) {
-                Err(e) => Err(e),
-                Ok(a) => match sh.registry.save(&a.thread.doc) {
-                    Ok(()) => {
-                        let exec = a.thread.doc.execution.execution_id.clone();
-                        *g = Some(a.thread);
-                        Ok((a.kind, a.retired, exec))
-                    }
-                    Err(e) => {
-                        log::error!("thread {}: admission write failed: {e}", inp.thread_id);
-                        Err(ApiError::new(Code::StateUnavailable, Msg::StateUnavailable))
-                    }
-                },
+        let mut refused = None;
+        let admitted = sh.registry.update(&slot, |current| {
+            match admission::admit(current, &areq, &*sh.env) {
+                Ok(a) => {
+                    let exec = a.thread.doc.execution.execution_id.clone();
+                    Some((a.thread, (a.kind, a.retired, exec)))
+                }
+                Err(e) => {
+                    refused = Some(e);
+                    None
+                }
+            }
+        });
+        let admitted = match (admitted, refused) {
+            (Ok(Some(x)), _) => Ok(x),
+            (_, Some(e)) => Err(e),
+            (Ok(None), None) => Err(ApiError::new(Code::StateUnavailable, Msg::StateUnavailable)),
+            (Err(e), None) => {
+                log::error!("thread {}: admission write failed: {e}", inp.thread_id);
+                Err(ApiError::new(Code::StateUnavailable, Msg::StateUnavailable))
             }
         };
         let (kind, retired, execution_id) = match admitted {

@@ -3,9 +3,10 @@
 //! only while it mutates and persists that thread, never across kernel I/O.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+pub use super::admission::Thread;
 use crate::store::document::ThreadDoc;
 use crate::store::files::{FileStore, StoreError};
 
@@ -24,20 +25,10 @@ impl ThreadStore for FileStore {
     }
 }
 
-/// A loaded thread: its document and the memory-only active run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Thread {
-    pub doc: ThreadDoc,
-    /// The non-guidance run streaming on this thread, if any (never persisted).
-    pub active_run: Option<String>,
-}
-
 /// `None` inside the mutex: the thread does not exist (yet).
 pub type Slot = Arc<Mutex<Option<Thread>>>;
 
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use crate::sync::lock;
 
 pub struct Registry {
     store: Arc<dyn ThreadStore>,
@@ -90,13 +81,18 @@ impl Registry {
         lock(&self.threads).len()
     }
 
-    /// The thread's slot, loading it from disk the first time it is named.
+    /// The thread's slot, loading it from disk the first time it is named. The file is read
+    /// without the registry-wide lock held, so a slow disk delays only this thread.
     pub fn slot(&self, thread_id: &str) -> Result<Slot, StoreError> {
-        let mut map = lock(&self.threads);
-        if let Some(s) = map.get(thread_id) {
+        if let Some(s) = lock(&self.threads).get(thread_id) {
             return Ok(s.clone());
         }
         let loaded = self.store.load(thread_id)?;
+        let mut map = lock(&self.threads);
+        // Another worker may have loaded it meanwhile: its slot (perhaps already changed) wins.
+        if let Some(s) = map.get(thread_id) {
+            return Ok(s.clone());
+        }
         if let Some(doc) = &loaded {
             let ex = &doc.execution;
             if ex.task_id.is_some() && !doc.terminal.contains(&ex.execution_id) {
@@ -114,6 +110,23 @@ impl Registry {
         Ok(slot)
     }
 
+    /// The one write path of a thread: under its lock, `next` builds the new state from the
+    /// current one (`None`: nothing to write); it is saved, and becomes current only if the
+    /// save worked. Returns `next`'s value, `None` when nothing was written.
+    pub fn update<R>(
+        &self,
+        slot: &Slot,
+        next: impl FnOnce(Option<&Thread>) -> Option<(Thread, R)>,
+    ) -> Result<Option<R>, StoreError> {
+        let mut g = lock(slot);
+        let Some((t, r)) = next(g.as_ref()) else {
+            return Ok(None);
+        };
+        self.store.save(&t.doc)?;
+        *g = Some(t);
+        Ok(Some(r))
+    }
+
     /// Drop the cache entry of a thread that turned out not to exist, so unknown ids from
     /// failed requests do not accumulate.
     pub fn forget_if_absent(&self, thread_id: &str) {
@@ -124,10 +137,6 @@ impl Registry {
         {
             map.remove(thread_id);
         }
-    }
-
-    pub fn save(&self, doc: &ThreadDoc) -> Result<(), StoreError> {
-        self.store.save(doc)
     }
 
     pub fn live_insert(&self, execution_id: &str, thread_id: &str) {

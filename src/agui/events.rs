@@ -4,8 +4,8 @@
 
 use serde_json::Value;
 
-use super::digest::write_str;
 use crate::errors::Code;
+use crate::json::write_str;
 
 /// Aggregated token usage for one (provider, model).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,6 +20,19 @@ fn field<'a>(o: &'a Map<String, Value>, camel: &str, snake: &str) -> Option<&'a 
     o.get(camel).or_else(|| o.get(snake))
 }
 
+/// The `threadId` and `runId` strings of a body that may be invalid (empty when absent), for
+/// a terminal event written after a failure.
+pub fn run_ids(body: &Value) -> (String, String) {
+    let get = |camel: &str, snake: &str| {
+        body.as_object()
+            .and_then(|o| field(o, camel, snake))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    (get("threadId", "thread_id"), get("runId", "run_id"))
+}
+
 fn opt_str(o: &Map<String, Value>, camel: &str, snake: &str) -> Result<Option<String>, ()> {
     match field(o, camel, snake) {
         None | Some(Value::Null) => Ok(None),

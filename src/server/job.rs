@@ -8,7 +8,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 
 use super::http::Response;
 
@@ -57,10 +57,7 @@ impl Inbox {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A worker that panicked while holding a lock must not take the loop down with it.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use crate::sync::lock;
 
 struct Queue {
     items: VecDeque<Reply>,

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
-use crate::agui::digest;
+use crate::json;
 
 /// Input fields kept in `pending` and used to build interrupts; everything else is dropped.
 pub const PENDING_WHITELIST: &[&str] = &[
@@ -414,7 +414,7 @@ impl ThreadDoc {
 
     /// The file bytes.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = digest::pretty(&self.to_value());
+        let mut out = json::pretty(&self.to_value());
         out.push(b'\n');
         out
     }

@@ -16,14 +16,13 @@ mod tests;
 mod turn;
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use serde_json::{Value, json};
 
-use super::Shared;
 use super::admission::RunKind;
 use super::projection::Mapper;
-use super::threads::{Slot, Thread, lock};
+use super::shared::{RunControl, Shared};
+use super::threads::{Slot, Thread};
 use super::upstream::{self, Upstream};
 use crate::a2a::client::A2aError;
 use crate::a2a::types::{A2aEvent, RpcError};
@@ -35,17 +34,11 @@ use crate::catalog::Msg;
 use crate::config::AguiProtocol;
 use crate::errors::Code;
 use crate::i18n::Lang;
-use crate::server::job::StopReason;
+use crate::sync::lock;
 
 /// The kernel's own English text for a backup that is still synchronising; the reference
 /// translates exactly this sentence and passes any other through.
 const BACKUP_NOT_READY_EN: &str = "Session backup is still synchronizing. Retry after 3 seconds.";
-
-/// Shared between a run and the cancel route.
-#[derive(Debug, Default)]
-pub struct RunControl {
-    pub cancel_requested: AtomicBool,
-}
 
 /// How the run ends (the terminal event is written by [`Run::finish`]).
 #[derive(Debug)]
@@ -162,7 +155,7 @@ impl<'a, 's> Run<'a, 's> {
             Ok(end) => end,
             Err(Stop::Client) => return self.on_disconnect(),
             Err(Stop::Fail(code, msg, cleanup)) => {
-                if self.stream.stop_flag().stop_reason() == Some(StopReason::ClientGone) {
+                if self.stream.client_gone() {
                     return self.on_disconnect();
                 }
                 self.cleanup(cleanup);
@@ -182,17 +175,17 @@ impl<'a, 's> Run<'a, 's> {
 
     /// A kernel failure: a disconnect if the client left, else `A2A_UNAVAILABLE`.
     fn a2a_err(&self, e: &A2aError, cleanup: Cleanup) -> Stop {
-        match self.stream.stop_flag().stop_reason() {
-            Some(StopReason::ClientGone) => Stop::Client,
-            Some(StopReason::Shutdown) => self.fail(
+        if self.stream.client_gone() {
+            Stop::Client
+        } else if self.stream.shutting_down() {
+            self.fail(
                 Code::A2aUnavailable,
                 Msg::A2aUnavailable,
                 Cleanup::CancelIfIdle,
-            ),
-            None => {
-                log::warn!("run {}: {e}", self.a.run_id);
-                self.fail(Code::A2aUnavailable, Msg::A2aUnavailable, cleanup)
-            }
+            )
+        } else {
+            log::warn!("run {}: {e}", self.a.run_id);
+            self.fail(Code::A2aUnavailable, Msg::A2aUnavailable, cleanup)
         }
     }
 
@@ -229,18 +222,17 @@ impl<'a, 's> Run<'a, 's> {
     /// `sync`: also record the mapper's durable progress. The terminal save does not, like
     /// the reference (digests finalised by the closing spans serve no later resume).
     fn persist_with(&self, sync: bool, f: impl FnOnce(&mut Thread)) -> Result<(), ()> {
-        let mut g = lock(&self.a.slot);
-        let Some(t) = g.as_mut() else { return Err(()) };
-        let mut next = t.clone();
-        f(&mut next);
-        if sync {
-            self.sync_mapper(&mut next);
-        }
-        match self.sh.registry.save(&next.doc) {
-            Ok(()) => {
-                *t = next;
-                Ok(())
+        let saved = self.sh.registry.update(&self.a.slot, |current| {
+            let mut next = current?.clone();
+            f(&mut next);
+            if sync {
+                self.sync_mapper(&mut next);
             }
+            Some((next, ()))
+        });
+        match saved {
+            Ok(Some(())) => Ok(()),
+            Ok(None) => Err(()),
             Err(e) => {
                 log::error!("thread {}: {e}", self.a.thread_id);
                 Err(())

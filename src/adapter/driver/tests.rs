@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::a2a::client::{A2aError, EventStream, Restore};
 use crate::a2a::types::Payload;
 use crate::adapter::env::TestEnv;
-use crate::adapter::threads::{Registry, ThreadStore, lock};
+use crate::adapter::threads::{Registry, ThreadStore};
 use crate::adapter::upstream::{Kernel, Upstream};
 use crate::adapter::{AguiBackend, Shared, admission};
 use crate::app::{Backend, RunRequest, RunStream};
@@ -18,6 +18,7 @@ use crate::i18n::Lang;
 use crate::server::job::{ConnId, Inbox, Reply, new_job};
 use crate::store::document::ThreadDoc;
 use crate::store::files::StoreError;
+use crate::sync::lock;
 
 const THREAD: &str = "th-unit";
 

@@ -9,8 +9,8 @@ use sha2::{Digest, Sha256};
 
 use super::env::Env;
 use crate::a2a::types::{A2aEvent, as_int};
-use crate::agui::digest;
 use crate::agui::events::{Event, Stamped, Usage};
+use crate::json;
 
 /// Pipeline event types forwarded as `CUSTOM iac-code.pipeline.v1` (§5.6).
 pub const PIPELINE_CUSTOM: &[&str] = &[
@@ -375,7 +375,7 @@ impl<'e> Mapper<'e> {
                             json!({"summary": t.get("inputSummary").cloned().unwrap_or(Value::Null)})
                         }
                     };
-                    let delta = String::from_utf8(digest::canonical(&args)).unwrap_or_default();
+                    let delta = String::from_utf8(json::canonical(&args)).unwrap_or_default();
                     self.emit(Event::ToolArgs {
                         tool_call_id: id.clone(),
                         delta,
@@ -387,7 +387,7 @@ impl<'e> Mapper<'e> {
             "completed" | "failed" if self.results_sent.insert(id.clone()) => {
                 let content = match t.get("result") {
                     Some(Value::String(s)) => s.clone(),
-                    Some(v) => String::from_utf8(digest::canonical(v)).unwrap_or_default(),
+                    Some(v) => String::from_utf8(json::canonical(v)).unwrap_or_default(),
                     None => "null".into(),
                 };
                 self.emit(Event::ToolResult {

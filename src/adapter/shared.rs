@@ -1,0 +1,79 @@
+//! What every adapter worker shares: the thread registry, the kernel, the clock and ids, the
+//! workspace roots, and the running executions (so the cancel route can stop them).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+use super::env::Env;
+use super::threads::Registry;
+use super::upstream::Kernel;
+use crate::a2a::client::A2aClient;
+use crate::config::AguiProtocol;
+use crate::sync::lock;
+
+/// Everything the adapter's workers share.
+pub struct Shared {
+    pub registry: Registry,
+    pub kernel: Arc<dyn Kernel>,
+    pub env: Arc<dyn Env>,
+    pub roots: Vec<PathBuf>,
+    pub home: Option<String>,
+    pub protocol: AguiProtocol,
+    /// Running executions, so the cancel route can stop them.
+    pub(super) runs: Mutex<HashMap<String, Arc<RunControl>>>,
+}
+
+impl Shared {
+    pub fn new(
+        registry: Registry,
+        client: A2aClient,
+        env: Arc<dyn Env>,
+        roots: Vec<PathBuf>,
+        home: Option<String>,
+        protocol: AguiProtocol,
+    ) -> Shared {
+        Shared::with_kernel(registry, Arc::new(client), env, roots, home, protocol)
+    }
+
+    /// Shared state over any kernel (the driver's unit tests use an in-memory one).
+    pub fn with_kernel(
+        registry: Registry,
+        kernel: Arc<dyn Kernel>,
+        env: Arc<dyn Env>,
+        roots: Vec<PathBuf>,
+        home: Option<String>,
+        protocol: AguiProtocol,
+    ) -> Shared {
+        Shared {
+            registry,
+            kernel,
+            env,
+            roots,
+            home,
+            protocol,
+            runs: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(super) fn forget_run(&self, execution_id: &str, control: &Arc<RunControl>) {
+        let mut runs = lock(&self.runs);
+        if runs
+            .get(execution_id)
+            .is_some_and(|c| Arc::ptr_eq(c, control))
+        {
+            runs.remove(execution_id);
+        }
+    }
+
+    pub(super) fn run_control(&self, execution_id: &str) -> Option<Arc<RunControl>> {
+        lock(&self.runs).get(execution_id).cloned()
+    }
+}
+
+/// Shared between a run and the cancel route.
+#[derive(Debug, Default)]
+pub struct RunControl {
+    pub cancel_requested: AtomicBool,
+}
