@@ -34,7 +34,7 @@ pub struct CancelRequest {
     pub execution_id: String,
     pub thread_id: String,
     pub ros_invocation_id: String,
-    pub lang: Lang,
+    pub(crate) lang: Lang,
 }
 
 /// The AG-UI work behind the routes. Called on a worker thread; may block.
@@ -104,7 +104,7 @@ impl<'a> RunStream<'a> {
     }
 
     /// Send one event already framed as `data: …\n\n` (no copy).
-    pub fn framed_event(&mut self, framed: Vec<u8>) -> Result<(), Stopped> {
+    pub(crate) fn framed_event(&mut self, framed: Vec<u8>) -> Result<(), Stopped> {
         if self.state != StreamState::Open || self.terminal_sent {
             return Ok(());
         }
@@ -129,26 +129,22 @@ impl<'a> RunStream<'a> {
         }
     }
 
-    pub fn is_started(&self) -> bool {
-        self.state != StreamState::NotStarted
-    }
-
     pub fn stop_flag(&self) -> StopFlag {
         self.outbox.stop_flag()
     }
 
     /// The client went away (EOF, error, stalled output).
-    pub fn client_gone(&self) -> bool {
+    pub(crate) fn client_gone(&self) -> bool {
         self.outbox.stop_reason() == Some(StopReason::ClientGone)
     }
 
     /// The server is shutting down.
-    pub fn shutting_down(&self) -> bool {
+    pub(crate) fn shutting_down(&self) -> bool {
         self.outbox.stop_reason() == Some(StopReason::Shutdown)
     }
 
     /// Run `hook` when the client goes away or the server shuts down.
-    pub fn on_stop(&self, hook: Box<dyn FnOnce() + Send>) {
+    pub(crate) fn on_stop(&self, hook: Box<dyn FnOnce() + Send>) {
         self.outbox.on_stop(hook);
     }
 
@@ -206,7 +202,7 @@ pub fn parse_json(body: &[u8]) -> Option<Value> {
 }
 
 /// A linear pre-scan so that hostile nesting is refused before any recursive parser runs.
-pub fn json_depth_exceeds(bytes: &[u8], max: usize) -> bool {
+pub(crate) fn json_depth_exceeds(bytes: &[u8], max: usize) -> bool {
     let mut depth = 0usize;
     let mut in_string = false;
     let mut escaped = false;
@@ -253,7 +249,7 @@ impl App {
     }
 
     /// Jobs currently running (for idle shutdown and tests).
-    pub fn active_jobs(&self) -> Arc<AtomicUsize> {
+    pub(crate) fn active_jobs(&self) -> Arc<AtomicUsize> {
         self.jobs.clone()
     }
 }

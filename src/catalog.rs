@@ -12,7 +12,8 @@ macro_rules! catalog {
         pub enum Msg { $($name),* }
 
         impl Msg {
-            pub const ALL: &'static [Msg] = &[$(Msg::$name),*];
+            #[cfg(test)]
+            pub(crate) const ALL: &'static [Msg] = &[$(Msg::$name),*];
 
             /// The message in `lang`.
             pub fn text(self, lang: Lang) -> &'static str {

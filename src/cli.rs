@@ -18,11 +18,11 @@ use crate::server::{Server, ServerConfig};
 use crate::store::files::{FileStore, state_root};
 
 /// Exit status for usage and configuration errors.
-pub const EXIT_USAGE: u8 = 2;
+pub(crate) const EXIT_USAGE: u8 = 2;
 /// Exit status for start-up failures (bind, kernel, state lock).
-pub const EXIT_FAILURE: u8 = 1;
+pub(crate) const EXIT_FAILURE: u8 = 1;
 
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let cfg = match config::parse(args, |k| std::env::var(k).ok()) {
@@ -147,7 +147,15 @@ fn start_demo() -> Result<(Kernel, String, Option<String>), String> {
     })
     .map_err(|e| format!("cannot start the demo kernel: {e}"))?;
     let url = demo.base_url();
-    log::info!("demo kernel on {url}");
+    let keywords: Vec<&str> = crate::kernel::demo::SCRIPTS
+        .iter()
+        .map(|(k, _)| *k)
+        .filter(|k| !k.is_empty())
+        .collect();
+    log::info!(
+        "demo kernel on {url}; scripts by keyword in the message: {}",
+        keywords.join(", ")
+    );
     Ok((Kernel::Demo(demo), url, Some(token)))
 }
 

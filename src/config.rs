@@ -19,13 +19,6 @@ pub enum AguiProtocol {
 }
 
 impl AguiProtocol {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AguiProtocol::V0_1 => "0.1",
-            AguiProtocol::V1_0 => "1.0",
-        }
-    }
-
     fn parse(s: &str) -> Option<AguiProtocol> {
         match s.trim() {
             "0.1" | "0.1.20" => Some(AguiProtocol::V0_1),
@@ -36,30 +29,30 @@ impl AguiProtocol {
 }
 
 #[derive(Debug, Clone)]
-pub struct Config {
-    pub host: String,
-    pub port: u16,
-    pub a2a_url: Option<String>,
-    pub a2a_token: Option<String>,
-    pub auth_token: Option<String>,
-    pub state_dir: Option<PathBuf>,
+pub(crate) struct Config {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) a2a_url: Option<String>,
+    pub(crate) a2a_token: Option<String>,
+    pub(crate) auth_token: Option<String>,
+    pub(crate) state_dir: Option<PathBuf>,
     /// Zero disables idle shutdown.
-    pub idle_shutdown: Duration,
-    pub debug: bool,
-    pub log_stdout: bool,
-    pub demo: bool,
-    pub agui_protocol: AguiProtocol,
-    pub heartbeat_interval: Duration,
-    pub max_connections: usize,
-    pub max_runs: usize,
+    pub(crate) idle_shutdown: Duration,
+    pub(crate) debug: bool,
+    pub(crate) log_stdout: bool,
+    pub(crate) demo: bool,
+    pub(crate) agui_protocol: AguiProtocol,
+    pub(crate) heartbeat_interval: Duration,
+    pub(crate) max_connections: usize,
+    pub(crate) max_runs: usize,
     /// An upstream silent for this long (not even a keep-alive comment) is unavailable.
-    pub a2a_idle_timeout: Duration,
+    pub(crate) a2a_idle_timeout: Duration,
     /// Serve only the demo kernel on this port (benchmarks, client tests).
-    pub demo_kernel_only: Option<u16>,
+    pub(crate) demo_kernel_only: Option<u16>,
     /// `--allowed-hosts`: Host names answered (`*` = any); None = the listener's default.
-    pub allowed_hosts: Option<Vec<String>>,
+    pub(crate) allowed_hosts: Option<Vec<String>>,
     /// Things to tell the operator once logging is up (accepted but ignored settings).
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 impl Default for Config {
@@ -89,7 +82,7 @@ impl Default for Config {
 
 /// What the command line asked for.
 #[derive(Debug)]
-pub enum Command {
+pub(crate) enum Command {
     Serve(Box<Config>),
     Help,
     Version,
@@ -97,7 +90,7 @@ pub enum Command {
 
 /// A usage or configuration error: printed as one line, exit status 2.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError(pub String);
+pub(crate) struct ConfigError(pub(crate) String);
 
 impl std::fmt::Display for ConfigError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -105,7 +98,7 @@ impl std::fmt::Display for ConfigError {
     }
 }
 
-pub const HELP: &str = "\
+pub(crate) const HELP: &str = "\
 iac-agui — AG-UI (HTTP + SSE) adapter for the iac-code A2A kernel
 
 USAGE:
@@ -150,7 +143,7 @@ ENVIRONMENT:
 ";
 
 /// Parse everything. `env` looks up environment variables (injectable for tests).
-pub fn parse(
+pub(crate) fn parse(
     args: impl IntoIterator<Item = OsString>,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Command, ConfigError> {

@@ -39,7 +39,7 @@ pub enum Code {
 }
 
 impl Code {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Code::Unauthorized => "UNAUTHORIZED",
             Code::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
@@ -72,7 +72,7 @@ impl Code {
     }
 
     /// HTTP status when the code is returned before the stream starts.
-    pub fn http_status(self) -> u16 {
+    pub(crate) fn http_status(self) -> u16 {
         match self {
             Code::Unauthorized => 401,
             Code::HostNotAllowed => 421,
@@ -90,8 +90,8 @@ impl Code {
 /// An error with its code and catalog message, rendered in a language at the edge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ApiError {
-    pub code: Code,
-    pub msg: Msg,
+    pub(crate) code: Code,
+    pub(crate) msg: Msg,
 }
 
 impl ApiError {
@@ -101,7 +101,7 @@ impl ApiError {
 
     /// The compact JSON error envelope `{"error":{"code","message"}}`, raw UTF-8 (reference
     /// §1.3); sent with `Code::http_status` as `application/json` without charset.
-    pub fn body(self, lang: Lang) -> Vec<u8> {
+    pub(crate) fn body(self, lang: Lang) -> Vec<u8> {
         let body = serde_json::json!({"error": {"code": self.code.as_str(), "message": self.msg.text(lang)}});
         serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec())
     }

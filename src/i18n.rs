@@ -35,14 +35,14 @@ impl Lang {
         }
     }
 
-    pub fn from_code(code: &str) -> Option<Lang> {
+    pub(crate) fn from_code(code: &str) -> Option<Lang> {
         Lang::ALL.into_iter().find(|l| l.code() == code)
     }
 }
 
 /// Server default language from the process environment: the first of `LANGUAGE`, `LC_ALL`,
 /// `LC_MESSAGES`, `LANG` whose value starts with a supported code, else English.
-pub fn server_default(get: impl Fn(&str) -> Option<String>) -> Lang {
+pub(crate) fn server_default(get: impl Fn(&str) -> Option<String>) -> Lang {
     for var in ["LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG"] {
         let Some(value) = get(var) else { continue };
         if value.is_empty() {
@@ -58,12 +58,12 @@ pub fn server_default(get: impl Fn(&str) -> Option<String>) -> Lang {
 }
 
 /// The server default from the real environment (recomputed per request, like the reference).
-pub fn env_default() -> Lang {
+pub(crate) fn env_default() -> Lang {
     server_default(|k| std::env::var(k).ok())
 }
 
 /// `normalize(tag)`: strip, lowercase, `_`→`-`, keep the primary subtag if supported.
-pub fn normalize(tag: &str) -> Option<Lang> {
+pub(crate) fn normalize(tag: &str) -> Option<Lang> {
     let t = tag.trim().to_lowercase().replace('_', "-");
     let primary = t.split('-').next().unwrap_or("");
     Lang::from_code(primary)

@@ -6,7 +6,7 @@ use std::fmt;
 
 /// The OS random source failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RandomUnavailable;
+pub(crate) struct RandomUnavailable;
 
 impl fmt::Display for RandomUnavailable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -17,12 +17,12 @@ impl fmt::Display for RandomUnavailable {
 impl std::error::Error for RandomUnavailable {}
 
 /// Fill `buf` with OS randomness.
-pub fn fill(buf: &mut [u8]) -> Result<(), RandomUnavailable> {
+pub(crate) fn fill(buf: &mut [u8]) -> Result<(), RandomUnavailable> {
     getrandom::fill(buf).map_err(|_| RandomUnavailable)
 }
 
 /// Start-up probe: the server refuses to start when the OS cannot give randomness.
-pub fn check() -> Result<(), RandomUnavailable> {
+pub(crate) fn check() -> Result<(), RandomUnavailable> {
     fill(&mut [0u8; 16])
 }
 
@@ -38,7 +38,7 @@ fn random<const N: usize>() -> [u8; N] {
 }
 
 /// Lowercase hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {
@@ -49,7 +49,7 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 /// A random UUID version 4, lowercase and hyphenated (Python `str(uuid4())`).
-pub fn uuid4() -> String {
+pub(crate) fn uuid4() -> String {
     let mut b: [u8; 16] = random();
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
@@ -65,12 +65,12 @@ pub fn uuid4() -> String {
 }
 
 /// 32 random lowercase hex digits (Python `uuid4().hex`).
-pub fn hex32() -> String {
+pub(crate) fn hex32() -> String {
     uuid4().replace('-', "")
 }
 
 /// A URL-safe random secret of 43 characters (like Python `secrets.token_urlsafe(32)`).
-pub fn token_urlsafe() -> Result<String, RandomUnavailable> {
+pub(crate) fn token_urlsafe() -> Result<String, RandomUnavailable> {
     token_from(fill)
 }
 
@@ -84,7 +84,7 @@ fn token_from(
 }
 
 /// Lowercase hex SHA-256.
-pub fn sha256_hex(data: &[u8]) -> String {
+pub(crate) fn sha256_hex(data: &[u8]) -> String {
     use sha2::Digest;
     hex(&sha2::Sha256::digest(data))
 }

@@ -14,7 +14,7 @@ pub fn canonical(v: &Value) -> Vec<u8> {
 }
 
 /// Python `json.dumps(v, indent=2, sort_keys=True, ensure_ascii=False)` (the state-file format).
-pub fn pretty(v: &Value) -> Vec<u8> {
+pub(crate) fn pretty(v: &Value) -> Vec<u8> {
     let mut out = Vec::with_capacity(1024);
     write(v, Some(0), &mut out);
     out
@@ -81,7 +81,7 @@ fn write(v: &Value, level: Option<usize>, out: &mut Vec<u8>) {
 }
 
 /// Python's `json` string escaping with `ensure_ascii=False`.
-pub fn write_str(s: &str, out: &mut Vec<u8>) {
+pub(crate) fn write_str(s: &str, out: &mut Vec<u8>) {
     out.push(b'"');
     let bytes = s.as_bytes();
     let mut start = 0;
@@ -127,7 +127,7 @@ fn write_number(text: &str, out: &mut Vec<u8>) {
 
 /// Python `repr(float)`: shortest round-trip digits; fixed notation for decimal exponents in
 /// [-4, 16), else `d[.ddd]e±XX`.
-pub fn python_float_repr(f: f64) -> String {
+pub(crate) fn python_float_repr(f: f64) -> String {
     if f.is_nan() {
         return "NaN".into();
     }

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use std::io::{self, Write};
 
 /// `s` with control characters (C0, DEL, C1, U+2028/U+2029) written as escapes.
-pub fn escape(s: &str) -> Cow<'_, str> {
+pub(crate) fn escape(s: &str) -> Cow<'_, str> {
     let bad = |c: char| c.is_control() || c == '\u{2028}' || c == '\u{2029}';
     if !s.contains(bad) {
         return Cow::Borrowed(s);
@@ -25,7 +25,7 @@ pub fn escape(s: &str) -> Cow<'_, str> {
 }
 
 /// One log line: `[timestamp LEVEL target] message`, the message escaped.
-pub fn write_line(
+pub(crate) fn write_line(
     out: &mut impl Write,
     ts: &dyn std::fmt::Display,
     level: log::Level,
@@ -40,7 +40,7 @@ pub fn write_line(
 }
 
 /// Install the logger: info by default, debug with `-d`, `RUST_LOG` overrides.
-pub fn init(debug: bool, stdout: bool) {
+pub(crate) fn init(debug: bool, stdout: bool) {
     let default = if debug { "debug" } else { "info" };
     let mut b =
         env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default));

@@ -1,6 +1,6 @@
 //! RFC 3339 timestamps: the kernel's protobuf format (writing) and `expiresAt` (reading).
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
@@ -13,7 +13,7 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 }
 
 /// UTC with microseconds, e.g. `2026-11-30T00:10:05.838980Z`.
-pub fn format_micros(t: SystemTime) -> String {
+pub(crate) fn format_micros(t: SystemTime) -> String {
     let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs() as i64;
     let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
@@ -37,7 +37,7 @@ pub fn format_micros(t: SystemTime) -> String {
 }
 
 /// Parse `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)` into Unix milliseconds.
-pub fn parse_millis(s: &str) -> Option<i64> {
+pub(crate) fn parse_millis(s: &str) -> Option<i64> {
     // Everything below slices by byte position: a non-ASCII string is never a timestamp.
     if !s.is_ascii() {
         return None;
@@ -98,11 +98,6 @@ pub fn parse_millis(s: &str) -> Option<i64> {
     Some(secs * 1000 + millis)
 }
 
-/// Unix milliseconds as a `SystemTime`.
-pub fn from_millis(ms: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,7 +111,7 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        let t = SystemTime::UNIX_EPOCH + Duration::from_micros(1_795_997_807_849_123);
+        let t = SystemTime::UNIX_EPOCH + std::time::Duration::from_micros(1_795_997_807_849_123);
         let s = format_micros(t);
         assert_eq!(s, "2026-11-30T00:16:47.849123Z");
         assert_eq!(parse_millis(&s), Some(1_795_997_807_849));

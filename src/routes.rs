@@ -8,14 +8,14 @@ use crate::limits;
 use crate::server::HeadDecision;
 use crate::server::http::{self, RequestHead, Response};
 
-pub const ROUTE_RUN: u32 = 1;
-pub const ROUTE_CANCEL: u32 = 2;
+pub(crate) const ROUTE_RUN: u32 = 1;
+pub(crate) const ROUTE_CANCEL: u32 = 2;
 
 const CANCEL_PREFIX: &str = "/extensions/iac-code/v1/executions/";
 const CANCEL_SUFFIX: &str = "/cancel";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Route {
+pub(crate) enum Route {
     Health,
     Run,
     Cancel { execution_id: String },
@@ -38,7 +38,7 @@ impl Route {
 }
 
 /// Match a percent-decoded path against the route table.
-pub fn match_route(path: &str) -> Option<Route> {
+pub(crate) fn match_route(path: &str) -> Option<Route> {
     match path {
         "/health" => return Some(Route::Health),
         "/" => return Some(Route::Run),
@@ -59,7 +59,7 @@ pub fn match_route(path: &str) -> Option<Route> {
 /// DNS rebinding (its own name resolving to 127.0.0.1); the browser then sends that name as
 /// `Host`, so a loopback listener answers only loopback names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HostRule {
+pub(crate) enum HostRule {
     /// Every Host (a non-loopback listener without `--allowed-hosts`, or `*`).
     Any,
     /// `localhost`, `127.0.0.1` and `[::1]`, any port.
@@ -70,7 +70,7 @@ pub enum HostRule {
 
 impl HostRule {
     /// The rule for a listener: `allowed` is `--allowed-hosts` split on commas, if given.
-    pub fn for_listener(loopback: bool, allowed: Option<&[String]>) -> HostRule {
+    pub(crate) fn for_listener(loopback: bool, allowed: Option<&[String]>) -> HostRule {
         match allowed {
             None if loopback => HostRule::Loopback,
             None => HostRule::Any,
@@ -86,7 +86,7 @@ impl HostRule {
     }
 
     /// Whether a request with this `Host` header (None when absent) is answered.
-    pub fn allows(&self, host: Option<&[u8]>) -> bool {
+    pub(crate) fn allows(&self, host: Option<&[u8]>) -> bool {
         if *self == HostRule::Any {
             return true;
         }
@@ -132,13 +132,13 @@ fn host_name(h: &str) -> Option<String> {
 #[derive(Debug, Clone)]
 pub struct RouteConfig {
     /// Which `Host` values are answered (every route).
-    pub hosts: HostRule,
+    pub(crate) hosts: HostRule,
     /// Bearer token; `None` disables auth (an empty token counts as none).
-    pub auth_token: Option<Vec<u8>>,
+    pub(crate) auth_token: Option<Vec<u8>>,
     /// The exact `/health` body.
-    pub health_body: Vec<u8>,
-    pub max_run_body: usize,
-    pub max_cancel_body: usize,
+    pub(crate) health_body: Vec<u8>,
+    pub(crate) max_run_body: usize,
+    pub(crate) max_cancel_body: usize,
 }
 
 impl RouteConfig {
@@ -154,12 +154,12 @@ impl RouteConfig {
 }
 
 /// The language for errors decided from headers alone.
-pub fn header_lang(head: &RequestHead) -> Lang {
+pub(crate) fn header_lang(head: &RequestHead) -> Lang {
     let accept = head.header_str("accept-language");
     i18n::header_language(accept.as_deref(), i18n::env_default())
 }
 
-pub fn decide(head: &RequestHead, cfg: &RouteConfig) -> HeadDecision {
+pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig) -> HeadDecision {
     if !cfg.hosts.allows(head.header("host")) {
         return HeadDecision::Respond(
             ApiError::new(Code::HostNotAllowed, Msg::HostNotAllowed).response(header_lang(head)),
@@ -239,7 +239,7 @@ fn encode_location(s: &str) -> String {
 
 /// Reference §1.5: split at the first space, scheme `bearer` in any case, the rest verbatim,
 /// compared in constant time over raw bytes (non-ASCII tokens are a 401, not a 500).
-pub fn authorized(header: Option<&[u8]>, expected: Option<&[u8]>) -> bool {
+pub(crate) fn authorized(header: Option<&[u8]>, expected: Option<&[u8]>) -> bool {
     let Some(expected) = expected else {
         return true;
     };
@@ -255,7 +255,7 @@ pub fn authorized(header: Option<&[u8]>, expected: Option<&[u8]>) -> bool {
 
 /// Compares every byte of the longer input whatever the contents, so timing reveals at most
 /// the lengths.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     let n = a.len().max(b.len());
     let mut diff = (a.len() ^ b.len()) as u64;
     for i in 0..n {
@@ -267,7 +267,7 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Reference §1.4 step 3: cut at `;`, trim, case-insensitive `application/json`.
-pub fn is_json(content_type: Option<&[u8]>) -> bool {
+pub(crate) fn is_json(content_type: Option<&[u8]>) -> bool {
     let Some(v) = content_type else {
         return false;
     };

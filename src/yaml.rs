@@ -14,7 +14,7 @@ pub enum Scalar {
 }
 
 impl Scalar {
-    pub fn describe(&self) -> &'static str {
+    pub(crate) fn describe(&self) -> &'static str {
         match self {
             Scalar::Null => "null",
             Scalar::Bool(_) => "a boolean",

@@ -16,16 +16,16 @@ use super::types::Payload;
 use crate::ids;
 
 /// Largest single upstream SSE event.
-pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 /// Largest non-streaming upstream JSON body.
-pub const MAX_JSON_BODY: u64 = 32 * 1024 * 1024;
+pub(crate) const MAX_JSON_BODY: u64 = 32 * 1024 * 1024;
 
 #[derive(Debug, Clone)]
 pub struct A2aConfig {
     /// Normalised base URL ending with exactly one `/`.
-    pub base_url: String,
-    pub token: Option<String>,
-    pub connect_timeout: Duration,
+    pub(crate) base_url: String,
+    pub(crate) token: Option<String>,
+    pub(crate) connect_timeout: Duration,
     /// An upstream that sends no byte (not even a keep-alive comment) for this long is dead.
     pub idle_timeout: Duration,
     pub max_event_bytes: usize,
@@ -77,7 +77,7 @@ pub enum Restore {
 
 /// Accept only `http(s)://` URLs on 127.0.0.1, localhost or ::1 (reference §8.4); return the
 /// normalised base URL ending with exactly one `/`.
-pub fn loopback_base_url(raw: &str) -> Result<String, String> {
+pub(crate) fn loopback_base_url(raw: &str) -> Result<String, String> {
     const MSG: &str = "The AG-UI adapter may connect only to a loopback A2A HTTP(S) URL.";
     let raw = raw.trim();
     let lower = raw.to_ascii_lowercase();
@@ -131,10 +131,6 @@ pub struct A2aClient {
 impl A2aClient {
     pub fn new(cfg: A2aConfig) -> A2aClient {
         A2aClient { cfg: Arc::new(cfg) }
-    }
-
-    pub fn config(&self) -> &A2aConfig {
-        &self.cfg
     }
 
     /// A fresh session (its own connection pool) for one run or one call.
@@ -209,7 +205,7 @@ impl EventStream {
     }
 
     /// A stream that yields the given payloads (tests, and JSON answers to streaming calls).
-    pub fn from_payloads(p: Vec<Payload>) -> EventStream {
+    pub(crate) fn from_payloads(p: Vec<Payload>) -> EventStream {
         EventStream {
             reader: None,
             ready: p.into(),
@@ -285,7 +281,7 @@ impl Session {
     }
 
     /// A non-streaming JSON-RPC call; returns the whole response object.
-    pub fn rpc(&self, method: &str, params: Value) -> Result<Value, A2aError> {
+    pub(crate) fn rpc(&self, method: &str, params: Value) -> Result<Value, A2aError> {
         let mut resp = self.call(method, params)?;
         let v = Self::read_json(&mut resp)?;
         if !v.is_object() {
@@ -298,7 +294,7 @@ impl Session {
 
     /// A streaming JSON-RPC call. An `application/json` answer (an error before the first
     /// event) becomes a one-item stream holding that payload.
-    pub fn stream(&self, method: &str, params: Value) -> Result<EventStream, A2aError> {
+    pub(crate) fn stream(&self, method: &str, params: Value) -> Result<EventStream, A2aError> {
         let mut resp = self.call(method, params)?;
         let ct = resp
             .headers()
@@ -424,7 +420,7 @@ impl Session {
     }
 
     /// `GET /health`: the HTTP status.
-    pub fn health(&self) -> Result<u16, A2aError> {
+    pub(crate) fn health(&self) -> Result<u16, A2aError> {
         let mut r = self.agent.get(self.url("/health"));
         if let Some(t) = &self.cfg.token {
             r = r.header("Authorization", format!("Bearer {t}"));
@@ -436,7 +432,7 @@ impl Session {
 }
 
 /// Percent-encode everything but RFC 3986 unreserved characters.
-pub fn percent_encode(s: &str) -> String {
+pub(crate) fn percent_encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {

@@ -155,7 +155,7 @@ impl SseParser {
 }
 
 /// Pull reader over any `Read` (the upstream response body).
-pub struct SseReader<R> {
+pub(crate) struct SseReader<R> {
     inner: R,
     parser: SseParser,
     queue: VecDeque<SseEvent>,
@@ -164,7 +164,7 @@ pub struct SseReader<R> {
 }
 
 impl<R: Read> SseReader<R> {
-    pub fn new(inner: R, max_event: usize) -> SseReader<R> {
+    pub(crate) fn new(inner: R, max_event: usize) -> SseReader<R> {
         SseReader {
             inner,
             parser: SseParser::new(max_event),
@@ -176,7 +176,7 @@ impl<R: Read> SseReader<R> {
 
     /// The next event, `Ok(None)` at the end of the stream. An incomplete final event (no
     /// blank line before EOF) is discarded, as the WHATWG rules say.
-    pub fn next_event(&mut self) -> Result<Option<SseEvent>, SseError> {
+    pub(crate) fn next_event(&mut self) -> Result<Option<SseEvent>, SseError> {
         loop {
             if let Some(ev) = self.queue.pop_front() {
                 return Ok(Some(ev));

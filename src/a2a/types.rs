@@ -22,7 +22,7 @@ pub enum TaskState {
 
 impl TaskState {
     /// strip, lowercase, drop `task_state_`, `_` → `-` (reference §4.5).
-    pub fn parse(raw: &str) -> TaskState {
+    pub(crate) fn parse(raw: &str) -> TaskState {
         let s = raw.trim().to_lowercase();
         let s = s
             .strip_prefix("task_state_")
@@ -56,7 +56,7 @@ impl TaskState {
     }
 
     /// failed, rejected, auth-required.
-    pub fn is_failure(&self) -> bool {
+    pub(crate) fn is_failure(&self) -> bool {
         matches!(
             self,
             TaskState::Failed | TaskState::Rejected | TaskState::AuthRequired
@@ -64,12 +64,12 @@ impl TaskState {
     }
 
     /// A state after which the task will not continue on its own.
-    pub fn is_terminal(&self) -> bool {
+    pub(crate) fn is_terminal(&self) -> bool {
         self.is_failure() || matches!(self, TaskState::Completed | TaskState::Canceled)
     }
 
     /// Terminal or waiting for input: where a subscription or a stream stops.
-    pub fn is_stop(&self) -> bool {
+    pub(crate) fn is_stop(&self) -> bool {
         self.is_terminal() || *self == TaskState::InputRequired
     }
 }
@@ -79,7 +79,7 @@ impl TaskState {
 pub struct RpcError {
     pub code: Option<i64>,
     pub message: String,
-    pub data: Value,
+    pub(crate) data: Value,
 }
 
 impl RpcError {
@@ -96,7 +96,7 @@ impl RpcError {
     }
 
     /// `error.data.code == "SESSION_BACKUP_NOT_READY"` and `error.data.retryable === true`.
-    pub fn is_backup_not_ready(&self) -> bool {
+    pub(crate) fn is_backup_not_ready(&self) -> bool {
         self.data.get("code").and_then(Value::as_str) == Some("SESSION_BACKUP_NOT_READY")
             && self.data.get("retryable") == Some(&Value::Bool(true))
     }
@@ -174,11 +174,11 @@ impl A2aEvent {
         non_empty_str(self.obj.get("taskId")).or_else(|| non_empty_str(self.obj.get("id")))
     }
 
-    pub fn context_id(&self) -> Option<&str> {
+    pub(crate) fn context_id(&self) -> Option<&str> {
         non_empty_str(self.obj.get("contextId"))
     }
 
-    pub fn status(&self) -> Option<&Value> {
+    pub(crate) fn status(&self) -> Option<&Value> {
         self.obj.get("status").filter(|s| s.is_object())
     }
 
@@ -215,18 +215,18 @@ impl A2aEvent {
     }
 
     /// The artifact of an artifactUpdate.
-    pub fn artifact(&self) -> Option<&Map<String, Value>> {
+    pub(crate) fn artifact(&self) -> Option<&Map<String, Value>> {
         self.obj.get("artifact")?.as_object()
     }
 
-    pub fn history(&self) -> Option<&Vec<Value>> {
+    pub(crate) fn history(&self) -> Option<&Vec<Value>> {
         self.obj.get("history")?.as_array()
     }
 }
 
 /// An integer as the kernel may send it: a JSON integer or an integral finite float (`7.0`);
 /// never a boolean (reference §4.5).
-pub fn as_int(v: &Value) -> Option<i64> {
+pub(crate) fn as_int(v: &Value) -> Option<i64> {
     match v {
         Value::Number(n) => {
             if let Some(i) = n.as_i64() {

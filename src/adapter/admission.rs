@@ -9,7 +9,7 @@ use crate::store::document::{Execution, ThreadDoc};
 
 /// What kind of run was admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunKind {
+pub(crate) enum RunKind {
     /// The first run of a new thread.
     New,
     /// A new turn on an existing thread (the execution was rotated).
@@ -20,33 +20,33 @@ pub enum RunKind {
 
 /// A loaded thread: its document and the memory-only active run.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Thread {
-    pub doc: ThreadDoc,
+pub(crate) struct Thread {
+    pub(crate) doc: ThreadDoc,
     /// The non-guidance run streaming on this thread, if any (never persisted).
-    pub active_run: Option<String>,
+    pub(crate) active_run: Option<String>,
 }
 
 #[derive(Debug, Clone)]
-pub struct Request<'a> {
-    pub thread_id: &'a str,
-    pub run_id: &'a str,
-    pub digest: &'a str,
+pub(crate) struct Request<'a> {
+    pub(crate) thread_id: &'a str,
+    pub(crate) run_id: &'a str,
+    pub(crate) digest: &'a str,
     /// The resolved workspace.
-    pub cwd: &'a str,
-    pub user_id: Option<&'a str>,
-    pub ros_invocation_id: &'a str,
-    pub run_mode: Option<&'a str>,
-    pub resume: bool,
-    pub guidance: bool,
+    pub(crate) cwd: &'a str,
+    pub(crate) user_id: Option<&'a str>,
+    pub(crate) ros_invocation_id: &'a str,
+    pub(crate) run_mode: Option<&'a str>,
+    pub(crate) resume: bool,
+    pub(crate) guidance: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Admitted {
-    pub kind: RunKind,
+pub(crate) struct Admitted {
+    pub(crate) kind: RunKind,
     /// The new thread state to persist.
-    pub thread: Thread,
+    pub(crate) thread: Thread,
     /// The execution that rotation retired (it leaves the live index).
-    pub retired: Option<String>,
+    pub(crate) retired: Option<String>,
 }
 
 /// `agui-` + the first 40 hex digits of sha256(threadId).
@@ -61,7 +61,7 @@ const fn err(code: Code, msg: Msg) -> ApiError {
     ApiError::new(code, msg)
 }
 
-pub fn admit(
+pub(crate) fn admit(
     current: Option<&Thread>,
     req: &Request<'_>,
     env: &dyn Env,

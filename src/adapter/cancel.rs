@@ -18,7 +18,7 @@ fn answer(execution_id: &str, status: &str) -> Response {
     Response::json(200, serde_json::to_vec(&v).unwrap_or_default())
 }
 
-pub fn cancel(sh: &Shared, req: CancelRequest) -> Response {
+pub(crate) fn cancel(sh: &Shared, req: CancelRequest) -> Response {
     let not_found =
         ApiError::new(Code::ExecutionNotFound, Msg::ExecutionNotFound).response(req.lang);
     let slot = match sh.registry.slot(&req.thread_id) {

@@ -34,7 +34,7 @@ impl Env for SystemEnv {
 /// A fixed clock and counting ids for tests.
 #[derive(Debug, Default)]
 pub struct TestEnv {
-    pub now: AtomicU64,
+    pub(crate) now: AtomicU64,
     counter: AtomicU64,
 }
 

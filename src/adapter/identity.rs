@@ -9,14 +9,14 @@ use crate::catalog::Msg;
 
 /// How an id from the wire compares with the one on record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Known {
+pub(crate) enum Known {
     Same,
     Other,
     Unset,
 }
 
 impl Known {
-    pub fn of(recorded: Option<&str>, wire: &str) -> Known {
+    pub(crate) fn of(recorded: Option<&str>, wire: &str) -> Known {
         match recorded {
             Some(k) if k == wire => Known::Same,
             Some(_) => Known::Other,
@@ -26,12 +26,16 @@ impl Known {
 }
 
 /// An event that names another task or context than the run's (absent ids are allowed).
-pub fn foreign_event(ev: &A2aEvent, task: &str, context: &str) -> bool {
+pub(crate) fn foreign_event(ev: &A2aEvent, task: &str, context: &str) -> bool {
     ev.task_id().is_some_and(|t| t != task) || ev.context_id().is_some_and(|c| c != context)
 }
 
 /// Every input must name the run's task and context when it names any.
-pub fn check_inputs(inputs: &[FoundInput], task: Option<&str>, context: &str) -> Result<(), Msg> {
+pub(crate) fn check_inputs(
+    inputs: &[FoundInput],
+    task: Option<&str>,
+    context: &str,
+) -> Result<(), Msg> {
     let named = |f: &FoundInput, k: &str| {
         f.value
             .get(k)

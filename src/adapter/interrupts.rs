@@ -12,9 +12,9 @@ use crate::json;
 /// A required input found in an event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FoundInput {
-    pub id: String,
-    pub value: Map<String, Value>,
-    pub sideband: bool,
+    pub(crate) id: String,
+    pub(crate) value: Map<String, Value>,
+    pub(crate) sideband: bool,
 }
 
 /// A required input without an `inputId`.
@@ -64,7 +64,7 @@ pub fn inputs(ev: &A2aEvent) -> Result<Vec<FoundInput>, MissingInputId> {
 }
 
 /// Python truthiness of a JSON value.
-pub fn truthy(v: Option<&Value>) -> bool {
+pub(crate) fn truthy(v: Option<&Value>) -> bool {
     match v {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
@@ -76,7 +76,7 @@ pub fn truthy(v: Option<&Value>) -> bool {
 }
 
 /// Python `str()` of a JSON scalar (as the reference renders option ids and titles).
-pub fn py_str(v: &Value) -> String {
+pub(crate) fn py_str(v: &Value) -> String {
     match v {
         Value::Null => "None".into(),
         Value::Bool(true) => "True".into(),
@@ -97,7 +97,7 @@ fn first_truthy<'a>(o: &'a Map<String, Value>, keys: &[&str]) -> Option<&'a Valu
 }
 
 /// `(id, title)` for each option, with empty ids replaced and duplicates suffixed.
-pub fn standard_options(value: &Map<String, Value>) -> Vec<(String, String)> {
+pub(crate) fn standard_options(value: &Map<String, Value>) -> Vec<(String, String)> {
     let Some(Value::Array(opts)) = value.get("options") else {
         return Vec::new();
     };
@@ -136,7 +136,7 @@ pub fn standard_options(value: &Map<String, Value>) -> Vec<(String, String)> {
 }
 
 /// The interrupt for a (whitelisted) pending value.
-pub fn interrupt(id: &str, value: &Map<String, Value>) -> Value {
+pub(crate) fn interrupt(id: &str, value: &Map<String, Value>) -> Value {
     let kind = value
         .get("kind")
         .and_then(Value::as_str)
@@ -206,7 +206,7 @@ pub fn interrupt(id: &str, value: &Map<String, Value>) -> Value {
 }
 
 /// Label of the option whose id is `selected` (`label`, `name`, else the id itself).
-pub fn option_label(value: &Map<String, Value>, selected: &str) -> String {
+pub(crate) fn option_label(value: &Map<String, Value>, selected: &str) -> String {
     if let Some(Value::Array(opts)) = value.get("options") {
         for o in opts {
             if let Some(m) = o.as_object()

@@ -4,16 +4,16 @@
 //! around them.
 
 pub mod admission;
-pub mod cancel;
+pub(crate) mod cancel;
 mod driver;
 pub mod env;
 mod identity;
 pub mod interrupts;
 pub mod projection;
 mod reconcile;
-pub mod shared;
+pub(crate) mod shared;
 pub mod threads;
-pub mod upstream;
+pub(crate) mod upstream;
 
 use std::sync::Arc;
 

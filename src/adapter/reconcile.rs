@@ -14,11 +14,11 @@ use crate::errors::Code;
 use crate::store::document::{PendingInput, filter_input};
 
 /// Why a resume is refused.
-pub type Refusal = (Code, Msg);
+pub(crate) type Refusal = (Code, Msg);
 
 /// What follows a successful reconciliation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Next {
+pub(crate) enum Next {
     /// Every pending interrupt is answered: validate and deliver.
     Deliver,
     /// The snapshot showed interrupts the client has not seen: end with all of them.
@@ -27,30 +27,30 @@ pub enum Next {
 
 /// The reconciled pending set (to persist before anything else) and the verdict.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Reconciled {
-    pub pending: Vec<(String, PendingInput)>,
+pub(crate) struct Reconciled {
+    pub(crate) pending: Vec<(String, PendingInput)>,
     /// An entry answers an interrupt already applied with a different answer.
-    pub conflict: bool,
+    pub(crate) conflict: bool,
     /// Decided on the reconciled pending set (after `conflict`).
-    pub next: Result<Next, Refusal>,
+    pub(crate) next: Result<Next, Refusal>,
 }
 
 /// The snapshot as far as reconciliation is concerned.
 #[derive(Debug, Clone, Copy)]
-pub struct Snapshot<'a> {
-    pub inputs: &'a [FoundInput],
-    pub terminal: bool,
+pub(crate) struct Snapshot<'a> {
+    pub(crate) inputs: &'a [FoundInput],
+    pub(crate) terminal: bool,
     /// The snapshot carries `input` or `pendingPermissions` at all.
-    pub has_input_keys: bool,
+    pub(crate) has_input_keys: bool,
 }
 
 /// The digest recorded when an answer is applied.
-pub fn entry_digest(e: &ResumeEntry) -> String {
+pub(crate) fn entry_digest(e: &ResumeEntry) -> String {
     digest::resume_digest(e.status.as_str(), e.payload.as_ref())
 }
 
 /// Steps 6–11. `Err` is a refusal before anything is written (duplicate ids).
-pub fn reconcile(
+pub(crate) fn reconcile(
     execution_id: &str,
     pending: &[(String, PendingInput)],
     applied: &BTreeMap<(String, String), String>,
@@ -133,7 +133,7 @@ fn decide(
 }
 
 /// Merge inputs into a pending set: existing entries are kept (sideband only upgraded).
-pub fn merge_inputs(
+pub(crate) fn merge_inputs(
     pending: &mut Vec<(String, PendingInput)>,
     inputs: impl IntoIterator<Item = FoundInput>,
 ) {
@@ -153,19 +153,19 @@ pub fn merge_inputs(
 
 /// One validated resume answer.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Answer {
-    pub id: String,
-    pub status: ResumeStatus,
-    pub digest: String,
-    pub payload: Option<Value>,
-    pub value: Map<String, Value>,
-    pub sideband: bool,
-    pub permission: bool,
+pub(crate) struct Answer {
+    pub(crate) id: String,
+    pub(crate) status: ResumeStatus,
+    pub(crate) digest: String,
+    pub(crate) payload: Option<Value>,
+    pub(crate) value: Map<String, Value>,
+    pub(crate) sideband: bool,
+    pub(crate) permission: bool,
 }
 
 /// Step 12: every answer checked against its interrupt before any side effect, in resume
 /// order. Entries no longer pending are skipped; `now_ms` decides expiry.
-pub fn validate(
+pub(crate) fn validate(
     entries: &[ResumeEntry],
     pending: &[(String, PendingInput)],
     now_ms: u64,
@@ -214,7 +214,7 @@ pub fn validate(
 }
 
 /// The text a question answer sends: the free text, else the chosen option's label.
-pub fn question_prompt(a: &Answer) -> Option<String> {
+pub(crate) fn question_prompt(a: &Answer) -> Option<String> {
     let p = a.payload.as_ref().unwrap_or(&Value::Null);
     p.get("freeText")
         .or_else(|| p.get("free_text"))

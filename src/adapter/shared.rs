@@ -15,12 +15,12 @@ use crate::sync::lock;
 
 /// Everything the adapter's workers share.
 pub struct Shared {
-    pub registry: Registry,
-    pub kernel: Arc<dyn Kernel>,
-    pub env: Arc<dyn Env>,
-    pub roots: Vec<PathBuf>,
-    pub home: Option<String>,
-    pub protocol: AguiProtocol,
+    pub(crate) registry: Registry,
+    pub(crate) kernel: Arc<dyn Kernel>,
+    pub(crate) env: Arc<dyn Env>,
+    pub(crate) roots: Vec<PathBuf>,
+    pub(crate) home: Option<String>,
+    pub(crate) protocol: AguiProtocol,
     /// Running executions, so the cancel route can stop them.
     pub(super) runs: Mutex<HashMap<String, Arc<RunControl>>>,
 }
@@ -38,7 +38,7 @@ impl Shared {
     }
 
     /// Shared state over any kernel (the driver's unit tests use an in-memory one).
-    pub fn with_kernel(
+    pub(crate) fn with_kernel(
         registry: Registry,
         kernel: Arc<dyn Kernel>,
         env: Arc<dyn Env>,
@@ -74,6 +74,6 @@ impl Shared {
 
 /// Shared between a run and the cancel route.
 #[derive(Debug, Default)]
-pub struct RunControl {
-    pub cancel_requested: AtomicBool,
+pub(crate) struct RunControl {
+    pub(crate) cancel_requested: AtomicBool,
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-pub use super::admission::Thread;
+pub(crate) use super::admission::Thread;
 use crate::store::document::ThreadDoc;
 use crate::store::files::{FileStore, StoreError};
 
@@ -26,7 +26,7 @@ impl ThreadStore for FileStore {
 }
 
 /// `None` inside the mutex: the thread does not exist (yet).
-pub type Slot = Arc<Mutex<Option<Thread>>>;
+pub(crate) type Slot = Arc<Mutex<Option<Thread>>>;
 
 use crate::sync::lock;
 
@@ -71,19 +71,21 @@ impl Registry {
     }
 
     /// A registry that keeps at most `n` threads cached (tests).
-    pub fn with_cache_limit(mut self, n: usize) -> Registry {
+    #[cfg(test)]
+    pub(crate) fn with_cache_limit(mut self, n: usize) -> Registry {
         self.max_cached = n.max(2);
         self
     }
 
     /// Threads currently cached.
-    pub fn cached(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn cached(&self) -> usize {
         lock(&self.threads).len()
     }
 
     /// The thread's slot, loading it from disk the first time it is named. The file is read
     /// without the registry-wide lock held, so a slow disk delays only this thread.
-    pub fn slot(&self, thread_id: &str) -> Result<Slot, StoreError> {
+    pub(crate) fn slot(&self, thread_id: &str) -> Result<Slot, StoreError> {
         if let Some(s) = lock(&self.threads).get(thread_id) {
             return Ok(s.clone());
         }
@@ -113,7 +115,7 @@ impl Registry {
     /// The one write path of a thread: under its lock, `next` builds the new state from the
     /// current one (`None`: nothing to write); it is saved, and becomes current only if the
     /// save worked. Returns `next`'s value, `None` when nothing was written.
-    pub fn update<R>(
+    pub(crate) fn update<R>(
         &self,
         slot: &Slot,
         next: impl FnOnce(Option<&Thread>) -> Option<(Thread, R)>,
@@ -129,7 +131,7 @@ impl Registry {
 
     /// Drop the cache entry of a thread that turned out not to exist, so unknown ids from
     /// failed requests do not accumulate.
-    pub fn forget_if_absent(&self, thread_id: &str) {
+    pub(crate) fn forget_if_absent(&self, thread_id: &str) {
         let mut map = lock(&self.threads);
         if let Some(s) = map.get(thread_id)
             && Arc::strong_count(s) == 1
@@ -139,28 +141,28 @@ impl Registry {
         }
     }
 
-    pub fn live_insert(&self, execution_id: &str, thread_id: &str) {
+    pub(crate) fn live_insert(&self, execution_id: &str, thread_id: &str) {
         lock(&self.live).insert(execution_id.into(), thread_id.into());
     }
 
-    pub fn live_remove(&self, execution_id: &str) {
+    pub(crate) fn live_remove(&self, execution_id: &str) {
         lock(&self.live).remove(execution_id);
     }
 
-    pub fn live_thread(&self, execution_id: &str) -> Option<String> {
+    pub(crate) fn live_thread(&self, execution_id: &str) -> Option<String> {
         lock(&self.live).get(execution_id).cloned()
     }
 
-    pub fn touch(&self) {
+    pub(crate) fn touch(&self) {
         *lock(&self.last_activity) = Instant::now();
     }
 
-    pub fn last_activity(&self) -> Instant {
+    pub(crate) fn last_activity(&self) -> Instant {
         *lock(&self.last_activity)
     }
 
     /// True when no loaded thread has an active run or pending interrupts (idle shutdown).
-    pub fn quiescent(&self) -> bool {
+    pub(crate) fn quiescent(&self) -> bool {
         let slots: Vec<Slot> = lock(&self.threads).values().cloned().collect();
         slots.iter().all(|s| {
             lock(s)

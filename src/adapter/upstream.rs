@@ -10,7 +10,7 @@ use crate::agui::input::IacProps;
 use crate::i18n::Lang;
 
 /// One run's conversation with the kernel.
-pub trait Upstream: Send {
+pub(crate) trait Upstream: Send {
     fn send_streaming_message(&self, params: Value) -> Result<EventStream, A2aError>;
     fn send_message(&self, params: Value) -> Result<Payload, A2aError>;
     fn get_task(&self, task_id: &str) -> Result<Payload, A2aError>;
@@ -29,7 +29,7 @@ pub trait Upstream: Send {
 
 /// Where sessions come from. A fresh session is also used for best-effort cancels, because a
 /// run's own session may have been aborted when its client left.
-pub trait Kernel: Send + Sync {
+pub(crate) trait Kernel: Send + Sync {
     fn session(&self) -> Box<dyn Upstream>;
 }
 
@@ -72,7 +72,7 @@ impl Upstream for Session {
 }
 
 /// `message.metadata` of every message a run sends: `iac_code` keys in the reference's order.
-pub fn metadata(p: &IacProps, lang: Lang, cwd: &str) -> Value {
+pub(crate) fn metadata(p: &IacProps, lang: Lang, cwd: &str) -> Value {
     let mut m = Map::new();
     let mut put = |k: &str, v: Value| {
         m.insert(k.to_string(), v);
@@ -137,7 +137,7 @@ pub fn metadata(p: &IacProps, lang: Lang, cwd: &str) -> Value {
 }
 
 /// The `SendMessage` / `SendStreamingMessage` params.
-pub fn message(
+pub(crate) fn message(
     message_id: &str,
     parts: Vec<Value>,
     metadata: Value,
@@ -157,7 +157,7 @@ pub fn message(
 }
 
 /// The six-key permission answer part (A2A notes §3.3).
-pub fn permission_part(
+pub(crate) fn permission_part(
     task: &str,
     input_id: &str,
     tool_use_id: Option<&Value>,

@@ -8,14 +8,14 @@ use serde_json::{Value, json};
 
 use crate::catalog::Msg;
 
-pub const MAX_IMAGE_BYTES: usize = 8 * 1024 * 1024;
-pub const MAX_TOTAL_IMAGE_BYTES: usize = 10 * 1024 * 1024;
+pub(crate) const MAX_IMAGE_BYTES: usize = 8 * 1024 * 1024;
+pub(crate) const MAX_TOTAL_IMAGE_BYTES: usize = 10 * 1024 * 1024;
 
 /// The last user message: its id and its A2A parts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UserMessage {
-    pub message_id: String,
-    pub parts: Vec<Value>,
+    pub(crate) message_id: String,
+    pub(crate) parts: Vec<Value>,
 }
 
 pub fn user_message(messages: &[Value]) -> Result<UserMessage, Msg> {
@@ -101,7 +101,7 @@ const RESERVED: &[&str] = &[
 ];
 
 /// The reference's "safe filename, unchanged" rule.
-pub fn is_safe_filename(f: &str) -> bool {
+pub(crate) fn is_safe_filename(f: &str) -> bool {
     if f.is_empty() || f == "." || f == ".." {
         return false;
     }

@@ -11,7 +11,7 @@ use crate::catalog::Msg;
 /// The allowed roots: `IAC_CODE_AGUI_ALLOWED_CWDS`, else `IACCODE_A2A_ALLOWED_CWDS` (split on
 /// `:`, `~` expanded, resolved, only existing directories kept), else the process cwd and the
 /// temp dir.
-pub fn allowed_roots(get: impl Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+pub(crate) fn allowed_roots(get: impl Fn(&str) -> Option<String>) -> Vec<PathBuf> {
     let raw = get("IAC_CODE_AGUI_ALLOWED_CWDS")
         .filter(|s| !s.is_empty())
         .or_else(|| get("IACCODE_A2A_ALLOWED_CWDS").filter(|s| !s.is_empty()));
@@ -92,7 +92,7 @@ fn resolve(logical: &Path) -> std::io::Result<PathBuf> {
 }
 
 /// Resolve and check a workspace; creates it when missing. Returns the resolved path string.
-pub fn resolve_cwd(raw: &str, roots: &[PathBuf], home: Option<&str>) -> Result<String, Msg> {
+pub(crate) fn resolve_cwd(raw: &str, roots: &[PathBuf], home: Option<&str>) -> Result<String, Msg> {
     if raw.is_empty() || raw.contains('\0') {
         return Err(Msg::CwdNotAbsolute);
     }

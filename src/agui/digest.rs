@@ -12,7 +12,7 @@ pub fn digest(v: &Value) -> String {
 }
 
 /// The resume-entry digest: `{"status": …, "payload": payload or null}`.
-pub fn resume_digest(status: &str, payload: Option<&Value>) -> String {
+pub(crate) fn resume_digest(status: &str, payload: Option<&Value>) -> String {
     let mut m = serde_json::Map::new();
     m.insert("payload".into(), payload.cloned().unwrap_or(Value::Null));
     m.insert("status".into(), Value::String(status.into()));

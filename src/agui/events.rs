@@ -20,7 +20,7 @@ pub struct Usage {
 
 /// How a run finished successfully.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Success,
     /// Interrupt objects, already built (§5.12).
     Interrupt(Vec<Value>),
@@ -29,7 +29,7 @@ pub enum Outcome {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Event {
+pub(crate) enum Event {
     RunStarted {
         thread_id: String,
         run_id: String,
@@ -108,7 +108,7 @@ pub enum Event {
 }
 
 impl Event {
-    pub fn type_name(&self) -> &'static str {
+    pub(crate) fn type_name(&self) -> &'static str {
         match self {
             Event::RunStarted { .. } => "RUN_STARTED",
             Event::RunFinished { .. } => "RUN_FINISHED",
@@ -131,17 +131,13 @@ impl Event {
             Event::Custom { .. } => "CUSTOM",
         }
     }
-
-    pub fn is_terminal(&self) -> bool {
-        matches!(self, Event::RunFinished { .. } | Event::RunError { .. })
-    }
 }
 
 /// An event with the time it was created (Unix milliseconds).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stamped {
-    pub ts: u64,
-    pub event: Event,
+    pub(crate) ts: u64,
+    pub(crate) event: Event,
 }
 
 struct W<'a> {
@@ -212,7 +208,7 @@ impl W<'_> {
 
 impl Stamped {
     /// The event framed for SSE, `data: <json>\n\n`, in one allocation.
-    pub fn to_sse(&self) -> Vec<u8> {
+    pub(crate) fn to_sse(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(160);
         out.extend_from_slice(b"data: ");
         self.write_json(&mut out);
@@ -227,7 +223,7 @@ impl Stamped {
         out
     }
 
-    pub fn write_json(&self, out: &mut Vec<u8>) {
+    pub(crate) fn write_json(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(b"{\"type\":\"");
         out.extend_from_slice(self.event.type_name().as_bytes());
         out.extend_from_slice(b"\",\"timestamp\":");

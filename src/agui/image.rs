@@ -12,19 +12,19 @@ use std::sync::Mutex;
 use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader};
 
 /// Pillow's decompression-bomb limit, which the reference inherits.
-pub const MAX_IMAGE_PIXELS: u64 = 178_956_970;
+pub(crate) const MAX_IMAGE_PIXELS: u64 = 178_956_970;
 /// Bytes up to which an image within `MAX_SIDE` is forwarded unchanged (3.75 MiB).
 pub const MAX_FORWARD_BYTES: usize = 3_932_160;
 /// Longest side forwarded; larger images are scaled down to fit `MAX_SIDE`×`MAX_SIDE`.
 pub const MAX_SIDE: u32 = 2000;
 /// The last resort: a `FALLBACK_SIDE`×`FALLBACK_SIDE` JPEG at the lowest quality.
-pub const FALLBACK_SIDE: u32 = 1000;
+pub(crate) const FALLBACK_SIDE: u32 = 1000;
 const JPEG_QUALITIES: [u8; 4] = [80, 60, 40, 20];
 
 /// An image ready for the kernel.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Normalized {
-    pub media_type: &'static str,
+    pub(crate) media_type: &'static str,
     /// `None`: forward the original bytes unchanged.
     pub bytes: Option<Vec<u8>>,
     pub width: u32,

@@ -22,7 +22,7 @@ fn field<'a>(o: &'a Map<String, Value>, camel: &str, snake: &str) -> Option<&'a 
 
 /// The `threadId` and `runId` strings of a body that may be invalid (empty when absent), for
 /// a terminal event written after a failure.
-pub fn run_ids(body: &Value) -> (String, String) {
+pub(crate) fn run_ids(body: &Value) -> (String, String) {
     let get = |camel: &str, snake: &str| {
         body.as_object()
             .and_then(|o| field(o, camel, snake))
@@ -50,13 +50,13 @@ fn req_str(o: &Map<String, Value>, camel: &str, snake: &str) -> Result<String, (
 
 /// `resume[]` entry status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ResumeStatus {
+pub(crate) enum ResumeStatus {
     Resolved,
     Cancelled,
 }
 
 impl ResumeStatus {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ResumeStatus::Resolved => "resolved",
             ResumeStatus::Cancelled => "cancelled",
@@ -65,24 +65,24 @@ impl ResumeStatus {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct ResumeEntry {
-    pub interrupt_id: String,
-    pub status: ResumeStatus,
+pub(crate) struct ResumeEntry {
+    pub(crate) interrupt_id: String,
+    pub(crate) status: ResumeStatus,
     /// `None` when absent or `null` (the same for the digest).
-    pub payload: Option<Value>,
+    pub(crate) payload: Option<Value>,
 }
 
 /// The parts of a valid envelope the adapter uses.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunInput {
-    pub thread_id: String,
-    pub run_id: String,
-    pub parent_run_id: Option<String>,
+    pub(crate) thread_id: String,
+    pub(crate) run_id: String,
+    pub(crate) parent_run_id: Option<String>,
     pub messages: Vec<Value>,
-    pub tools_len: usize,
+    pub(crate) tools_len: usize,
     pub forwarded_props: Value,
     /// Present and not null (including `[]`) means "this is a resume".
-    pub resume: Option<Vec<ResumeEntry>>,
+    pub(crate) resume: Option<Vec<ResumeEntry>>,
 }
 
 /// Validate the envelope. `Err(())` is the generic "invalid envelope" 400.
@@ -266,41 +266,41 @@ fn check_content(p: &Value) -> Result<(), ()> {
 
 /// `forwardedProps.iacCode.thinking`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Thinking {
-    pub enabled: bool,
-    pub effort: Option<String>,
+pub(crate) struct Thinking {
+    pub(crate) enabled: bool,
+    pub(crate) effort: Option<String>,
     /// A positive JSON integer of any size, kept as written.
-    pub budget: Option<Number>,
+    pub(crate) budget: Option<Number>,
 }
 
 /// `forwardedProps.iacCode.alibabaCloud`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct AlibabaCloud {
-    pub access_key_id: Option<String>,
-    pub access_key_secret: Option<String>,
-    pub security_token: Option<String>,
-    pub region_id: Option<String>,
+pub(crate) struct AlibabaCloud {
+    pub(crate) access_key_id: Option<String>,
+    pub(crate) access_key_secret: Option<String>,
+    pub(crate) security_token: Option<String>,
+    pub(crate) region_id: Option<String>,
 }
 
 /// The validated iac-code extension. Secrets live here only for the request's lifetime.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IacProps {
-    pub ros_invocation_id: String,
-    pub cwd: String,
-    pub model: Option<String>,
-    pub llm_api_key: Option<String>,
+    pub(crate) ros_invocation_id: String,
+    pub(crate) cwd: String,
+    pub(crate) model: Option<String>,
+    pub(crate) llm_api_key: Option<String>,
     /// `Some` exactly when the request had the key (`{}` means "clear").
-    pub llm_headers: Option<Map<String, Value>>,
-    pub thinking: Option<Thinking>,
-    pub user_id: Option<String>,
-    pub channel: Option<String>,
-    pub preferred_language: Option<String>,
-    pub candidate_presentation: Option<String>,
-    pub run_mode: Option<String>,
-    pub pipeline_name: Option<String>,
-    pub cleanup_only: bool,
-    pub active_guidance: bool,
-    pub alibaba_cloud: Option<AlibabaCloud>,
+    pub(crate) llm_headers: Option<Map<String, Value>>,
+    pub(crate) thinking: Option<Thinking>,
+    pub(crate) user_id: Option<String>,
+    pub(crate) channel: Option<String>,
+    pub(crate) preferred_language: Option<String>,
+    pub(crate) candidate_presentation: Option<String>,
+    pub(crate) run_mode: Option<String>,
+    pub(crate) pipeline_name: Option<String>,
+    pub(crate) cleanup_only: bool,
+    pub(crate) active_guidance: bool,
+    pub(crate) alibaba_cloud: Option<AlibabaCloud>,
 }
 
 /// Strict lookup: a key under its alias or its name, never both; records consumed keys.

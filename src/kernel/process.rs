@@ -20,7 +20,7 @@ pub struct KernelSpec {
 }
 
 impl KernelSpec {
-    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> KernelSpec {
+    pub(crate) fn from_env(get: impl Fn(&str) -> Option<String>) -> KernelSpec {
         let cmd = get("IAC_CODE_AGUI_KERNEL_CMD")
             .filter(|s| !s.trim().is_empty())
             .unwrap_or_else(|| "iac-code".into());
@@ -82,10 +82,6 @@ impl ManagedKernel {
         };
         kernel.wait_ready(spec.startup_timeout)?;
         Ok(kernel)
-    }
-
-    pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
     }
 
     fn wait_ready(&mut self, timeout: Duration) -> Result<(), String> {

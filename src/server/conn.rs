@@ -18,10 +18,10 @@ use super::http::{ChunkedDecoder, RequestHead, Response};
 use super::job::{ConnId, JobShared};
 use super::timers::Armed;
 
-pub enum State {
-    /// Waiting for a request head. `since` is when its first byte arrived (`None` while idle
-    /// between requests, when the keep-alive timeout applies instead).
-    ReadingHead { since: Option<Instant> },
+pub(crate) enum State {
+    /// Waiting for a request head. `started` once its first byte arrived (the header
+    /// timeout is armed then; while idle between requests the keep-alive timeout applies).
+    ReadingHead { started: bool },
     /// Reading a body for a request the handler accepted.
     ReadingBody(Box<BodyRead>),
     /// A worker has the request; no reply yet.
@@ -40,43 +40,43 @@ pub enum State {
     Closing,
 }
 
-pub struct BodyRead {
-    pub head: RequestHead,
-    pub route: u32,
-    pub limit: usize,
-    pub too_large: Response,
-    pub body: Vec<u8>,
+pub(crate) struct BodyRead {
+    pub(crate) head: RequestHead,
+    pub(crate) route: u32,
+    pub(crate) limit: usize,
+    pub(crate) too_large: Response,
+    pub(crate) body: Vec<u8>,
     /// Bytes still expected for a Content-Length body.
-    pub remaining: u64,
+    pub(crate) remaining: u64,
     /// Present for chunked bodies.
-    pub chunked: Option<ChunkedDecoder>,
-    pub deadline: Instant,
+    pub(crate) chunked: Option<ChunkedDecoder>,
+    pub(crate) deadline: Instant,
 }
 
-pub struct Conn {
-    pub id: ConnId,
-    pub sock: TcpStream,
-    pub state: State,
-    pub inbuf: Vec<u8>,
-    pub out: Vec<u8>,
+pub(crate) struct Conn {
+    pub(crate) id: ConnId,
+    pub(crate) sock: TcpStream,
+    pub(crate) state: State,
+    pub(crate) inbuf: Vec<u8>,
+    pub(crate) out: Vec<u8>,
     /// Bytes of `out` already written.
-    pub out_pos: usize,
-    pub armed: Armed,
+    pub(crate) out_pos: usize,
+    pub(crate) armed: Armed,
     /// Last time a write made progress (or output became pending).
-    pub last_progress: Instant,
+    pub(crate) last_progress: Instant,
     /// Last event or heartbeat written to a stream.
-    pub last_event: Instant,
-    pub read_deadline: Option<Instant>,
+    pub(crate) last_event: Instant,
+    pub(crate) read_deadline: Option<Instant>,
     /// The peer sent EOF.
-    pub peer_eof: bool,
+    pub(crate) peer_eof: bool,
 }
 
 impl Conn {
-    pub fn new(id: ConnId, sock: TcpStream, now: Instant) -> Conn {
+    pub(crate) fn new(id: ConnId, sock: TcpStream, now: Instant) -> Conn {
         Conn {
             id,
             sock,
-            state: State::ReadingHead { since: None },
+            state: State::ReadingHead { started: false },
             inbuf: Vec::new(),
             out: Vec::new(),
             out_pos: 0,
@@ -88,19 +88,19 @@ impl Conn {
         }
     }
 
-    pub fn pending_out(&self) -> usize {
+    pub(crate) fn pending_out(&self) -> usize {
         self.out.len() - self.out_pos
     }
 
     /// The job owned by this connection, if any.
-    pub fn job(&self) -> Option<&Arc<JobShared>> {
+    pub(crate) fn job(&self) -> Option<&Arc<JobShared>> {
         match &self.state {
             State::Dispatched { job, .. } | State::Streaming { job, .. } => Some(job),
             _ => None,
         }
     }
 
-    pub fn state_name(&self) -> &'static str {
+    pub(crate) fn state_name(&self) -> &'static str {
         match self.state {
             State::ReadingHead { .. } => "reading-head",
             State::ReadingBody(_) => "reading-body",

@@ -113,7 +113,7 @@ impl Server {
 
     /// Serve until shut down; returns once every connection is closed or the grace period
     /// is over.
-    pub fn run(mut self) -> io::Result<()> {
+    pub(crate) fn run(mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
         loop {
             if self.shutdown_flag.load(Ordering::SeqCst) && self.grace_deadline.is_none() {
@@ -292,7 +292,7 @@ impl Server {
             };
             let pending = conn.pending_out();
             match &mut conn.state {
-                State::ReadingHead { since } => {
+                State::ReadingHead { started } => {
                     if shutting_down {
                         conn.state = State::Closing;
                         continue;
@@ -319,8 +319,8 @@ impl Server {
                             return;
                         }
                         Ok(None) => {
-                            if since.is_none() {
-                                *since = Some(now);
+                            if !*started {
+                                *started = true;
                                 conn.read_deadline = Some(now + self.cfg.header_timeout);
                             }
                             if conn.peer_eof {
@@ -367,7 +367,7 @@ impl Server {
                         return;
                     }
                     let State::ReadingBody(b) =
-                        std::mem::replace(&mut conn.state, State::ReadingHead { since: None })
+                        std::mem::replace(&mut conn.state, State::ReadingHead { started: false })
                     else {
                         return;
                     };
@@ -450,7 +450,7 @@ impl Server {
         };
         if let Err(r) = self.handler.dispatch(request, outbox) {
             if let Some(conn) = self.conn(slot) {
-                conn.state = State::ReadingHead { since: None };
+                conn.state = State::ReadingHead { started: false };
             }
             self.respond(slot, r, keep_alive, head_only);
         }
@@ -468,7 +468,7 @@ impl Server {
             conn.last_progress = now;
         }
         if keep {
-            conn.state = State::ReadingHead { since: None };
+            conn.state = State::ReadingHead { started: false };
             conn.read_deadline = Some(now + keepalive_timeout);
         } else {
             conn.state = State::Closing;
@@ -637,7 +637,7 @@ impl Server {
                     push_out(conn, http::LAST_CHUNK, now);
                 }
                 if keep {
-                    conn.state = State::ReadingHead { since: None };
+                    conn.state = State::ReadingHead { started: false };
                     conn.read_deadline = Some(now + keepalive_timeout);
                 } else {
                     conn.state = State::Closing;

@@ -19,7 +19,7 @@ pub enum HttpError {
 }
 
 impl HttpError {
-    pub fn status(self) -> u16 {
+    pub(crate) fn status(self) -> u16 {
         match self {
             HttpError::BadRequest => 400,
             HttpError::UriTooLong => 414,
@@ -32,7 +32,7 @@ impl HttpError {
 
 /// How the request body is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Framing {
+pub(crate) enum Framing {
     Length(u64),
     Chunked,
 }
@@ -40,20 +40,20 @@ pub enum Framing {
 /// A parsed request head. Header names are lowercased; values are raw bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestHead {
-    pub method: String,
+    pub(crate) method: String,
     /// The raw request target (path and query) as sent.
-    pub target: String,
+    pub(crate) target: String,
     /// Minor version: 0 for HTTP/1.0, 1 for HTTP/1.1.
-    pub minor_version: u8,
-    pub headers: Vec<(String, Vec<u8>)>,
-    pub framing: Framing,
-    pub keep_alive: bool,
-    pub expect_continue: bool,
+    pub(crate) minor_version: u8,
+    pub(crate) headers: Vec<(String, Vec<u8>)>,
+    pub(crate) framing: Framing,
+    pub(crate) keep_alive: bool,
+    pub(crate) expect_continue: bool,
 }
 
 impl RequestHead {
     /// First value of a header (names are matched lowercased), as the reference's frameworks do.
-    pub fn header(&self, name: &str) -> Option<&[u8]> {
+    pub(crate) fn header(&self, name: &str) -> Option<&[u8]> {
         self.headers
             .iter()
             .find(|(n, _)| n == name)
@@ -61,24 +61,24 @@ impl RequestHead {
     }
 
     /// First value as text; header bytes outside ASCII are read as Latin-1 like Starlette does.
-    pub fn header_str(&self, name: &str) -> Option<String> {
+    pub(crate) fn header_str(&self, name: &str) -> Option<String> {
         self.header(name)
             .map(|v| v.iter().map(|&b| b as char).collect())
     }
 
     /// The path part of the target (before `?`).
-    pub fn raw_path(&self) -> &str {
+    pub(crate) fn raw_path(&self) -> &str {
         match self.target.find('?') {
             Some(i) => &self.target[..i],
             None => &self.target,
         }
     }
 
-    pub fn query(&self) -> Option<&str> {
+    pub(crate) fn query(&self) -> Option<&str> {
         self.target.find('?').map(|i| &self.target[i + 1..])
     }
 
-    pub fn has_body(&self) -> bool {
+    pub(crate) fn has_body(&self) -> bool {
         !matches!(self.framing, Framing::Length(0))
     }
 }
@@ -398,7 +398,7 @@ fn parse_chunk_size(line: &[u8]) -> Result<u64, ChunkError> {
 }
 
 /// Reason phrases for the statuses this server writes.
-pub fn reason(status: u16) -> &'static str {
+pub(crate) fn reason(status: u16) -> &'static str {
     match status {
         100 => "Continue",
         200 => "OK",
@@ -425,16 +425,16 @@ pub fn reason(status: u16) -> &'static str {
 /// A complete (non-streaming) response.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Response {
-    pub status: u16,
-    pub content_type: &'static str,
-    pub headers: Vec<(&'static str, String)>,
-    pub body: Vec<u8>,
+    pub(crate) status: u16,
+    pub(crate) content_type: &'static str,
+    pub(crate) headers: Vec<(&'static str, String)>,
+    pub(crate) body: Vec<u8>,
     /// Close the connection after this response even if the client wants keep-alive.
-    pub close: bool,
+    pub(crate) close: bool,
 }
 
 impl Response {
-    pub fn new(status: u16, content_type: &'static str, body: Vec<u8>) -> Response {
+    pub(crate) fn new(status: u16, content_type: &'static str, body: Vec<u8>) -> Response {
         Response {
             status,
             content_type,
@@ -448,7 +448,7 @@ impl Response {
         Response::new(status, "application/json", body)
     }
 
-    pub fn text(status: u16, body: &str) -> Response {
+    pub(crate) fn text(status: u16, body: &str) -> Response {
         Response::new(
             status,
             "text/plain; charset=utf-8",
@@ -456,18 +456,18 @@ impl Response {
         )
     }
 
-    pub fn with_header(mut self, name: &'static str, value: String) -> Response {
+    pub(crate) fn with_header(mut self, name: &'static str, value: String) -> Response {
         self.headers.push((name, value));
         self
     }
 
-    pub fn closing(mut self) -> Response {
+    pub(crate) fn closing(mut self) -> Response {
         self.close = true;
         self
     }
 
     /// Serialize into `out`. With `head_only` the body is left out but Content-Length kept.
-    pub fn write_to(&self, out: &mut Vec<u8>, keep_alive: bool, head_only: bool) {
+    pub(crate) fn write_to(&self, out: &mut Vec<u8>, keep_alive: bool, head_only: bool) {
         write_status_line(out, self.status);
         if !self.content_type.is_empty() {
             push_header(out, "content-type", self.content_type);
@@ -505,11 +505,11 @@ fn push_header(out: &mut Vec<u8>, name: &str, value: &str) {
 }
 
 /// The interim response that lets a client waiting on `Expect: 100-continue` send its body.
-pub const CONTINUE_100: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+pub(crate) const CONTINUE_100: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
 /// SSE response head. HTTP/1.1 clients get a chunked body; HTTP/1.0 clients get a raw body
 /// delimited by closing the connection.
-pub fn write_sse_head(out: &mut Vec<u8>, chunked: bool) {
+pub(crate) fn write_sse_head(out: &mut Vec<u8>, chunked: bool) {
     write_status_line(out, 200);
     push_header(out, "content-type", "text/event-stream; charset=utf-8");
     push_header(out, "cache-control", "no-cache");
@@ -524,7 +524,7 @@ pub fn write_sse_head(out: &mut Vec<u8>, chunked: bool) {
 }
 
 /// Append one body piece, framed as a chunk when `chunked`.
-pub fn write_body_piece(out: &mut Vec<u8>, data: &[u8], chunked: bool) {
+pub(crate) fn write_body_piece(out: &mut Vec<u8>, data: &[u8], chunked: bool) {
     if data.is_empty() {
         return;
     }
@@ -553,11 +553,11 @@ fn push_hex(out: &mut Vec<u8>, mut n: usize) {
 }
 
 /// The chunked-body terminator.
-pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+pub(crate) const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
 
 /// Percent-decode a path like the reference's ASGI server (uvicorn `unquote`): invalid escapes
 /// stay literal, invalid UTF-8 becomes U+FFFD.
-pub fn percent_decode(path: &str) -> String {
+pub(crate) fn percent_decode(path: &str) -> String {
     let b = path.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

@@ -14,14 +14,14 @@ use super::http::Response;
 
 /// Identifies a connection across slot reuse: slot index plus a generation counter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ConnId {
-    pub slot: usize,
-    pub generation: u64,
+pub(crate) struct ConnId {
+    pub(crate) slot: usize,
+    pub(crate) generation: u64,
 }
 
 /// What a worker sends to the loop.
 #[derive(Debug)]
-pub enum Reply {
+pub(crate) enum Reply {
     /// A complete response; the job is finished.
     Response(Response),
     /// Start the SSE response (head is written by the loop).
@@ -33,13 +33,13 @@ pub enum Reply {
 }
 
 /// Shared between the loop ("ready list") and all jobs.
-pub struct Inbox {
+pub(crate) struct Inbox {
     ready: Mutex<Vec<Arc<JobShared>>>,
     waker: Box<dyn Fn() + Send + Sync>,
 }
 
 impl Inbox {
-    pub fn new(waker: Box<dyn Fn() + Send + Sync>) -> Arc<Inbox> {
+    pub(crate) fn new(waker: Box<dyn Fn() + Send + Sync>) -> Arc<Inbox> {
         Arc::new(Inbox {
             ready: Mutex::new(Vec::new()),
             waker,
@@ -47,7 +47,7 @@ impl Inbox {
     }
 
     /// Jobs that queued something since the last call.
-    pub fn take_ready(&self) -> Vec<Arc<JobShared>> {
+    pub(crate) fn take_ready(&self) -> Vec<Arc<JobShared>> {
         std::mem::take(&mut *lock(&self.ready))
     }
 
@@ -72,16 +72,16 @@ struct Queue {
 
 /// Why the loop stopped a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
+pub(crate) enum StopReason {
     /// The client went away (or was dropped as too slow): nobody reads replies any more.
     ClientGone,
     /// The server is shutting down: abort upstream work, but the terminal event is still read.
     Shutdown,
 }
 
-/// State shared by the loop side ([`JobHandle`]) and the worker side ([`Outbox`]).
-pub struct JobShared {
-    pub conn: ConnId,
+/// One job's state, shared by the loop (which keeps the `Arc<JobShared>`) and the worker ([`Outbox`]).
+pub(crate) struct JobShared {
+    pub(crate) conn: ConnId,
     queue: Mutex<Queue>,
     space: Condvar,
     stop: AtomicU8,
@@ -93,7 +93,7 @@ pub struct JobShared {
 impl JobShared {
     /// Ask the worker to stop and run its stop hooks (once). `ClientGone` wins over
     /// `Shutdown` when both happen.
-    pub fn stop(&self, reason: StopReason) {
+    pub(crate) fn stop(&self, reason: StopReason) {
         let code = match reason {
             StopReason::Shutdown => 1,
             StopReason::ClientGone => 2,
@@ -110,7 +110,7 @@ impl JobShared {
         self.space.notify_all();
     }
 
-    pub fn stop_reason(&self) -> Option<StopReason> {
+    pub(crate) fn stop_reason(&self) -> Option<StopReason> {
         match self.stop.load(Ordering::SeqCst) {
             0 => None,
             1 => Some(StopReason::Shutdown),
@@ -118,12 +118,12 @@ impl JobShared {
         }
     }
 
-    pub fn is_stopped(&self) -> bool {
+    pub(crate) fn is_stopped(&self) -> bool {
         self.stop_reason().is_some()
     }
 
     /// Take up to `max` queued replies. `closed` reports a worker that has gone away.
-    pub fn drain(&self, max: usize, out: &mut Vec<Reply>) -> bool {
+    pub(crate) fn drain(&self, max: usize, out: &mut Vec<Reply>) -> bool {
         let mut q = lock(&self.queue);
         q.notified = false;
         let n = q.items.len().min(max);
@@ -135,18 +135,13 @@ impl JobShared {
     }
 
     /// Put the job back on the ready list (used when the loop stopped draining early).
-    pub fn renotify(self: &Arc<Self>) {
+    pub(crate) fn renotify(self: &Arc<Self>) {
         let mut q = lock(&self.queue);
         if !q.notified && (!q.items.is_empty() || q.closed) {
             q.notified = true;
             drop(q);
             self.inbox.notify(self.clone());
         }
-    }
-
-    pub fn has_pending(&self) -> bool {
-        let q = lock(&self.queue);
-        !q.items.is_empty() || q.closed
     }
 }
 
@@ -161,7 +156,7 @@ pub struct Stopped;
 
 impl Outbox {
     /// Queue a reply, blocking while the queue is full. Fails once the client is gone.
-    pub fn send(&self, reply: Reply) -> Result<(), Stopped> {
+    pub(crate) fn send(&self, reply: Reply) -> Result<(), Stopped> {
         let s = &self.shared;
         let mut q = lock(&s.queue);
         loop {
@@ -184,16 +179,12 @@ impl Outbox {
         Ok(())
     }
 
-    pub fn is_stopped(&self) -> bool {
-        self.shared.is_stopped()
-    }
-
-    pub fn stop_reason(&self) -> Option<StopReason> {
+    pub(crate) fn stop_reason(&self) -> Option<StopReason> {
         self.shared.stop_reason()
     }
 
     /// Run `hook` when the job is stopped (immediately if it already is).
-    pub fn on_stop(&self, hook: Box<dyn FnOnce() + Send>) {
+    pub(crate) fn on_stop(&self, hook: Box<dyn FnOnce() + Send>) {
         let mut hooks = lock(&self.shared.stop_hooks);
         if self.shared.is_stopped() {
             drop(hooks);
@@ -204,7 +195,7 @@ impl Outbox {
     }
 
     /// A handle to the stop flag that outlives the outbox (for helper threads).
-    pub fn stop_flag(&self) -> StopFlag {
+    pub(crate) fn stop_flag(&self) -> StopFlag {
         StopFlag {
             shared: self.shared.clone(),
         }
@@ -234,14 +225,14 @@ impl StopFlag {
     pub fn is_stopped(&self) -> bool {
         self.shared.is_stopped()
     }
-
-    pub fn stop_reason(&self) -> Option<StopReason> {
-        self.shared.stop_reason()
-    }
 }
 
 /// Create a job for `conn`: the loop keeps the shared part, the worker gets the outbox.
-pub fn new_job(conn: ConnId, capacity: usize, inbox: &Arc<Inbox>) -> (Arc<JobShared>, Outbox) {
+pub(crate) fn new_job(
+    conn: ConnId,
+    capacity: usize,
+    inbox: &Arc<Inbox>,
+) -> (Arc<JobShared>, Outbox) {
     let shared = Arc::new(JobShared {
         conn,
         queue: Mutex::new(Queue {

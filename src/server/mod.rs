@@ -2,10 +2,10 @@
 //! decides what each request head means and runs the work on its own threads, talking back
 //! through a [`job::Outbox`].
 
-pub mod conn;
+pub(crate) mod conn;
 pub mod event_loop;
 pub mod http;
-pub mod job;
+pub(crate) mod job;
 pub mod timers;
 
 use std::time::Duration;
@@ -13,7 +13,7 @@ use std::time::Duration;
 use crate::limits;
 pub use event_loop::{Server, ShutdownHandle};
 use http::{RequestHead, Response};
-pub use job::{Outbox, Reply, StopReason};
+pub use job::Outbox;
 
 /// Tunables of the loop; defaults come from [`crate::limits`].
 #[derive(Debug, Clone)]
@@ -63,9 +63,9 @@ pub enum HeadDecision {
 /// A complete request for a worker.
 #[derive(Debug)]
 pub struct Request {
-    pub head: RequestHead,
-    pub body: Vec<u8>,
-    pub route: u32,
+    pub(crate) head: RequestHead,
+    pub(crate) body: Vec<u8>,
+    pub(crate) route: u32,
 }
 
 /// The application side of the server.

@@ -8,6 +8,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+#[cfg(test)]
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -26,31 +27,35 @@ impl Clock for SystemClock {
     }
 }
 
-/// A clock that moves only when told to.
+/// A clock that moves only when told to (tests).
+#[cfg(test)]
 #[derive(Debug)]
-pub struct ManualClock {
+pub(crate) struct ManualClock {
     now: Mutex<Instant>,
 }
 
+#[cfg(test)]
 impl ManualClock {
-    pub fn new() -> ManualClock {
+    pub(crate) fn new() -> ManualClock {
         ManualClock {
             now: Mutex::new(Instant::now()),
         }
     }
 
-    pub fn advance(&self, d: Duration) {
+    pub(crate) fn advance(&self, d: Duration) {
         let mut now = self.now.lock().unwrap_or_else(|e| e.into_inner());
         *now += d;
     }
 }
 
+#[cfg(test)]
 impl Default for ManualClock {
     fn default() -> Self {
         ManualClock::new()
     }
 }
 
+#[cfg(test)]
 impl Clock for ManualClock {
     fn now(&self) -> Instant {
         *self.now.lock().unwrap_or_else(|e| e.into_inner())
@@ -59,7 +64,7 @@ impl Clock for ManualClock {
 
 /// What a connection deadline is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum TimerKind {
+pub(crate) enum TimerKind {
     /// Header, body or keep-alive idle deadline (depends on the connection state).
     Read = 0,
     /// SSE heartbeat after silence.
@@ -68,32 +73,28 @@ pub enum TimerKind {
     WriteStall = 2,
 }
 
-pub const TIMER_KINDS: usize = 3;
+pub(crate) const TIMER_KINDS: usize = 3;
 
 /// Per-connection record of the deadline currently in the heap for each kind.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Armed {
+pub(crate) struct Armed {
     at: [Option<Instant>; TIMER_KINDS],
 }
 
-impl Armed {
-    pub fn get(&self, kind: TimerKind) -> Option<Instant> {
-        self.at[kind as usize]
-    }
-}
+impl Armed {}
 
 #[derive(Debug, Default)]
-pub struct TimerSet {
+pub(crate) struct TimerSet {
     heap: BinaryHeap<Reverse<(Instant, usize, TimerKind)>>,
 }
 
 impl TimerSet {
-    pub fn new() -> TimerSet {
+    pub(crate) fn new() -> TimerSet {
         TimerSet::default()
     }
 
     /// Make sure an entry fires no later than `at` for `(token, kind)`.
-    pub fn arm(&mut self, armed: &mut Armed, token: usize, kind: TimerKind, at: Instant) {
+    pub(crate) fn arm(&mut self, armed: &mut Armed, token: usize, kind: TimerKind, at: Instant) {
         match armed.at[kind as usize] {
             Some(existing) if existing <= at => {}
             _ => {
@@ -104,12 +105,12 @@ impl TimerSet {
     }
 
     /// Forget the armed deadline; the heap entry becomes stale and is skipped.
-    pub fn disarm(armed: &mut Armed, kind: TimerKind) {
+    pub(crate) fn disarm(armed: &mut Armed, kind: TimerKind) {
         armed.at[kind as usize] = None;
     }
 
     /// Time until the earliest entry, `None` when empty.
-    pub fn timeout(&self, now: Instant) -> Option<Duration> {
+    pub(crate) fn timeout(&self, now: Instant) -> Option<Duration> {
         self.heap
             .peek()
             .map(|Reverse((at, _, _))| at.saturating_duration_since(now))
@@ -117,7 +118,7 @@ impl TimerSet {
 
     /// Pop one entry due at `now`. The caller must call [`TimerSet::accept`] with the owner's
     /// `Armed` to learn whether it is still current.
-    pub fn pop_due(&mut self, now: Instant) -> Option<(Instant, usize, TimerKind)> {
+    pub(crate) fn pop_due(&mut self, now: Instant) -> Option<(Instant, usize, TimerKind)> {
         match self.heap.peek() {
             Some(Reverse((at, _, _))) if *at <= now => self.heap.pop().map(|Reverse(e)| e),
             _ => None,
@@ -126,7 +127,7 @@ impl TimerSet {
 
     /// True when the popped entry is the owner's current deadline; clears it so the owner can
     /// re-arm.
-    pub fn accept(armed: &mut Armed, at: Instant, kind: TimerKind) -> bool {
+    pub(crate) fn accept(armed: &mut Armed, at: Instant, kind: TimerKind) -> bool {
         if armed.at[kind as usize] == Some(at) {
             armed.at[kind as usize] = None;
             true
@@ -135,11 +136,13 @@ impl TimerSet {
         }
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.heap.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.heap.is_empty()
     }
 }

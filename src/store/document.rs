@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 use crate::json;
 
 /// Input fields kept in `pending` and used to build interrupts; everything else is dropped.
-pub const PENDING_WHITELIST: &[&str] = &[
+pub(crate) const PENDING_WHITELIST: &[&str] = &[
     "schemaVersion",
     "kind",
     "requestTaskId",
@@ -42,7 +42,7 @@ pub const PENDING_WHITELIST: &[&str] = &[
 ];
 
 /// Keep only whitelisted keys, in their original order.
-pub fn filter_input(v: &Map<String, Value>) -> Map<String, Value> {
+pub(crate) fn filter_input(v: &Map<String, Value>) -> Map<String, Value> {
     v.iter()
         .filter(|(k, _)| PENDING_WHITELIST.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
@@ -52,8 +52,8 @@ pub fn filter_input(v: &Map<String, Value>) -> Map<String, Value> {
 /// A pending interrupt.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PendingInput {
-    pub value: Map<String, Value>,
-    pub sideband: bool,
+    pub(crate) value: Map<String, Value>,
+    pub(crate) sideband: bool,
 }
 
 /// The thread's current execution (one user turn and its resumes).
@@ -70,21 +70,9 @@ pub struct Execution {
 }
 
 impl Execution {
-    pub fn pending_get(&self, id: &str) -> Option<&PendingInput> {
-        self.pending.iter().find(|(k, _)| k == id).map(|(_, v)| v)
-    }
-
-    pub fn pending_remove(&mut self, id: &str) -> Option<PendingInput> {
+    pub(crate) fn pending_remove(&mut self, id: &str) -> Option<PendingInput> {
         let i = self.pending.iter().position(|(k, _)| k == id)?;
         Some(self.pending.remove(i).1)
-    }
-
-    /// Insert or replace, keeping the original position of an existing id.
-    pub fn pending_put(&mut self, id: String, p: PendingInput) {
-        match self.pending.iter_mut().find(|(k, _)| *k == id) {
-            Some(slot) => slot.1 = p,
-            None => self.pending.push((id, p)),
-        }
     }
 }
 
@@ -109,15 +97,15 @@ pub struct ThreadDoc {
 }
 
 /// Newest runIds whose digests a thread keeps; an older runId counts as new again.
-pub const MAX_RUN_DIGESTS: usize = 10_000;
+pub(crate) const MAX_RUN_DIGESTS: usize = 10_000;
 /// Total bytes of runIds a thread keeps (the newest run is always kept).
-pub const MAX_RUN_DIGEST_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_RUN_DIGEST_BYTES: usize = 16 * 1024 * 1024;
 /// Retired execution ids a thread keeps (the current execution is never dropped).
-pub const MAX_TERMINAL_IDS: usize = 10_000;
+pub(crate) const MAX_TERMINAL_IDS: usize = 10_000;
 /// Resume digests of earlier executions a thread keeps (the current one's are never dropped).
-pub const MAX_OLD_APPLIED: usize = 10_000;
+pub(crate) const MAX_OLD_APPLIED: usize = 10_000;
 /// Above this many runs the admission order is written to the file (`runOrder`).
-pub const RUN_ORDER_FROM: usize = 1_000;
+pub(crate) const RUN_ORDER_FROM: usize = 1_000;
 
 impl ThreadDoc {
     /// Record an admitted run's digest, dropping the oldest beyond `MAX_RUN_DIGESTS` entries
@@ -159,14 +147,14 @@ impl ThreadDoc {
     }
 
     /// Mark an execution terminal, keeping the set bounded.
-    pub fn retire(&mut self, execution_id: &str) {
+    pub(crate) fn retire(&mut self, execution_id: &str) {
         self.terminal.insert(execution_id.to_string());
         self.prune();
     }
 
     /// Bound the sets that grow with every turn. Only entries that can no longer matter go:
     /// never the current execution's terminal mark or resume digests.
-    pub fn prune(&mut self) {
+    pub(crate) fn prune(&mut self) {
         let current = self.execution.execution_id.clone();
         while self.terminal.len() > MAX_TERMINAL_IDS {
             let Some(victim) = self.terminal.iter().find(|e| **e != current).cloned() else {
@@ -192,7 +180,7 @@ impl ThreadDoc {
 
 /// Why a state file was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DocError(pub String);
+pub struct DocError(pub(crate) String);
 
 fn err<T>(s: &str) -> Result<T, DocError> {
     Err(DocError(s.into()))
@@ -219,7 +207,7 @@ fn is_hex64(s: &str) -> bool {
 
 impl ThreadDoc {
     /// Validate a parsed file for `thread_id` (reference §7.5).
-    pub fn from_value(v: &Value, thread_id: &str) -> Result<ThreadDoc, DocError> {
+    pub(crate) fn from_value(v: &Value, thread_id: &str) -> Result<ThreadDoc, DocError> {
         let o = v.as_object().ok_or(DocError("not an object".into()))?;
         // Python equality: 1 and 1.0 pass, as does `true` in the reference; we refuse `true`.
         if !o
@@ -367,7 +355,7 @@ impl ThreadDoc {
         })
     }
 
-    pub fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         let ex = &self.execution;
         let pending: Map<String, Value> = ex
             .pending
@@ -428,7 +416,7 @@ impl ThreadDoc {
 }
 
 /// The file-name stem for a thread id (reference §7.2, with the REC for long ids).
-pub fn stem(thread_id: &str) -> String {
+pub(crate) fn stem(thread_id: &str) -> String {
     const RESERVED: &[&str] = &[
         "CON", "PRN", "AUX", "NUL", "COM1", "COM2", "COM3", "COM4", "COM5", "COM6", "COM7", "COM8",
         "COM9", "LPT1", "LPT2", "LPT3", "LPT4", "LPT5", "LPT6", "LPT7", "LPT8", "LPT9",

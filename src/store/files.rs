@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use super::document::{ThreadDoc, stem};
 
 /// Largest thread file we agree to read.
-pub const MAX_STATE_FILE: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_STATE_FILE: u64 = 64 * 1024 * 1024;
 
 #[derive(Debug)]
 pub enum StoreError {
@@ -92,11 +92,11 @@ impl FileStore {
         Ok(store)
     }
 
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         &self.root
     }
 
-    pub fn path_for(&self, thread_id: &str) -> PathBuf {
+    pub(crate) fn path_for(&self, thread_id: &str) -> PathBuf {
         self.threads.join(format!("{}.json", stem(thread_id)))
     }
 
@@ -148,7 +148,7 @@ impl FileStore {
     }
 
     /// Atomically replace the thread's file.
-    pub fn save(&self, doc: &ThreadDoc) -> Result<(), StoreError> {
+    pub(crate) fn save(&self, doc: &ThreadDoc) -> Result<(), StoreError> {
         if doc.thread_id.is_empty() {
             return Err(StoreError::Invalid("empty thread id".into()));
         }
@@ -191,7 +191,7 @@ impl FileStore {
 /// The state directory (reference §7.1): explicit, else `$IAC_CODE_CONFIG_DIR/agui`, else
 /// `~/.iac-code/agui`. `~` and then `$VAR` / `${VAR}` are expanded (Python `expanduser`,
 /// `expandvars`); the result is made absolute.
-pub fn state_root(explicit: Option<&Path>, get: impl Fn(&str) -> Option<String>) -> PathBuf {
+pub(crate) fn state_root(explicit: Option<&Path>, get: impl Fn(&str) -> Option<String>) -> PathBuf {
     let home = get("HOME").unwrap_or_else(|| "/".into());
     let expand = |p: &str| -> PathBuf {
         let user = if p == "~" {
@@ -222,7 +222,7 @@ pub fn state_root(explicit: Option<&Path>, get: impl Fn(&str) -> Option<String>)
 
 /// Python `os.path.expandvars`: `$name` and `${name}` are replaced when the variable is set;
 /// anything else (unset names, a lone `$`, an unclosed `${`) stays as written.
-pub fn expand_vars(s: &str, get: impl Fn(&str) -> Option<String>) -> String {
+pub(crate) fn expand_vars(s: &str, get: impl Fn(&str) -> Option<String>) -> String {
     let is_word = |c: char| c.is_alphanumeric() || c == '_';
     let mut out = String::with_capacity(s.len());
     let mut rest = s;

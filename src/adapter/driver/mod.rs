@@ -68,20 +68,20 @@ enum Stop {
 
 type Step<T> = Result<T, Stop>;
 
-pub struct RunArgs {
-    pub kind: RunKind,
-    pub slot: Slot,
-    pub thread_id: String,
-    pub run_id: String,
-    pub parent_run_id: Option<String>,
-    pub props: IacProps,
-    pub lang: Lang,
-    pub user: Option<UserMessage>,
-    pub resume: Vec<ResumeEntry>,
-    pub control: Arc<RunControl>,
+pub(crate) struct RunArgs {
+    pub(crate) kind: RunKind,
+    pub(crate) slot: Slot,
+    pub(crate) thread_id: String,
+    pub(crate) run_id: String,
+    pub(crate) parent_run_id: Option<String>,
+    pub(crate) props: IacProps,
+    pub(crate) lang: Lang,
+    pub(crate) user: Option<UserMessage>,
+    pub(crate) resume: Vec<ResumeEntry>,
+    pub(crate) control: Arc<RunControl>,
 }
 
-pub struct Run<'a, 's> {
+pub(crate) struct Run<'a, 's> {
     sh: &'a Shared,
     stream: &'a mut RunStream<'s>,
     a: RunArgs,
@@ -106,7 +106,7 @@ fn fail(code: Code, msg: Msg, lang: Lang, cleanup: Cleanup) -> Stop {
 }
 
 impl<'a, 's> Run<'a, 's> {
-    pub fn new(sh: &'a Shared, stream: &'a mut RunStream<'s>, a: RunArgs) -> Run<'a, 's> {
+    pub(crate) fn new(sh: &'a Shared, stream: &'a mut RunStream<'s>, a: RunArgs) -> Run<'a, 's> {
         let (context_id, execution_id, steps, digests) = {
             let g = lock(&a.slot);
             let t = g.as_ref().map(|t| &t.doc);
@@ -140,7 +140,7 @@ impl<'a, 's> Run<'a, 's> {
     }
 
     /// Drive the run to its end.
-    pub fn run(mut self) {
+    pub(crate) fn run(mut self) {
         // The loop aborts this session's sockets when the client leaves or on shutdown.
         self.stream.on_stop(self.session.aborter());
         if self.stream.start().is_err() {

@@ -29,7 +29,7 @@ impl Run<'_, '_> {
             .session
             .send_streaming_message(params)
             .map_err(|e| self.a2a_err(&e, Cleanup::CancelIfIdle))?;
-        self.consume(st, true)
+        self.consume(st)
     }
 
     /// Identity rules for every event (§5.2, §10 of the A2A notes); new ids are persisted
@@ -178,12 +178,10 @@ impl Run<'_, '_> {
         }
     }
 
-    /// Read a stream to its end, projecting it. `last` is false while more resume answers
-    /// remain to be delivered after this stream: new inputs are then committed but do not end
-    /// the run. Returns the end (`None` when the stream ended without a stop state, or with
-    /// input-required and nothing pending, i.e. a plain end of turn... see below).
-    pub(super) fn consume(&mut self, mut st: EventStream, last: bool) -> Step<End> {
-        let (state, interrupted) = self.pump(&mut st, last)?;
+    /// Read a new turn's stream to its end, projecting it: the first committed interrupt
+    /// ends the run, otherwise the last task state decides (`end_for_state`).
+    pub(super) fn consume(&mut self, mut st: EventStream) -> Step<End> {
+        let (state, interrupted) = self.pump(&mut st, true)?;
         drop(st);
         if interrupted {
             return self.interrupt_end();
@@ -192,6 +190,8 @@ impl Run<'_, '_> {
     }
 
     /// The core event loop; returns the last state and whether an interrupt was committed.
+    /// `last` is false while more resume answers remain to be delivered after this stream:
+    /// new inputs are then committed but the stream is read on to its stop state.
     pub(super) fn pump(
         &mut self,
         st: &mut EventStream,

@@ -13,7 +13,7 @@ use crate::agui::events::{Event, Stamped, Usage};
 use crate::json;
 
 /// Pipeline event types forwarded as `CUSTOM iac-code.pipeline.v1` (§5.6).
-pub const PIPELINE_CUSTOM: &[&str] = &[
+pub(crate) const PIPELINE_CUSTOM: &[&str] = &[
     "backup_blocked",
     "candidate_completed",
     "candidate_detail_shown",
@@ -60,26 +60,25 @@ fn truthy(v: Option<&Value>) -> bool {
 
 pub struct Mapper<'e> {
     env: &'e dyn Env,
-    thread_id: String,
     run_id: String,
-    pub pipeline_run_id: String,
+    pub(crate) pipeline_run_id: String,
     // text
     open_texts: Vec<String>,
     current: Option<String>,
     buffers: HashMap<String, String>,
-    pub text_emitted: bool,
+    pub(crate) text_emitted: bool,
     replay_checked: HashSet<String>,
     /// Durable digests of finalized text snapshots (persisted with the execution).
-    pub text_digests: BTreeSet<String>,
+    pub(crate) text_digests: BTreeSet<String>,
     // reasoning and tools
     open_reasoning: BTreeSet<String>,
     open_tools: BTreeSet<String>,
     results_sent: HashSet<String>,
     // pipeline
     seen_events: HashSet<String>,
-    pub last_sequence: i64,
+    pub(crate) last_sequence: i64,
     /// Durable open steps (persisted); `run_steps` are those opened in this run.
-    pub open_steps: BTreeSet<String>,
+    pub(crate) open_steps: BTreeSet<String>,
     run_steps: BTreeSet<String>,
     // usage in first-seen order
     usage: Vec<Usage>,
@@ -96,7 +95,6 @@ impl<'e> Mapper<'e> {
     ) -> Mapper<'e> {
         Mapper {
             env,
-            thread_id: thread_id.into(),
             run_id: run_id.into(),
             pipeline_run_id: format!("pipeline-{thread_id}"),
             open_texts: Vec::new(),
@@ -115,10 +113,6 @@ impl<'e> Mapper<'e> {
             usage: Vec::new(),
             out: Vec::new(),
         }
-    }
-
-    pub fn thread_id(&self) -> &str {
-        &self.thread_id
     }
 
     /// Events produced since the last call.
@@ -294,7 +288,7 @@ impl<'e> Mapper<'e> {
     }
 
     /// Record every open message's snapshot digest (an interrupt is being committed).
-    pub fn finalize_text_snapshots(&mut self) {
+    pub(crate) fn finalize_text_snapshots(&mut self) {
         for id in self.open_texts.clone() {
             self.finalize_snapshot(&id);
         }
@@ -411,7 +405,7 @@ impl<'e> Mapper<'e> {
     }
 
     /// A tool result for a question answered in a resume (§3.3 stage B): no START in this run.
-    pub fn resolved_tool_result(&mut self, tool_call_id: &str, content: &str) {
+    pub(crate) fn resolved_tool_result(&mut self, tool_call_id: &str, content: &str) {
         if self.results_sent.insert(tool_call_id.to_string()) {
             self.emit(Event::ToolResult {
                 tool_call_id: tool_call_id.to_string(),

@@ -39,7 +39,7 @@ use server::*;
 use tasks::*;
 
 /// Keyword → behaviour, checked in order against the lowercased user text.
-pub const SCRIPTS: &[(&str, &str)] = &[
+pub(crate) const SCRIPTS: &[(&str, &str)] = &[
     (
         "fault-",
         "fault injection for tests (garbage, die, huge, wrongctx, noinputid, hang, http500, rpcerror, drip, wrongtask)",
@@ -141,7 +141,7 @@ impl DemoKernel {
     }
 
     /// Start on `127.0.0.1:port`.
-    pub fn start_on(port: u16, cfg: DemoConfig) -> io::Result<DemoKernel> {
+    pub(crate) fn start_on(port: u16, cfg: DemoConfig) -> io::Result<DemoKernel> {
         let listener = TcpListener::bind(("127.0.0.1", port))?;
         rustix::net::listen(&listener, crate::limits::LISTEN_BACKLOG)?;
         let addr = listener.local_addr()?;

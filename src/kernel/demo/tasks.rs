@@ -3,7 +3,7 @@
 use super::*;
 
 /// RFC 3339 UTC with microseconds, as the kernel's protobuf timestamps.
-pub fn rfc3339_micros(t: SystemTime) -> String {
+pub(crate) fn rfc3339_micros(t: SystemTime) -> String {
     crate::rfc3339::format_micros(t)
 }
 
