@@ -253,21 +253,23 @@ fn sigkill_during_saves_never_leaves_a_torn_file() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-const CANARIES: &[&str] = &[
-    "CANARY-KEY-7f3a",
-    "CANARY-HDR-91bc",
-    "CANARY-AKS-55d2",
-    "CANARY-STS-0e6f",
-];
-
-#[test]
-fn secrets_never_reach_state_files_or_trace_logs() {
-    let dir = temp_dir("canary");
+/// The binary at trace level with its state under `dir`; stderr lines arrive on the channel
+/// (those up to the ready line are returned).
+fn spawn_traced(
+    args: &[&str],
+    dir: &Path,
+) -> (
+    std::process::Child,
+    std::net::SocketAddr,
+    std::sync::mpsc::Receiver<String>,
+    Vec<String>,
+) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_iac-agui"))
-        .args(["--demo", "--port", "0"])
+        .args(["--port", "0"])
+        .args(args)
         .env("RUST_LOG", "trace")
         .env("IAC_CODE_AGUI_STATE_DIR", dir.join("state"))
-        .env("IAC_CODE_AGUI_ALLOWED_CWDS", &dir)
+        .env("IAC_CODE_AGUI_ALLOWED_CWDS", dir)
         .stderr(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -280,13 +282,27 @@ fn secrets_never_reach_state_files_or_trace_logs() {
         }
     });
     let mut log = Vec::new();
-    let addr: std::net::SocketAddr = loop {
+    let addr = loop {
         let l = rx.recv_timeout(Duration::from_secs(10)).unwrap();
         log.push(l.clone());
         if let Some(rest) = l.split("listening on http://").nth(1) {
             break rest.trim().parse().unwrap();
         }
     };
+    (child, addr, rx, log)
+}
+
+const CANARIES: &[&str] = &[
+    "CANARY-KEY-7f3a",
+    "CANARY-HDR-91bc",
+    "CANARY-AKS-55d2",
+    "CANARY-STS-0e6f",
+];
+
+#[test]
+fn secrets_never_reach_state_files_or_trace_logs() {
+    let dir = temp_dir("canary");
+    let (mut child, addr, rx, mut log) = spawn_traced(&["--demo"], &dir);
     let secret_props = |run: &str, text: &str, resume: Option<serde_json::Value>| {
         let mut b = json!({"threadId": "sec", "runId": run, "state": {}, "tools": [], "context": [],
             "messages": [{"id": "m", "role": "user", "content": text}],
@@ -389,30 +405,7 @@ fn a_new_turn_sends_every_metadata_key_and_keeps_none_on_disk_or_in_logs() {
         content_type: "text/event-stream",
         body: sse_body(&[done]),
     }]);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_iac-agui"))
-        .args(["--port", "0", "--a2a-url", &kernel.url])
-        .env("RUST_LOG", "trace")
-        .env("IAC_CODE_AGUI_STATE_DIR", dir.join("state"))
-        .env("IAC_CODE_AGUI_ALLOWED_CWDS", &dir)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let mut log = Vec::new();
-    let addr: std::net::SocketAddr = loop {
-        let l = rx.recv_timeout(Duration::from_secs(10)).unwrap();
-        log.push(l.clone());
-        if let Some(rest) = l.split("listening on http://").nth(1) {
-            break rest.trim().parse().unwrap();
-        }
-    };
+    let (mut child, addr, rx, mut log) = spawn_traced(&["--a2a-url", &kernel.url], &dir);
     let ws = dir.join("ws").to_string_lossy().into_owned();
     let body = json!({"threadId": "meta", "runId": "r1", "state": {}, "tools": [], "context": [],
         "messages": [{"id": "message-1", "role": "user", "content": "List my files"}],

@@ -733,26 +733,16 @@ mod tests {
 
     #[test]
     fn chunked_errors() {
-        assert_eq!(
-            decode_all(b"zz\r\n", 100, 10).unwrap_err(),
-            ChunkError::Malformed
-        );
-        assert_eq!(
-            decode_all(b"\r\n", 100, 10).unwrap_err(),
-            ChunkError::Malformed
-        );
-        assert_eq!(
-            decode_all(b"3\r\nabcX", 100, 10).unwrap_err(),
-            ChunkError::Malformed
-        );
-        assert_eq!(
-            decode_all(b"ffffffffffffffff\r\n", 100, 10).unwrap_err(),
-            ChunkError::Malformed
-        );
-        assert_eq!(
-            decode_all(b"b\r\n", 100, 10).unwrap_err(),
-            ChunkError::TooLarge
-        );
+        let cases: [(&[u8], ChunkError); 5] = [
+            (b"zz\r\n", ChunkError::Malformed),
+            (b"\r\n", ChunkError::Malformed),
+            (b"3\r\nabcX", ChunkError::Malformed),
+            (b"ffffffffffffffff\r\n", ChunkError::Malformed),
+            (b"b\r\n", ChunkError::TooLarge),
+        ];
+        for (input, want) in cases {
+            assert_eq!(decode_all(input, 100, 10).unwrap_err(), want, "{input:?}");
+        }
         // Exactly at the limit is fine.
         let (out, _) = decode_all(b"a\r\n0123456789\r\n0\r\n\r\n", 3, 10).unwrap();
         assert_eq!(out.len(), 10);

@@ -250,6 +250,18 @@ impl<'a, 's> Run<'a, 's> {
         }
     }
 
+    /// Persist a session id seen for the first time (before anything reveals it).
+    fn record_session(&self, sid: &str) -> Step<()> {
+        self.persist(|t| t.doc.session_id = Some(sid.to_string()))
+            .map_err(|_| {
+                self.fail(
+                    Code::StatePersistenceFailed,
+                    Msg::PersistSession,
+                    Cleanup::FailClosed,
+                )
+            })
+    }
+
     fn task_id(&self) -> Option<String> {
         self.with_thread(|t| t.doc.execution.task_id.clone())
             .flatten()

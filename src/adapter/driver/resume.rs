@@ -108,15 +108,7 @@ impl Run<'_, '_> {
                     ));
                 }
                 Some(_) => {}
-                None => self
-                    .persist(|t| t.doc.session_id = Some(sid.clone()))
-                    .map_err(|_| {
-                        self.fail(
-                            Code::StatePersistenceFailed,
-                            Msg::PersistSession,
-                            Cleanup::FailClosed,
-                        )
-                    })?,
+                None => self.record_session(&sid)?,
             }
         }
         // 4. Project the snapshot without pipeline envelopes or status text.

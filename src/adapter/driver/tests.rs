@@ -286,6 +286,14 @@ fn question(id: &str) -> Value {
         "prompt": "Pick", "options": [{"id": "a", "label": "Alpha"}], "required": true, "toolUseId": format!("tool-{id}")})
 }
 
+/// The first frame of a permission-answer stream.
+fn permission_received(id: &str) -> Value {
+    status(
+        "TASK_STATE_WORKING",
+        json!({"inputReceived": {"kind": "permission", "inputId": id}}),
+    )
+}
+
 fn snapshot(state: &str, iac: Value) -> Value {
     json!({"id": "task-1", "contextId": ctx(), "status": {"state": state}, "metadata": {"iac_code": iac}})
 }
@@ -404,10 +412,7 @@ fn a_resume_delivers_the_permission_and_follows_the_turn() {
     script.push((
         "SendStreamingMessage",
         Answer::Stream(vec![
-            status(
-                "TASK_STATE_WORKING",
-                json!({"inputReceived": {"kind": "permission", "inputId": "p1"}}),
-            ),
+            permission_received("p1"),
             status(
                 "TASK_STATE_WORKING",
                 json!({"tool": {"status": "completed", "toolUseId": "tool-p1", "result": "done"}, "iacCodeSessionId": "sess-1"}),
@@ -481,10 +486,7 @@ fn a_mixed_resume_whose_first_answer_repeats_the_permission_ends_in_success() {
     script.push((
         "SendStreamingMessage",
         Answer::Stream(vec![
-            status(
-                "TASK_STATE_WORKING",
-                json!({"inputReceived": {"kind": "permission", "inputId": "p1"}}),
-            ),
+            permission_received("p1"),
             status(
                 "TASK_STATE_COMPLETED",
                 json!({"iacCodeSessionId": "sess-1"}),

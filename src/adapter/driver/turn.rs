@@ -87,15 +87,7 @@ impl Run<'_, '_> {
                         Cleanup::CancelIfIdle,
                     ));
                 }
-                Known::Unset => self
-                    .persist(|t| t.doc.session_id = Some(sid.to_string()))
-                    .map_err(|_| {
-                        self.fail(
-                            Code::StatePersistenceFailed,
-                            Msg::PersistSession,
-                            Cleanup::FailClosed,
-                        )
-                    })?,
+                Known::Unset => self.record_session(sid)?,
             }
         }
         Ok(())

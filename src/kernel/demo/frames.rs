@@ -14,6 +14,37 @@ pub(super) struct Emitter<'a> {
     pub(super) delay: Duration,
 }
 
+/// Whom a stream speaks for: the task's ids and its cancel flag.
+#[derive(Clone)]
+pub(super) struct TaskIds {
+    pub(super) task_id: String,
+    pub(super) context_id: String,
+    pub(super) session_id: String,
+    pub(super) cancel: Arc<AtomicBool>,
+}
+
+impl<'a> Emitter<'a> {
+    /// Write the SSE head; the frames that follow answer JSON-RPC request `req_id` for `task`.
+    pub(super) fn open(
+        sock: &'a mut TcpStream,
+        shared: &'a Arc<Shared>,
+        task: TaskIds,
+        req_id: Value,
+    ) -> io::Result<Emitter<'a>> {
+        sock.write_all(SSE_HEAD)?;
+        Ok(Emitter {
+            sock,
+            shared,
+            task_id: task.task_id,
+            context_id: task.context_id,
+            session_id: task.session_id,
+            req_id,
+            cancel: task.cancel,
+            delay: shared.cfg.frame_delay,
+        })
+    }
+}
+
 /// The stream must end now (cancelled, or the client went away).
 pub(super) struct Stop;
 

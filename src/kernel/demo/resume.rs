@@ -12,11 +12,7 @@ pub(super) fn resume(
     let (context_id, session_id, script, pending, cancel, known_ctx) = {
         let mut tasks = lock(&shared.tasks);
         let Some(t) = tasks.get_mut(&tid) else {
-            return respond(
-                &mut sock,
-                200,
-                &task_not_found(&id, &format!("Task {tid} not found")),
-            );
+            return respond(&mut sock, 200, &unknown_task(&id, &tid));
         };
         let known_ctx = message["contextId"]
             .as_str()
@@ -42,6 +38,12 @@ pub(super) fn resume(
             ),
         );
     }
+    let ids = TaskIds {
+        task_id: tid.clone(),
+        context_id,
+        session_id,
+        cancel: cancel.clone(),
+    };
     let data = message["parts"]
         .as_array()
         .and_then(|ps| {
@@ -50,7 +52,6 @@ pub(super) fn resume(
         })
         .cloned();
     let text = user_text(&message);
-    let delay = shared.cfg.frame_delay;
     // A duplicate permission answer is acknowledged and nothing runs again.
     if let Some(d) = &data {
         let input_id = d["inputId"].as_str().unwrap_or("").to_string();
@@ -58,17 +59,7 @@ pub(super) fn resume(
             .get(&tid)
             .is_some_and(|t| t.answered.contains(&input_id));
         if already {
-            sock.write_all(SSE_HEAD)?;
-            let mut em = Emitter {
-                sock: &mut sock,
-                shared,
-                task_id: tid.clone(),
-                context_id,
-                session_id,
-                req_id: id,
-                cancel,
-                delay,
-            };
+            let mut em = Emitter::open(&mut sock, shared, ids.clone(), id)?;
             // An acknowledgement only: the task's own state does not change.
             let upd = json!({"statusUpdate": {"taskId": em.task_id, "contextId": em.context_id, "status": {"state": "TASK_STATE_WORKING"}, "metadata": {"iac_code": {"inputReceived": {"kind": "permission", "inputId": input_id, "toolUseId": d["toolUseId"], "decision": d["decision"], "recovered": true, "duplicate": true}}}}});
             let _ = em.frame(upd);
@@ -78,17 +69,7 @@ pub(super) fn resume(
     }
     let Some(pending) = pending else {
         // Not waiting: guidance into a live pipeline, or a new message on an idle task.
-        sock.write_all(SSE_HEAD)?;
-        let mut em = Emitter {
-            sock: &mut sock,
-            shared,
-            task_id: tid.clone(),
-            context_id,
-            session_id,
-            req_id: id,
-            cancel,
-            delay,
-        };
+        let mut em = Emitter::open(&mut sock, shared, ids.clone(), id)?;
         if script == Script::Pipeline {
             let _ = em.emit(
                 "interrupt_received",
@@ -109,32 +90,18 @@ pub(super) fn resume(
         return Ok(());
     };
     if pending.kind == "permission" {
+        let mismatch = |sock: &mut TcpStream, id: &Value| {
+            let e = "Permission response payload fields do not match schemaVersion 1.";
+            respond(sock, 200, &rpc_error(id, -32602, e, "INVALID_PARAMS"))
+        };
         let Some(d) =
             data.filter(|d| d["kind"] == "permission" && d["inputId"] == pending.input["inputId"])
         else {
-            return respond(
-                &mut sock,
-                200,
-                &rpc_error(
-                    &id,
-                    -32602,
-                    "Permission response payload fields do not match schemaVersion 1.",
-                    "INVALID_PARAMS",
-                ),
-            );
+            return mismatch(&mut sock, &id);
         };
         let decision = d["decision"].as_str().unwrap_or("deny").to_string();
         if !matches!(decision.as_str(), "allow_once" | "deny") {
-            return respond(
-                &mut sock,
-                200,
-                &rpc_error(
-                    &id,
-                    -32602,
-                    "Permission response payload fields do not match schemaVersion 1.",
-                    "INVALID_PARAMS",
-                ),
-            );
+            return mismatch(&mut sock, &id);
         }
         {
             let mut tasks = lock(&shared.tasks);
@@ -145,17 +112,7 @@ pub(super) fn resume(
                     .push(d["inputId"].as_str().unwrap_or("").to_string());
             }
         }
-        sock.write_all(SSE_HEAD)?;
-        let mut em = Emitter {
-            sock: &mut sock,
-            shared,
-            task_id: tid.clone(),
-            context_id,
-            session_id,
-            req_id: id,
-            cancel: cancel.clone(),
-            delay,
-        };
+        let mut em = Emitter::open(&mut sock, shared, ids.clone(), id)?;
         let tool = d["toolUseId"].as_str().unwrap_or("").to_string();
         let r = (|| -> Result<(), Stop> {
             em.status("TASK_STATE_WORKING", None, false, json!({"inputReceived": {"inputId": d["inputId"], "kind": "permission", "toolUseId": tool}}))?;
@@ -198,17 +155,7 @@ pub(super) fn resume(
             t.history.push(json!({"messageId": message["messageId"], "contextId": t.context_id, "taskId": t.id, "role": "ROLE_USER", "parts": message["parts"]}));
         }
     }
-    sock.write_all(SSE_HEAD)?;
-    let mut em = Emitter {
-        sock: &mut sock,
-        shared,
-        task_id: tid.clone(),
-        context_id,
-        session_id,
-        req_id: id,
-        cancel: cancel.clone(),
-        delay,
-    };
+    let mut em = Emitter::open(&mut sock, shared, ids.clone(), id)?;
     let r = if pending.kind == "pipeline-question" {
         pipeline_continue(&mut em, &text)
     } else {

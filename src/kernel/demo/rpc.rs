@@ -8,6 +8,11 @@ pub(super) fn task_not_found(id: &Value, message: &str) -> Value {
     rpc_error(id, -32001, message, "TASK_NOT_FOUND")
 }
 
+/// `SubscribeToTask` and `SendStreamingMessage` name the task in their error.
+pub(super) fn unknown_task(id: &Value, tid: &str) -> Value {
+    task_not_found(id, &format!("Task {tid} not found"))
+}
+
 pub(super) fn rpc_error(id: &Value, code: i64, message: &str, reason: &str) -> Value {
     json!({"error": {"code": code, "message": message, "data": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason, "domain": "a2a-protocol.org", "metadata": {}}]}, "id": id, "jsonrpc": "2.0"})
 }
@@ -259,18 +264,13 @@ pub(super) fn send_streaming(
             cwd: iac["cwd"].as_str().map(str::to_string),
         },
     );
-    sock.write_all(SSE_HEAD)?;
-    let delay = shared.cfg.frame_delay;
-    let mut em = Emitter {
-        sock: &mut sock,
-        shared,
+    let task = TaskIds {
         task_id: task_id.clone(),
         context_id,
         session_id,
-        req_id: id,
         cancel: cancel.clone(),
-        delay,
     };
+    let mut em = Emitter::open(&mut sock, shared, task, id)?;
     let task = json!({"task": {"id": task_id, "contextId": em.context_id, "status": {"state": "TASK_STATE_SUBMITTED"}, "history": [echo]}});
     let mut outcome = em.frame(task);
     if outcome.is_ok() {
@@ -319,11 +319,7 @@ pub(super) fn subscribe(
     let snap = {
         let mut tasks = lock(&shared.tasks);
         let Some(t) = tasks.get_mut(&tid) else {
-            return respond(
-                &mut sock,
-                200,
-                &task_not_found(&id, &format!("Task {tid} not found")),
-            );
+            return respond(&mut sock, 200, &unknown_task(&id, &tid));
         };
         if !t.live {
             return respond(

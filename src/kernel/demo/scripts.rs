@@ -223,6 +223,13 @@ pub(super) fn question_turn(em: &mut Emitter<'_>) -> Result<(), Stop> {
     wait_for_input(em, input, "question", json!({}))
 }
 
+impl Emitter<'_> {
+    /// One working pipeline event scoped to `step`.
+    fn on_step(&mut self, event_type: &str, data: Value, step: &Value) -> Result<(), Stop> {
+        self.emit(event_type, "step", "working", data, json!({"step": step}))
+    }
+}
+
 pub(super) fn step(id: &str, index: f64) -> Value {
     json!({"runId": format!("step-{id}-1"), "index": index, "total": 3.0, "id": id, "attempt": 1.0})
 }
@@ -230,19 +237,11 @@ pub(super) fn step(id: &str, index: f64) -> Value {
 pub(super) fn pipeline_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop> {
     em.emit("pipeline_started", "pipeline", "working", json!({"userRequest": text, "pipelineType": "selling", "totalSteps": 3, "stepNames": ["intent_parsing", "evaluate_candidates", "deploying"]}), json!({}))?;
     let s1 = step("intent_parsing", 1.0);
-    em.emit(
-        "step_started",
-        "step",
-        "working",
-        json!({"name": "intent_parsing"}),
-        json!({"step": s1}),
-    )?;
-    em.emit(
+    em.on_step("step_started", json!({"name": "intent_parsing"}), &s1)?;
+    em.on_step(
         "thinking_delta",
-        "step",
-        "working",
         json!({"type": "raw_thinking", "text": "Need to clarify the goal."}),
-        json!({"step": s1}),
+        &s1,
     )?;
     let e1 = em.envelope(
         "text_delta",
@@ -259,7 +258,7 @@ pub(super) fn pipeline_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop
         json!({"step": s1}),
     );
     em.pipeline(vec![e1, e2], None)?;
-    em.emit("usage", "step", "working", json!({"cachedInputTokens": 0, "provider": "demo", "model": "demo-1", "inputTokens": 300, "outputTokens": 20, "totalTokens": 320}), json!({"step": s1}))?;
+    em.on_step("usage", json!({"cachedInputTokens": 0, "provider": "demo", "model": "demo-1", "inputTokens": 300, "outputTokens": 20, "totalTokens": 320}), &s1)?;
     let input = json!({"freeTextPrompt": "Describe it", "kind": "ask_user_question", "requestTaskId": em.task_id, "contextId": em.context_id, "schemaVersion": 1, "toolUseId": "call_ask1", "allowFreeText": true, "inputId": format!("ask-call_ask1-{}", &em.task_id[..8]), "required": true, "options": [{"label": "A website", "id": "website"}, {"label": "An API", "id": "api"}], "prompt": "What do you want to deploy?"});
     if let Some(t) = lock(&em.shared.tasks).get_mut(&em.task_id) {
         t.pending = Some(Pending {
@@ -286,31 +285,17 @@ pub(super) fn pipeline_slow(em: &mut Emitter<'_>) -> Result<(), Stop> {
         json!({}),
     )?;
     let s1 = step("deploying", 1.0);
-    em.emit(
-        "step_started",
-        "step",
-        "working",
-        json!({"name": "deploying"}),
-        json!({"step": s1}),
-    )?;
+    em.on_step("step_started", json!({"name": "deploying"}), &s1)?;
     let tick = em.shared.cfg.tick;
     for i in 1..=30 {
         em.pause(tick)?;
-        em.emit(
+        em.on_step(
             "text_delta",
-            "step",
-            "working",
             json!({"text": format!("progress {i}. ")}),
-            json!({"step": s1}),
+            &s1,
         )?;
     }
-    em.emit(
-        "step_completed",
-        "step",
-        "working",
-        json!({}),
-        json!({"step": s1}),
-    )?;
+    em.on_step("step_completed", json!({}), &s1)?;
     em.emit(
         "pipeline_completed",
         "pipeline",
@@ -322,28 +307,14 @@ pub(super) fn pipeline_slow(em: &mut Emitter<'_>) -> Result<(), Stop> {
 
 pub(super) fn pipeline_continue(em: &mut Emitter<'_>, answer: &str) -> Result<(), Stop> {
     let s1 = step("intent_parsing", 1.0);
-    em.emit(
+    em.on_step(
         "input_received",
-        "step",
-        "working",
         json!({"kind": "ask_user_question", "selectedLabel": answer}),
-        json!({"step": s1}),
+        &s1,
     )?;
-    em.emit(
-        "step_completed",
-        "step",
-        "working",
-        json!({"conclusionField": "intent"}),
-        json!({"step": s1}),
-    )?;
+    em.on_step("step_completed", json!({"conclusionField": "intent"}), &s1)?;
     let s2 = step("evaluate_candidates", 2.0);
-    em.emit(
-        "step_started",
-        "step",
-        "working",
-        json!({"name": "evaluate_candidates"}),
-        json!({"step": s2}),
-    )?;
+    em.on_step("step_started", json!({"name": "evaluate_candidates"}), &s2)?;
     let cands: Vec<Value> = (1..=2)
         .map(|i| json!({"id": format!("cand-{i}"), "runId": format!("candidate-cand-{i}-{i}-1"), "index": i as f64, "attempt": 1.0, "name": format!("Option {i}")}))
         .collect();
@@ -384,20 +355,12 @@ pub(super) fn pipeline_continue(em: &mut Emitter<'_>, answer: &str) -> Result<()
             json!({"step": s2, "candidate": c}),
         )?;
     }
-    em.emit(
+    em.on_step(
         "stack_progress",
-        "step",
-        "working",
         json!({"stackName": "demo-stack", "status": "CREATE_IN_PROGRESS", "progress": 50}),
-        json!({"step": s2}),
+        &s2,
     )?;
-    em.emit(
-        "step_completed",
-        "step",
-        "working",
-        json!({}),
-        json!({"step": s2}),
-    )?;
+    em.on_step("step_completed", json!({}), &s2)?;
     em.emit(
         "pipeline_completed",
         "pipeline",
