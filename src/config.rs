@@ -72,7 +72,7 @@ impl Default for Config {
             heartbeat_interval: limits::HEARTBEAT_INTERVAL,
             max_connections: limits::MAX_CONNECTIONS,
             max_runs: limits::MAX_JOBS,
-            a2a_idle_timeout: Duration::from_secs(120),
+            a2a_idle_timeout: limits::A2A_IDLE_TIMEOUT,
             demo_kernel_only: None,
             allowed_hosts: None,
             warnings: Vec::new(),

@@ -49,3 +49,70 @@ pub(crate) const MAX_JSON_DEPTH: usize = 100;
 /// Threads kept in memory; beyond this, idle ones (no run, no other user) are dropped from
 /// the cache and reloaded from their file when named again.
 pub(crate) const MAX_CACHED_THREADS: usize = 10_000;
+
+// ---- the event loop
+
+/// How long graceful shutdown waits for open streams to finish.
+pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// Bytes read from a client socket per `read` call.
+pub(crate) const READ_CHUNK: usize = 16 * 1024;
+/// Replies taken from one job per pump round, so one busy stream cannot starve the others.
+pub(crate) const DRAIN_BATCH: usize = 64;
+/// A connection's output buffer above this capacity is shrunk once drained (idle memory)...
+pub(crate) const OUT_BUFFER_SHRINK_ABOVE: usize = 64 * 1024;
+/// ... to this capacity.
+pub(crate) const OUT_BUFFER_SHRINK_TO: usize = 16 * 1024;
+
+// ---- the A2A kernel
+
+/// Largest single upstream SSE event.
+pub(crate) const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
+/// Largest non-streaming upstream JSON body.
+pub(crate) const MAX_JSON_BODY: u64 = 32 * 1024 * 1024;
+/// Time to connect to the kernel.
+pub(crate) const A2A_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Upstream silence after which the kernel counts as unavailable (`--a2a-idle-timeout`; the
+/// kernel sends a keep-alive every 15 s).
+pub(crate) const A2A_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// The HTTP client's per-session read buffer (ureq's default is 128 KiB).
+pub(crate) const A2A_INPUT_BUFFER: usize = 16 * 1024;
+/// The HTTP client's per-session write buffer (ureq's default is 128 KiB).
+pub(crate) const A2A_OUTPUT_BUFFER: usize = 4 * 1024;
+/// Largest response head from the kernel.
+pub(crate) const A2A_MAX_RESPONSE_HEAD: usize = 16 * 1024;
+/// Largest error body read from the kernel's health endpoint.
+pub(crate) const A2A_MAX_HEALTH_BODY: u64 = 64 * 1024;
+/// Time the managed `iac-code a2a` child has to answer `/health`.
+pub(crate) const KERNEL_STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
+/// SIGTERM → SIGKILL grace for the managed child.
+pub(crate) const KERNEL_STOP_GRACE: Duration = Duration::from_secs(5);
+
+// ---- message content (reference §2.5)
+
+/// Largest decoded inline image (reference: 8 MiB).
+pub(crate) const MAX_IMAGE_BYTES: usize = 8 * 1024 * 1024;
+/// Largest total of decoded images in one message (reference: 10 MiB).
+pub(crate) const MAX_TOTAL_IMAGE_BYTES: usize = 10 * 1024 * 1024;
+/// Pillow's decompression-bomb limit, which the reference inherits.
+pub(crate) const MAX_IMAGE_PIXELS: u64 = 178_956_970;
+/// Bytes up to which an image within `MAX_IMAGE_SIDE` is forwarded unchanged (3.75 MiB).
+pub const MAX_FORWARD_BYTES: usize = 3_932_160;
+/// Longest side forwarded; larger images are scaled down to fit `MAX_IMAGE_SIDE` squared.
+pub const MAX_IMAGE_SIDE: u32 = 2000;
+/// The last resort: a `FALLBACK_IMAGE_SIDE` squared JPEG at the lowest quality.
+pub(crate) const FALLBACK_IMAGE_SIDE: u32 = 1000;
+
+// ---- state files (reference §7)
+
+/// Largest thread file read.
+pub(crate) const MAX_STATE_FILE: u64 = 64 * 1024 * 1024;
+/// Newest runIds whose digests a thread keeps; an older runId counts as new again.
+pub(crate) const MAX_RUN_DIGESTS: usize = 10_000;
+/// Total bytes of runIds a thread keeps (the newest run is always kept).
+pub(crate) const MAX_RUN_DIGEST_BYTES: usize = 16 * 1024 * 1024;
+/// Retired execution ids a thread keeps (the current execution is never dropped).
+pub(crate) const MAX_TERMINAL_IDS: usize = 10_000;
+/// Resume digests of earlier executions a thread keeps (the current one's are never dropped).
+pub(crate) const MAX_OLD_APPLIED: usize = 10_000;
+/// Above this many runs the admission order is written to the file (`runOrder`).
+pub(crate) const RUN_ORDER_FROM: usize = 1_000;

@@ -14,11 +14,7 @@ use serde_json::{Value, json};
 use super::sse::{SseError, SseReader};
 use super::types::Payload;
 use crate::ids;
-
-/// Largest single upstream SSE event.
-pub(crate) const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
-/// Largest non-streaming upstream JSON body.
-pub(crate) const MAX_JSON_BODY: u64 = 32 * 1024 * 1024;
+use crate::limits;
 
 #[derive(Debug, Clone)]
 pub struct A2aConfig {
@@ -36,9 +32,9 @@ impl A2aConfig {
         A2aConfig {
             base_url,
             token: token.filter(|t| !t.is_empty()),
-            connect_timeout: Duration::from_secs(5),
-            idle_timeout: Duration::from_secs(120),
-            max_event_bytes: MAX_EVENT_BYTES,
+            connect_timeout: limits::A2A_CONNECT_TIMEOUT,
+            idle_timeout: limits::A2A_IDLE_TIMEOUT,
+            max_event_bytes: limits::MAX_EVENT_BYTES,
         }
     }
 }
@@ -146,9 +142,9 @@ impl A2aClient {
             .user_agent(concat!("iac-agui/", env!("CARGO_PKG_VERSION")))
             // ureq's defaults are 128 KiB each per connection: with one connection per open
             // run that dominated memory. Frames are read through SseReader's own buffer.
-            .input_buffer_size(16 * 1024)
-            .output_buffer_size(4 * 1024)
-            .max_response_header_size(16 * 1024)
+            .input_buffer_size(limits::A2A_INPUT_BUFFER)
+            .output_buffer_size(limits::A2A_OUTPUT_BUFFER)
+            .max_response_header_size(limits::A2A_MAX_RESPONSE_HEAD)
             .build();
         Session {
             agent: ureq::Agent::new_with_config(config),
@@ -253,7 +249,7 @@ impl Session {
         let bytes = resp
             .body_mut()
             .with_config()
-            .limit(MAX_JSON_BODY)
+            .limit(limits::MAX_JSON_BODY)
             .read_to_vec()
             .map_err(unavailable)?;
         serde_json::from_slice(&bytes)
@@ -426,7 +422,11 @@ impl Session {
             r = r.header("Authorization", format!("Bearer {t}"));
         }
         let mut resp = r.call().map_err(unavailable)?;
-        let _ = resp.body_mut().with_config().limit(64 * 1024).read_to_vec();
+        let _ = resp
+            .body_mut()
+            .with_config()
+            .limit(limits::A2A_MAX_HEALTH_BODY)
+            .read_to_vec();
         Ok(resp.status().as_u16())
     }
 }

@@ -7,9 +7,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::catalog::Msg;
-
-pub(crate) const MAX_IMAGE_BYTES: usize = 8 * 1024 * 1024;
-pub(crate) const MAX_TOTAL_IMAGE_BYTES: usize = 10 * 1024 * 1024;
+use crate::limits;
 
 /// The last user message: its id and its A2A parts.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,11 +65,11 @@ fn to_parts(items: &[Value]) -> Result<Vec<Value>, Msg> {
                 let bytes = base64::engine::general_purpose::STANDARD
                     .decode(b64)
                     .map_err(|_| Msg::ImageBadBase64)?;
-                if bytes.len() > MAX_IMAGE_BYTES {
+                if bytes.len() > limits::MAX_IMAGE_BYTES {
                     return Err(Msg::ImageTooLarge);
                 }
                 total += bytes.len();
-                if total > MAX_TOTAL_IMAGE_BYTES {
+                if total > limits::MAX_TOTAL_IMAGE_BYTES {
                     return Err(Msg::ImagesTooLarge);
                 }
                 let image = super::image::normalize(&bytes).map_err(|_| Msg::ImageInvalid)?;
@@ -209,7 +207,8 @@ mod tests {
             user_message(&user(json!([img("image/png", &head, None)]))),
             Err(Msg::ImageInvalid)
         );
-        let big = base64::engine::general_purpose::STANDARD.encode(vec![0u8; MAX_IMAGE_BYTES + 1]);
+        let big = base64::engine::general_purpose::STANDARD
+            .encode(vec![0u8; limits::MAX_IMAGE_BYTES + 1]);
         assert_eq!(
             user_message(&user(json!([img("image/png", &big, None)]))),
             Err(Msg::ImageTooLarge)

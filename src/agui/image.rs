@@ -11,14 +11,9 @@ use std::sync::Mutex;
 
 use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader};
 
-/// Pillow's decompression-bomb limit, which the reference inherits.
-pub(crate) const MAX_IMAGE_PIXELS: u64 = 178_956_970;
-/// Bytes up to which an image within `MAX_SIDE` is forwarded unchanged (3.75 MiB).
-pub const MAX_FORWARD_BYTES: usize = 3_932_160;
-/// Longest side forwarded; larger images are scaled down to fit `MAX_SIDE`×`MAX_SIDE`.
-pub const MAX_SIDE: u32 = 2000;
-/// The last resort: a `FALLBACK_SIDE`×`FALLBACK_SIDE` JPEG at the lowest quality.
-pub(crate) const FALLBACK_SIDE: u32 = 1000;
+use crate::limits;
+pub use crate::limits::{MAX_FORWARD_BYTES, MAX_IMAGE_SIDE};
+
 const JPEG_QUALITIES: [u8; 4] = [80, 60, 40, 20];
 
 /// An image ready for the kernel.
@@ -49,7 +44,7 @@ pub fn normalize(data: &[u8]) -> Result<Normalized, Invalid> {
         ImageFormat::WebP => Some("image/webp"),
         _ => None,
     };
-    let fits = |len: usize| len <= MAX_FORWARD_BYTES && w <= MAX_SIDE && h <= MAX_SIDE;
+    let fits = |len: usize| len <= MAX_FORWARD_BYTES && w <= MAX_IMAGE_SIDE && h <= MAX_IMAGE_SIDE;
     let is_png = match web {
         Some(t) if fits(data.len()) => {
             return Ok(Normalized {
@@ -74,8 +69,8 @@ pub fn normalize(data: &[u8]) -> Result<Normalized, Invalid> {
             true
         }
     };
-    let small = if w > MAX_SIDE || h > MAX_SIDE {
-        thumbnail(&img, MAX_SIDE)
+    let small = if w > MAX_IMAGE_SIDE || h > MAX_IMAGE_SIDE {
+        thumbnail(&img, MAX_IMAGE_SIDE)
     } else {
         img
     };
@@ -92,7 +87,7 @@ pub fn normalize(data: &[u8]) -> Result<Normalized, Invalid> {
             return Ok(done("image/jpeg", jpeg, &rgb));
         }
     }
-    let tiny = thumbnail(&rgb, FALLBACK_SIDE);
+    let tiny = thumbnail(&rgb, limits::FALLBACK_IMAGE_SIDE);
     let jpeg = encode_jpeg(&tiny, 20)?;
     if jpeg.len() <= MAX_FORWARD_BYTES {
         return Ok(done("image/jpeg", jpeg, &tiny));
@@ -130,12 +125,12 @@ fn decode(data: &[u8]) -> Result<(ImageFormat, DynamicImage), Invalid> {
     }
     let mut limits = image::Limits::default();
     // The pixel limit is checked below; allocation may reach that many RGBA pixels.
-    limits.max_alloc = Some(MAX_IMAGE_PIXELS * 4 + (1 << 20));
+    limits.max_alloc = Some(limits::MAX_IMAGE_PIXELS * 4 + (1 << 20));
     let mut reader = reader;
     reader.limits(limits);
     let decoder = reader.into_decoder().map_err(|_| Invalid)?;
     let (w, h) = decoder.dimensions();
-    if w == 0 || h == 0 || u64::from(w) * u64::from(h) > MAX_IMAGE_PIXELS {
+    if w == 0 || h == 0 || u64::from(w) * u64::from(h) > limits::MAX_IMAGE_PIXELS {
         return Err(Invalid);
     }
     let img = DynamicImage::from_decoder(decoder).map_err(|_| Invalid)?;

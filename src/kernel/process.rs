@@ -26,8 +26,8 @@ impl KernelSpec {
             .unwrap_or_else(|| "iac-code".into());
         KernelSpec {
             command: cmd.split_whitespace().map(str::to_string).collect(),
-            startup_timeout: Duration::from_secs(20),
-            stop_grace: Duration::from_secs(5),
+            startup_timeout: crate::limits::KERNEL_STARTUP_TIMEOUT,
+            stop_grace: crate::limits::KERNEL_STOP_GRACE,
         }
     }
 }

@@ -21,9 +21,6 @@ use crate::limits;
 const LISTENER: Token = Token(0);
 const WAKER: Token = Token(1);
 const FIRST_CONN: usize = 2;
-/// Replies taken from one job per pump round, so one busy stream cannot starve the others.
-const DRAIN_BATCH: usize = 64;
-const READ_CHUNK: usize = 16 * 1024;
 
 /// Asks a running [`Server`] to shut down gracefully (usable from any thread).
 #[derive(Clone)]
@@ -95,8 +92,8 @@ impl Server {
             cfg,
             shutdown_flag: Arc::new(AtomicBool::new(false)),
             grace_deadline: None,
-            scratch: Vec::with_capacity(DRAIN_BATCH),
-            read_buf: vec![0u8; READ_CHUNK].into_boxed_slice(),
+            scratch: Vec::with_capacity(limits::DRAIN_BATCH),
+            read_buf: vec![0u8; limits::READ_CHUNK].into_boxed_slice(),
         })
     }
 
@@ -502,10 +499,10 @@ impl Server {
         if conn.out_pos == conn.out.len() {
             conn.out.clear();
             conn.out_pos = 0;
-            if conn.out.capacity() > 64 * 1024 {
-                conn.out.shrink_to(16 * 1024);
+            if conn.out.capacity() > limits::OUT_BUFFER_SHRINK_ABOVE {
+                conn.out.shrink_to(limits::OUT_BUFFER_SHRINK_TO);
             }
-        } else if conn.out_pos > 64 * 1024 {
+        } else if conn.out_pos > limits::OUT_BUFFER_SHRINK_ABOVE {
             conn.out.drain(..conn.out_pos);
             conn.out_pos = 0;
         }
@@ -555,7 +552,7 @@ impl Server {
             }
             let mut batch = std::mem::take(&mut self.scratch);
             batch.clear();
-            let closed = job.drain(DRAIN_BATCH, &mut batch);
+            let closed = job.drain(limits::DRAIN_BATCH, &mut batch);
             if batch.is_empty() {
                 self.scratch = batch;
                 if closed {

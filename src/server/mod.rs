@@ -41,7 +41,7 @@ impl Default for ServerConfig {
             max_connections: limits::MAX_CONNECTIONS,
             max_output_bytes: limits::MAX_OUTPUT_BYTES,
             job_queue_capacity: limits::JOB_QUEUE_CAPACITY,
-            shutdown_grace: Duration::from_secs(5),
+            shutdown_grace: limits::SHUTDOWN_GRACE,
         }
     }
 }

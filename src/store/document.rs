@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Map, Value, json};
 
 use crate::json;
+use crate::limits;
 
 /// Input fields kept in `pending` and used to build interrupts; everything else is dropped.
 pub(crate) const PENDING_WHITELIST: &[&str] = &[
@@ -88,7 +89,7 @@ pub struct ThreadDoc {
     pub run_digests: BTreeMap<String, String>,
     /// runIds of `run_digests` in admission order, oldest first. Entries of `run_digests` not
     /// listed here are older than every listed one (they predate the list). Persisted as
-    /// `runOrder` only once the thread has more than `RUN_ORDER_FROM` runs, so the files of
+    /// `runOrder` only once the thread has more than `limits::RUN_ORDER_FROM` runs, so the files of
     /// ordinary threads stay byte-identical to the reference's.
     pub run_order: std::collections::VecDeque<String>,
     /// (executionId, interruptId) → digest.
@@ -96,20 +97,9 @@ pub struct ThreadDoc {
     pub terminal: BTreeSet<String>,
 }
 
-/// Newest runIds whose digests a thread keeps; an older runId counts as new again.
-pub(crate) const MAX_RUN_DIGESTS: usize = 10_000;
-/// Total bytes of runIds a thread keeps (the newest run is always kept).
-pub(crate) const MAX_RUN_DIGEST_BYTES: usize = 16 * 1024 * 1024;
-/// Retired execution ids a thread keeps (the current execution is never dropped).
-pub(crate) const MAX_TERMINAL_IDS: usize = 10_000;
-/// Resume digests of earlier executions a thread keeps (the current one's are never dropped).
-pub(crate) const MAX_OLD_APPLIED: usize = 10_000;
-/// Above this many runs the admission order is written to the file (`runOrder`).
-pub(crate) const RUN_ORDER_FROM: usize = 1_000;
-
 impl ThreadDoc {
-    /// Record an admitted run's digest, dropping the oldest beyond `MAX_RUN_DIGESTS` entries
-    /// or `MAX_RUN_DIGEST_BYTES` of runIds (runIds are client strings of any length).
+    /// Record an admitted run's digest, dropping the oldest beyond `limits::MAX_RUN_DIGESTS` entries
+    /// or `limits::MAX_RUN_DIGEST_BYTES` of runIds (runIds are client strings of any length).
     pub fn record_run(&mut self, run_id: &str, digest: &str) {
         if self
             .run_digests
@@ -119,7 +109,8 @@ impl ThreadDoc {
             self.run_order.push_back(run_id.to_string());
         }
         let mut bytes: usize = self.run_digests.keys().map(String::len).sum();
-        let over = |n: usize, b: usize| n > MAX_RUN_DIGESTS || b > MAX_RUN_DIGEST_BYTES;
+        let over =
+            |n: usize, b: usize| n > limits::MAX_RUN_DIGESTS || b > limits::MAX_RUN_DIGEST_BYTES;
         if !over(self.run_digests.len(), bytes) {
             return;
         }
@@ -156,19 +147,19 @@ impl ThreadDoc {
     /// never the current execution's terminal mark or resume digests.
     pub(crate) fn prune(&mut self) {
         let current = self.execution.execution_id.clone();
-        while self.terminal.len() > MAX_TERMINAL_IDS {
+        while self.terminal.len() > limits::MAX_TERMINAL_IDS {
             let Some(victim) = self.terminal.iter().find(|e| **e != current).cloned() else {
                 break;
             };
             self.terminal.remove(&victim);
         }
         let old = self.applied.keys().filter(|(e, _)| *e != current).count();
-        if old > MAX_OLD_APPLIED {
+        if old > limits::MAX_OLD_APPLIED {
             let victims: Vec<(String, String)> = self
                 .applied
                 .keys()
                 .filter(|(e, _)| *e != current)
-                .take(old - MAX_OLD_APPLIED)
+                .take(old - limits::MAX_OLD_APPLIED)
                 .cloned()
                 .collect();
             for k in victims {
@@ -392,7 +383,7 @@ impl ThreadDoc {
             "threadId": self.thread_id,
             "userId": self.user_id,
         });
-        if self.run_digests.len() > RUN_ORDER_FROM
+        if self.run_digests.len() > limits::RUN_ORDER_FROM
             && let Some(o) = v.as_object_mut()
         {
             o.insert("runOrder".into(), json!(self.run_order));
@@ -484,18 +475,18 @@ mod tests {
         // the load bound and the thread answered 503 for good.
         let mut d = ThreadDoc::from_bytes(S2.as_bytes(), TID).unwrap();
         let first_loaded: Vec<String> = d.run_digests.keys().cloned().collect();
-        let n = MAX_RUN_DIGESTS + 25;
+        let n = limits::MAX_RUN_DIGESTS + 25;
         for i in 0..n {
             d.record_run(&format!("turn-{i}"), &digest_of(i));
             d.retire(&format!("exec-{i}"));
         }
-        assert_eq!(d.run_digests.len(), MAX_RUN_DIGESTS);
-        assert!(d.terminal.len() <= MAX_TERMINAL_IDS);
+        assert_eq!(d.run_digests.len(), limits::MAX_RUN_DIGESTS);
+        assert!(d.terminal.len() <= limits::MAX_TERMINAL_IDS);
         // The loaded (unordered, oldest) entries went first, then the oldest recorded ones.
         for k in &first_loaded {
             assert!(!d.run_digests.contains_key(k), "{k}");
         }
-        let dropped = n - MAX_RUN_DIGESTS; // plus every loaded entry
+        let dropped = n - limits::MAX_RUN_DIGESTS; // plus every loaded entry
         for i in 0..dropped {
             assert!(
                 !d.run_digests.contains_key(&format!("turn-{i}")),
@@ -532,7 +523,7 @@ mod tests {
             d.record_run(&big(c), &digest_of(1));
         }
         let total: usize = d.run_digests.keys().map(String::len).sum();
-        assert!(total <= MAX_RUN_DIGEST_BYTES, "{total}");
+        assert!(total <= limits::MAX_RUN_DIGEST_BYTES, "{total}");
         assert!(d.run_digests.contains_key(&big('d')));
         assert!(!d.run_digests.contains_key(&big('a')));
     }
@@ -544,7 +535,7 @@ mod tests {
         d.retire(&current);
         d.applied
             .insert((current.clone(), "i".into()), digest_of(1));
-        for i in 0..MAX_TERMINAL_IDS + 10 {
+        for i in 0..limits::MAX_TERMINAL_IDS + 10 {
             d.retire(&format!("{i:08}"));
             d.applied
                 .insert((format!("{i:08}"), "i".into()), digest_of(i));
@@ -552,14 +543,14 @@ mod tests {
         d.prune();
         assert!(d.terminal.contains(&current));
         assert!(d.applied.contains_key(&(current, "i".into())));
-        assert_eq!(d.terminal.len(), MAX_TERMINAL_IDS);
-        assert_eq!(d.applied.len(), MAX_OLD_APPLIED + 1);
+        assert_eq!(d.terminal.len(), limits::MAX_TERMINAL_IDS);
+        assert_eq!(d.applied.len(), limits::MAX_OLD_APPLIED + 1);
     }
 
     #[test]
     fn ordinary_threads_are_written_without_a_run_order() {
         let mut d = ThreadDoc::from_bytes(S1.as_bytes(), TID).unwrap();
-        for i in 0..RUN_ORDER_FROM - d.run_digests.len() {
+        for i in 0..limits::RUN_ORDER_FROM - d.run_digests.len() {
             d.record_run(&format!("r{i}"), &digest_of(i));
         }
         assert!(!String::from_utf8_lossy(&d.to_bytes()).contains("runOrder"));

@@ -9,9 +9,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::document::{ThreadDoc, stem};
-
-/// Largest thread file we agree to read.
-pub(crate) const MAX_STATE_FILE: u64 = 64 * 1024 * 1024;
+use crate::limits;
 
 #[derive(Debug)]
 pub enum StoreError {
@@ -134,13 +132,13 @@ impl FileStore {
                 "the thread file is not a regular file".into(),
             ));
         }
-        if m.len() > MAX_STATE_FILE {
+        if m.len() > limits::MAX_STATE_FILE {
             return Err(StoreError::Invalid("the thread file is too large".into()));
         }
         let _ = f.set_permissions(fs::Permissions::from_mode(0o600));
         let mut bytes = Vec::with_capacity(m.len() as usize);
         Read::by_ref(&mut f)
-            .take(MAX_STATE_FILE + 1)
+            .take(limits::MAX_STATE_FILE + 1)
             .read_to_end(&mut bytes)?;
         ThreadDoc::from_bytes(&bytes, thread_id)
             .map(Some)
