@@ -38,6 +38,15 @@ catalog! {
         "有効な Bearer トークンが必要です。",
         "É necessário um token Bearer válido.",
     ],
+    PreviousRunStillStopping => [
+        "The previous run on this thread was still stopping, so this one could not start. Please send it again.",
+        "此线程上的上一次运行仍在停止中，因此本次运行未能开始。请重新发送。",
+        "La ejecución anterior de este hilo aún se estaba deteniendo y esta no pudo empezar. Vuelva a enviarla.",
+        "L'exécution précédente de ce fil était encore en cours d'arrêt ; celle-ci n'a pas pu démarrer. Renvoyez-la.",
+        "Der vorherige Lauf in diesem Thread wurde noch beendet, daher konnte dieser nicht starten. Bitte erneut senden.",
+        "このスレッドの前の実行がまだ停止処理中だったため、今回の実行を開始できませんでした。もう一度送信してください。",
+        "A execução anterior deste thread ainda estava sendo encerrada, por isso esta não pôde começar. Envie-a novamente.",
+    ],
     HostNotAllowed => [
         "This server does not answer requests addressed to that host name.",
         "此服务器不响应发往该主机名的请求。",

@@ -36,6 +36,9 @@ pub enum Code {
     InternalError,
     /// New in iac-agui: the `Host` header is not one this server answers (DNS rebinding).
     HostNotAllowed,
+    /// New in iac-agui: the kernel failed a run while the thread's previous task was still
+    /// stopping (retryable).
+    PreviousRunStillStopping,
 }
 
 impl Code {
@@ -68,6 +71,7 @@ impl Code {
             Code::ServerBusy => "SERVER_BUSY",
             Code::InternalError => "INTERNAL_ERROR",
             Code::HostNotAllowed => "HOST_NOT_ALLOWED",
+            Code::PreviousRunStillStopping => "PREVIOUS_RUN_STILL_STOPPING",
         }
     }
 

@@ -44,6 +44,8 @@ pub(crate) const JOB_QUEUE_CAPACITY: usize = 256;
 /// Stack size of worker threads. Only touched pages count towards RSS, so this is a ceiling
 /// for recursion over bounded-depth JSON (deeper in debug builds), not a per-thread cost.
 pub(crate) const WORKER_STACK_BYTES: usize = 1024 * 1024;
+/// Stack size of the small helper threads (a background `CancelTask`).
+pub(crate) const SMALL_WORKER_STACK_BYTES: usize = 128 * 1024;
 /// Deepest JSON nesting accepted from clients and the kernel (serde_json's own limit is 128).
 pub(crate) const MAX_JSON_DEPTH: usize = 100;
 /// Threads kept in memory; beyond this, idle ones (no run, no other user) are dropped from
@@ -82,6 +84,12 @@ pub(crate) const A2A_OUTPUT_BUFFER: usize = 4 * 1024;
 pub(crate) const A2A_MAX_RESPONSE_HEAD: usize = 16 * 1024;
 /// Largest error body read from the kernel's health endpoint.
 pub(crate) const A2A_MAX_HEALTH_BODY: u64 = 64 * 1024;
+/// How long a new turn waits (on its worker) for the kernel to confirm that the thread's
+/// previous task stopped, before it goes ahead anyway.
+pub(crate) const WIND_DOWN_BOUND: Duration = Duration::from_secs(15);
+/// How long the cancel route waits for the kernel's `CancelTask` answer before answering
+/// `202 {"status":"cancelling"}` (the run's stream has ended already).
+pub(crate) const CANCEL_ANSWER_BOUND: Duration = Duration::from_secs(5);
 /// Time the managed `iac-code a2a` child has to answer `/health`.
 pub(crate) const KERNEL_STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
 /// SIGTERM → SIGKILL grace for the managed child.

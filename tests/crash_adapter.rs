@@ -40,6 +40,7 @@ fn sigkill_at_random_points_loses_nothing() {
         token: Some("tok".into()),
         frame_delay: Duration::from_millis(15),
         tick: Duration::from_millis(50),
+        cancel_linger: Duration::ZERO,
     })
     .unwrap();
     let dir = std::env::temp_dir().join(format!("iac-agui-crash-adapter-{}", std::process::id()));

@@ -17,6 +17,7 @@ fn kernel() -> (DemoKernel, A2aClient) {
         token: Some("testtoken".into()),
         frame_delay: Duration::ZERO,
         tick: Duration::from_millis(50),
+        cancel_linger: Duration::ZERO,
     })
     .unwrap();
     let c = A2aClient::new(A2aConfig::new(k.base_url(), Some("testtoken".into())));

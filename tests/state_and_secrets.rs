@@ -59,6 +59,7 @@ fn flaky_stack(name: &str) -> (DemoKernel, TestServer, Arc<Flaky>, PathBuf) {
         token: None,
         frame_delay: Duration::ZERO,
         tick: Duration::from_millis(100),
+        cancel_linger: Duration::ZERO,
     })
     .unwrap();
     let store = Arc::new(Flaky {

@@ -1,21 +1,26 @@
 //! `POST /extensions/iac-code/v1/executions/{executionId}/cancel` (reference §8.1), with the
 //! RECs: 503 JSON envelopes instead of plain 500s, and a running execution is told to stop
-//! (its task is cancelled as soon as its id is known).
+//! (its task is cancelled as soon as its id is known). Stop answers at once: the run's stream
+//! ends immediately, `CancelTask` goes on in the background, and the route waits for the
+//! kernel's answer only up to `CANCEL_ANSWER_BOUND` (then `202 {"status":"cancelling"}`).
 
 use std::sync::atomic::Ordering;
+use std::sync::mpsc;
 
 use serde_json::json;
 
 use super::shared::Shared;
+use crate::a2a::client::A2aError;
 use crate::app::CancelRequest;
+use crate::limits;
 use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
 use crate::server::http::Response;
 use crate::sync::lock;
 
-fn answer(execution_id: &str, status: &str) -> Response {
-    let v = json!({"executionId": execution_id, "status": status});
-    Response::json(200, serde_json::to_vec(&v).unwrap_or_default())
+fn answer(status: u16, execution_id: &str, state: &str) -> Response {
+    let v = json!({"executionId": execution_id, "status": state});
+    Response::json(status, serde_json::to_vec(&v).unwrap_or_default())
 }
 
 pub(crate) fn cancel(sh: &Shared, req: CancelRequest) -> Response {
@@ -36,7 +41,7 @@ pub(crate) fn cancel(sh: &Shared, req: CancelRequest) -> Response {
     match sh.registry.live_thread(exec) {
         None => {
             return if doc.terminal.contains(exec) {
-                answer(exec, "already_terminal")
+                answer(200, exec, "already_terminal")
             } else {
                 not_found
             };
@@ -51,18 +56,7 @@ pub(crate) fn cancel(sh: &Shared, req: CancelRequest) -> Response {
         }
         Some(_) => {}
     }
-    if let Some(control) = sh.run_control(exec) {
-        control.cancel_requested.store(true, Ordering::SeqCst);
-    }
-    if let Some(task) = &doc.execution.task_id {
-        // A JSON-RPC error (for example "not cancelable") is ignored like the reference does;
-        // an unreachable kernel is a 503.
-        if let Err(e) = sh.kernel.session().cancel_task(task) {
-            log::warn!("cancel {exec}: {e}");
-            return ApiError::new(Code::A2aUnavailable, Msg::A2aCancelUnavailable)
-                .response(req.lang);
-        }
-    }
+    // The AG-UI execution ends now: terminal, nothing pending (reference §8.1).
     let saved = sh.registry.update(&slot, |current| {
         let mut next = current
             .filter(|t| t.doc.execution.execution_id == *exec)?
@@ -72,10 +66,60 @@ pub(crate) fn cancel(sh: &Shared, req: CancelRequest) -> Response {
         next.doc.retire(exec);
         Some((next, ()))
     });
-    let saved = saved.map_err(|e| log::error!("cancel {exec}: {e}")).is_ok();
-    if !saved {
+    if let Err(e) = saved {
+        log::error!("cancel {exec}: {e}");
         return ApiError::new(Code::StateUnavailable, Msg::StateUnavailable).response(req.lang);
     }
     sh.registry.live_remove(exec);
-    answer(exec, "cancelled")
+    // The kernel's confirmation comes on its own thread: a busy kernel can hold `CancelTask`
+    // for many seconds. Until it answers, the next turn on this thread waits (`winddown`).
+    let confirmed = doc
+        .execution
+        .task_id
+        .clone()
+        .map(|task| confirm_in_background(sh, &req.thread_id, task));
+    if let Some(control) = sh.run_control(exec) {
+        if doc.execution.task_id.is_some() {
+            // The run ends at once with its one terminal event.
+            control.cancel();
+        } else {
+            // No task id yet: the run cancels the task the moment the kernel names it.
+            control.cancel_requested.store(true, Ordering::SeqCst);
+        }
+    }
+    let Some(confirmed) = confirmed else {
+        return answer(200, exec, "cancelled");
+    };
+    match confirmed.recv_timeout(sh.cancel_answer_bound) {
+        // A JSON-RPC error (for example "not cancelable") is ignored like the reference does.
+        Ok(Ok(())) => answer(200, exec, "cancelled"),
+        Ok(Err(e)) => {
+            log::warn!("cancel {exec}: {e}");
+            ApiError::new(Code::A2aUnavailable, Msg::A2aCancelUnavailable).response(req.lang)
+        }
+        Err(_) => answer(202, exec, "cancelling"),
+    }
+}
+
+/// `CancelTask` on a worker of its own; its answer (or failure) arrives on the channel.
+fn confirm_in_background(
+    sh: &Shared,
+    thread_id: &str,
+    task: String,
+) -> mpsc::Receiver<Result<(), A2aError>> {
+    let (tx, rx) = mpsc::channel();
+    let stopping = sh.wind_downs.begin(thread_id);
+    let kernel = sh.kernel.clone();
+    let spawned = std::thread::Builder::new()
+        .name("cancel-task".into())
+        .stack_size(limits::SMALL_WORKER_STACK_BYTES)
+        .spawn(move || {
+            let r = kernel.session().cancel_task(&task).map(|_| ());
+            drop(stopping);
+            let _ = tx.send(r);
+        });
+    if let Err(e) = spawned {
+        log::error!("cannot start a worker thread for CancelTask: {e}");
+    }
+    rx
 }

@@ -14,6 +14,7 @@ mod reconcile;
 pub(crate) mod shared;
 pub mod threads;
 pub(crate) mod upstream;
+mod winddown;
 
 use std::sync::Arc;
 

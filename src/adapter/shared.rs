@@ -5,10 +5,12 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use super::env::Env;
 use super::threads::Registry;
 use super::upstream::Kernel;
+use super::winddown::WindDowns;
 use crate::a2a::client::A2aClient;
 use crate::config::AguiProtocol;
 use crate::sync::lock;
@@ -23,6 +25,12 @@ pub struct Shared {
     pub(crate) protocol: AguiProtocol,
     /// Running executions, so the cancel route can stop them.
     pub(super) runs: Mutex<HashMap<String, Arc<RunControl>>>,
+    /// Tasks the kernel is still stopping, per thread (the next turn waits for them).
+    pub(crate) wind_downs: Arc<WindDowns>,
+    /// How long the next turn waits for them (`limits::WIND_DOWN_BOUND`).
+    pub(crate) wind_down_bound: Duration,
+    /// How long the cancel route waits for the kernel's `CancelTask` answer.
+    pub(crate) cancel_answer_bound: Duration,
 }
 
 impl Shared {
@@ -54,7 +62,17 @@ impl Shared {
             home,
             protocol,
             runs: Mutex::new(HashMap::new()),
+            wind_downs: Arc::new(WindDowns::default()),
+            wind_down_bound: crate::limits::WIND_DOWN_BOUND,
+            cancel_answer_bound: crate::limits::CANCEL_ANSWER_BOUND,
         }
+    }
+
+    /// Other wind-down and cancel-answer bounds (tests).
+    pub fn with_stop_bounds(mut self, wind_down: Duration, cancel_answer: Duration) -> Shared {
+        self.wind_down_bound = wind_down;
+        self.cancel_answer_bound = cancel_answer;
+        self
     }
 
     pub(super) fn forget_run(&self, execution_id: &str, control: &Arc<RunControl>) {
@@ -73,7 +91,20 @@ impl Shared {
 }
 
 /// Shared between a run and the cancel route.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct RunControl {
     pub(crate) cancel_requested: AtomicBool,
+    /// Aborts the run's upstream I/O, so a cancel ends the run at once.
+    pub(crate) abort: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+impl RunControl {
+    /// Ask the run to stop and cut its upstream reads short.
+    pub(crate) fn cancel(&self) {
+        self.cancel_requested
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(abort) = lock(&self.abort).take() {
+            abort();
+        }
+    }
 }

@@ -344,6 +344,7 @@ impl Stack {
                 token: Some("k-token".into()),
                 frame_delay: Duration::ZERO,
                 tick: Duration::from_millis(100),
+                cancel_linger: Duration::ZERO,
             })
             .unwrap(),
         );

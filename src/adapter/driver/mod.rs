@@ -99,6 +99,8 @@ pub(crate) struct Run<'a, 's> {
     queued_results: Vec<(String, String)>,
     /// Permission catch-up: pipeline sequence to recover from after permission answers.
     catch_up: Option<i64>,
+    /// The thread's previous task was still stopping when this run's bound ran out.
+    previous_stopping: bool,
 }
 
 fn fail(code: Code, msg: Msg, lang: Lang, cleanup: Cleanup) -> Stop {
@@ -136,13 +138,16 @@ impl<'a, 's> Run<'a, 's> {
             settled: false,
             queued_results: Vec::new(),
             catch_up: None,
+            previous_stopping: false,
         }
     }
 
     /// Drive the run to its end.
     pub(crate) fn run(mut self) {
-        // The loop aborts this session's sockets when the client leaves or on shutdown.
+        // The loop aborts this session's sockets when the client leaves or on shutdown, and
+        // the cancel route when the run is stopped.
         self.stream.on_stop(self.session.aborter());
+        *lock(&self.a.control.abort) = Some(self.session.aborter());
         if self.stream.start().is_err() {
             return self.on_disconnect();
         }
@@ -173,9 +178,12 @@ impl<'a, 's> Run<'a, 's> {
         fail(code, msg, self.lang(), cleanup)
     }
 
-    /// A kernel failure: a disconnect if the client left, else `A2A_UNAVAILABLE`.
+    /// A kernel failure: a disconnect if the client left, the cancellation if the cancel
+    /// route cut the upstream short, else `A2A_UNAVAILABLE`.
     fn a2a_err(&self, e: &A2aError, cleanup: Cleanup) -> Stop {
-        if self.stream.client_gone() {
+        if self.cancelled() {
+            self.fail(Code::Cancelled, Msg::Cancelled, Cleanup::Keep)
+        } else if self.stream.client_gone() {
             Stop::Client
         } else if self.stream.shutting_down() {
             self.fail(
@@ -260,6 +268,32 @@ impl<'a, 's> Run<'a, 's> {
                     Cleanup::FailClosed,
                 )
             })
+    }
+
+    fn cancelled(&self) -> bool {
+        self.a
+            .control
+            .cancel_requested
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Before this run's first kernel call: wait (bounded) until the kernel confirmed that
+    /// the thread's previous task stopped; a task started meanwhile would fail. Past the
+    /// bound the run goes ahead, and a failure is then reported as that.
+    fn wait_for_previous_task(&mut self) -> Step<()> {
+        let bound = self.sh.wind_down_bound;
+        self.previous_stopping = !self.sh.wind_downs.wait(&self.a.thread_id, bound);
+        if self.previous_stopping {
+            log::warn!(
+                "run {}: the previous task of thread {} is still stopping after {bound:?}",
+                self.a.run_id,
+                self.a.thread_id
+            );
+        }
+        if self.cancelled() {
+            return Err(self.fail(Code::Cancelled, Msg::Cancelled, Cleanup::Keep));
+        }
+        Ok(())
     }
 
     fn task_id(&self) -> Option<String> {
@@ -495,11 +529,15 @@ impl<'a, 's> Run<'a, 's> {
     fn on_disconnect(&mut self) {
         log::info!("run {}: client disconnected", self.a.run_id);
         let cancel = !self.settled && self.a.kind != RunKind::Guidance && self.pending_empty();
+        let task = cancel.then(|| self.task_id()).flatten();
+        // The next turn on this thread waits until the kernel confirmed the stop.
+        let stopping = task
+            .as_ref()
+            .map(|_| self.sh.wind_downs.begin(&self.a.thread_id));
         // Release first (reference §8.2): the kernel may take a while to confirm the cancel,
         // and the thread must not look busy meanwhile.
         self.release();
         if cancel {
-            let task = self.task_id();
             self.mark_terminal(false);
             if let Some(t) = task
                 && let Err(e) = self.sh.kernel.session().cancel_task(&t)
@@ -507,5 +545,6 @@ impl<'a, 's> Run<'a, 's> {
                 log::warn!("run {}: cancelling the task failed: {e}", self.a.run_id);
             }
         }
+        drop(stopping);
     }
 }

@@ -55,6 +55,7 @@ impl Run<'_, '_> {
                 )
             });
         };
+        self.wait_for_previous_task()?;
         // 2. Restore a cold session.
         if let Some(sid) = &session_id {
             match self

@@ -35,6 +35,8 @@ enum Answer {
 struct FakeKernel {
     script: Mutex<VecDeque<(&'static str, Answer)>>,
     calls: Mutex<Vec<(String, Value)>>,
+    /// Runs once, when the first `SendStreamingMessage` arrives.
+    on_first_send: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 struct FakeSession(Arc<FakeKernel>);
@@ -83,6 +85,9 @@ impl FakeSession {
 
 impl Upstream for FakeSession {
     fn send_streaming_message(&self, params: Value) -> Result<EventStream, A2aError> {
+        if let Some(hook) = lock(&self.0.on_first_send).take() {
+            hook();
+        }
         self.stream("SendStreamingMessage", params)
     }
     fn send_message(&self, params: Value) -> Result<Payload, A2aError> {
@@ -576,35 +581,19 @@ fn an_unreachable_kernel_is_one_run_error() {
     assert_eq!(last(&ev)["code"], "A2A_UNAVAILABLE");
 }
 
-/// A kernel that, whenever a session is opened, marks every registered run as cancelled by
-/// the cancel route (so the request lands before any task id is known).
-struct CancelEarly {
-    fake: Arc<FakeKernel>,
-    shared: std::sync::OnceLock<std::sync::Weak<Shared>>,
-}
-
-impl Kernel for Arc<CancelEarly> {
-    fn session(&self) -> Box<dyn Upstream> {
-        if let Some(sh) = self.shared.get().and_then(std::sync::Weak::upgrade) {
+#[test]
+fn a_cancel_requested_before_the_task_id_cancels_the_task_when_it_appears() {
+    let h = Harness::new();
+    // The cancel route asks while `SendStreamingMessage` has not named a task yet.
+    let shared = Arc::downgrade(&h.backend.shared);
+    *lock(&h.kernel.on_first_send) = Some(Box::new(move || {
+        if let Some(sh) = shared.upgrade() {
             for c in lock(&sh.runs).values() {
                 c.cancel_requested
                     .store(true, std::sync::atomic::Ordering::SeqCst);
             }
         }
-        Box::new(FakeSession(self.fake.clone()))
-    }
-}
-
-#[test]
-fn a_cancel_requested_before_the_task_id_cancels_the_task_when_it_appears() {
-    let fake = Arc::new(FakeKernel::default());
-    let early = Arc::new(CancelEarly {
-        fake: fake.clone(),
-        shared: std::sync::OnceLock::new(),
-    });
-    let mem = Arc::new(MemStore::default());
-    let h = Harness::with(mem.clone(), mem, Some((fake, Arc::new(early.clone()))));
-    let _ = early.shared.set(Arc::downgrade(&h.backend.shared));
+    }));
     h.script(vec![
         (
             "SendStreamingMessage",

@@ -24,6 +24,7 @@ impl Run<'_, '_> {
         let Some(user) = self.a.user.take() else {
             return Err(self.fail(Code::InvalidInput, Msg::UserMessageRequired, Cleanup::Keep));
         };
+        self.wait_for_previous_task()?;
         let params = self.message(&user.message_id, user.parts, None);
         let st = self
             .session
@@ -277,6 +278,10 @@ impl Run<'_, '_> {
                 End::Error(Code::Cancelled, Msg::Cancelled.text(self.lang()).into())
             }
             _ if cancelled => End::Error(Code::Cancelled, Msg::Cancelled.text(self.lang()).into()),
+            Some(s) if s.is_failure() && self.previous_stopping => End::Error(
+                Code::PreviousRunStillStopping,
+                Msg::PreviousRunStillStopping.text(self.lang()).into(),
+            ),
             Some(s) if s.is_failure() => End::Error(
                 Code::A2aExecutionFailed,
                 Msg::ExecutionFailed.text(self.lang()).into(),
@@ -302,6 +307,7 @@ impl Run<'_, '_> {
         let Some(user) = self.a.user.take() else {
             return Err(self.fail(Code::InvalidInput, Msg::UserMessageRequired, Cleanup::Keep));
         };
+        self.wait_for_previous_task()?;
         let task = self.task_id().unwrap_or_default();
         let params = self.message(&user.message_id, user.parts, Some(&task));
         let mut st = self

@@ -82,6 +82,10 @@ pub struct DemoConfig {
     pub frame_delay: Duration,
     /// Interval of the `slow` script's ticks.
     pub tick: Duration,
+    /// How long a cancelled task takes to stop, like the real kernel under load: `CancelTask`
+    /// answers only then, and a task started on the same context meanwhile fails after its
+    /// first text (zero: stops at once).
+    pub cancel_linger: Duration,
 }
 
 impl Default for DemoConfig {
@@ -90,6 +94,7 @@ impl Default for DemoConfig {
             token: None,
             frame_delay: Duration::from_millis(40),
             tick: Duration::from_millis(300),
+            cancel_linger: Duration::ZERO,
         }
     }
 }
@@ -126,6 +131,8 @@ struct Shared {
     sessions: Mutex<HashMap<String, String>>,
     connections: AtomicUsize,
     stop: AtomicBool,
+    /// Contexts whose cancelled task is still stopping, until when.
+    stopping: Mutex<HashMap<String, std::time::Instant>>,
 }
 
 /// A running demo kernel.
@@ -151,6 +158,7 @@ impl DemoKernel {
             sessions: Mutex::new(HashMap::new()),
             connections: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
+            stopping: Mutex::new(HashMap::new()),
         });
         let s = shared.clone();
         std::thread::Builder::new()

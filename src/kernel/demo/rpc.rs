@@ -13,6 +13,25 @@ pub(super) fn unknown_task(id: &Value, tid: &str) -> Value {
     task_not_found(id, &format!("Task {tid} not found"))
 }
 
+/// A cancel that stops a task keeps its context busy for `cancel_linger`, and is answered
+/// only then.
+fn linger(shared: &Arc<Shared>, answer: &Value) {
+    let linger = shared.cfg.cancel_linger;
+    let Some(ctx) = answer["result"]["contextId"].as_str() else {
+        return;
+    };
+    if linger.is_zero() {
+        return;
+    }
+    let until = std::time::Instant::now() + linger;
+    lock(&shared.stopping).insert(ctx.to_string(), until);
+    std::thread::sleep(linger);
+    let mut stopping = lock(&shared.stopping);
+    if stopping.get(ctx) == Some(&until) {
+        stopping.remove(ctx);
+    }
+}
+
 pub(super) fn rpc_error(id: &Value, code: i64, message: &str, reason: &str) -> Value {
     json!({"error": {"code": code, "message": message, "data": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason, "domain": "a2a-protocol.org", "metadata": {}}]}, "id": id, "jsonrpc": "2.0"})
 }
@@ -53,6 +72,7 @@ pub(super) fn rpc(mut sock: TcpStream, shared: &Arc<Shared>, req: Req) -> io::Re
         "CancelTask" => {
             let tid = params["id"].as_str().unwrap_or("");
             let body = cancel_task(shared, tid, &id);
+            linger(shared, &body);
             respond(&mut sock, 200, &body)
         }
         "SubscribeToTask" => subscribe(sock, shared, id, params),
@@ -205,7 +225,14 @@ pub(super) fn send_streaming(
         .unwrap_or_else(|| format!("ctx-{}", &ids::hex32()[..12]));
     let text = user_text(&message);
     let run_mode = iac["run_mode"].as_str().or(iac["runMode"].as_str());
-    let script = choose(&text, run_mode);
+    let mut script = choose(&text, run_mode);
+    let still_stopping = lock(&shared.stopping)
+        .get(&context_id)
+        .is_some_and(|until| *until > std::time::Instant::now());
+    if still_stopping {
+        // The session is still busy with the cancelled task: this one fails.
+        script = Script::Fail;
+    }
     match script {
         Script::Fault(Fault::Http500) => {
             return sock.write_all(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 5\r\nconnection: close\r\n\r\nboom!");
