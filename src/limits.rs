@@ -87,6 +87,8 @@ pub(crate) const A2A_MAX_HEALTH_BODY: u64 = 64 * 1024;
 /// How long a new turn waits (on its worker) for the kernel to confirm that the thread's
 /// previous task stopped, before it goes ahead anyway.
 pub(crate) const WIND_DOWN_BOUND: Duration = Duration::from_secs(15);
+/// How long an admission waits for a run whose client just left to release the thread.
+pub(crate) const DEPARTING_RUN_WAIT: Duration = Duration::from_secs(2);
 /// How long the cancel route waits for the kernel's `CancelTask` answer before answering
 /// `202 {"status":"cancelling"}` (the run's stream has ended already).
 pub(crate) const CANCEL_ANSWER_BOUND: Duration = Duration::from_secs(5);

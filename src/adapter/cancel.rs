@@ -12,9 +12,9 @@ use serde_json::json;
 use super::shared::Shared;
 use crate::a2a::client::A2aError;
 use crate::app::CancelRequest;
-use crate::limits;
 use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
+use crate::limits;
 use crate::server::http::Response;
 use crate::sync::lock;
 

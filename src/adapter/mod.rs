@@ -88,6 +88,10 @@ impl Backend for AguiBackend {
             resume: inp.resume.is_some(),
             guidance: props.active_guidance,
         };
+        // A run whose client has just gone away still holds the thread for a moment, until
+        // its worker notices: a client that sends its next message at once must not see
+        // THREAD_BUSY for that.
+        sh.wait_for_departing_run(&slot);
         let mut refused = None;
         let admitted = sh.registry.update(&slot, |current| {
             match admission::admit(current, &areq, &*sh.env) {

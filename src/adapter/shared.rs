@@ -85,6 +85,24 @@ impl Shared {
         }
     }
 
+    /// If the thread's active run has lost its client (or the server is stopping it), wait
+    /// on this worker, bounded, until that run released the thread.
+    pub(super) fn wait_for_departing_run(&self, slot: &super::threads::Slot) {
+        let deadline = std::time::Instant::now() + crate::limits::DEPARTING_RUN_WAIT;
+        loop {
+            let departing = lock(slot).as_ref().is_some_and(|t| {
+                t.active_run.is_some()
+                    && self
+                        .run_control(&t.doc.execution.execution_id)
+                        .is_some_and(|c| c.stopped.load(std::sync::atomic::Ordering::SeqCst))
+            });
+            if !departing || std::time::Instant::now() >= deadline {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     pub(super) fn run_control(&self, execution_id: &str) -> Option<Arc<RunControl>> {
         lock(&self.runs).get(execution_id).cloned()
     }
@@ -94,6 +112,8 @@ impl Shared {
 #[derive(Default)]
 pub(crate) struct RunControl {
     pub(crate) cancel_requested: AtomicBool,
+    /// The loop stopped the run's job (client gone, or shutdown): it is about to release.
+    pub(crate) stopped: AtomicBool,
     /// Aborts the run's upstream I/O, so a cancel ends the run at once.
     pub(crate) abort: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }

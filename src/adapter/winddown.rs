@@ -27,7 +27,9 @@ pub(crate) struct WindDown {
 impl WindDowns {
     /// A task of `thread_id` is being stopped from now on.
     pub(crate) fn begin(self: &Arc<Self>, thread_id: &str) -> WindDown {
-        *lock(&self.stopping).entry(thread_id.to_string()).or_insert(0) += 1;
+        *lock(&self.stopping)
+            .entry(thread_id.to_string())
+            .or_insert(0) += 1;
         WindDown {
             owner: self.clone(),
             thread_id: thread_id.to_string(),

@@ -320,6 +320,8 @@ pub struct Stack {
     pub ws: String,
     pub protocol: AguiProtocol,
     pub idle: Duration,
+    /// Applied to the adapter's shared state at every (re)start.
+    pub tune: fn(Shared) -> Shared,
 }
 
 static STACK_N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -334,20 +336,34 @@ impl Stack {
     }
 
     pub fn with(protocol: AguiProtocol, cfg: ServerConfig, idle: Duration) -> Stack {
+        Stack::tuned(
+            protocol,
+            cfg,
+            idle,
+            DemoConfig {
+                token: Some("k-token".into()),
+                frame_delay: Duration::ZERO,
+                tick: Duration::from_millis(100),
+                cancel_linger: Duration::ZERO,
+            },
+            |s| s,
+        )
+    }
+
+    /// A stack with its own demo-kernel settings and adapter tuning.
+    pub fn tuned(
+        protocol: AguiProtocol,
+        cfg: ServerConfig,
+        idle: Duration,
+        demo: DemoConfig,
+        tune: fn(Shared) -> Shared,
+    ) -> Stack {
         let n = STACK_N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let dir = std::env::temp_dir().join(format!("iac-agui-stack-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("ws")).unwrap();
         let dir = std::fs::canonicalize(dir).unwrap();
-        let kernel = Arc::new(
-            DemoKernel::start(DemoConfig {
-                token: Some("k-token".into()),
-                frame_delay: Duration::ZERO,
-                tick: Duration::from_millis(100),
-                cancel_linger: Duration::ZERO,
-            })
-            .unwrap(),
-        );
+        let kernel = Arc::new(DemoKernel::start(demo).unwrap());
         let ws = dir.join("ws").to_string_lossy().into_owned();
         let mut s = Stack {
             kernel,
@@ -356,6 +372,7 @@ impl Stack {
             ws,
             protocol,
             idle,
+            tune,
         };
         s.start_server(cfg);
         s
@@ -378,14 +395,14 @@ impl Stack {
         let store = store.unwrap();
         let mut a2a = A2aConfig::new(self.kernel.base_url(), Some("k-token".into()));
         a2a.idle_timeout = self.idle;
-        let shared = Arc::new(Shared::new(
+        let shared = Arc::new((self.tune)(Shared::new(
             Registry::new(Arc::new(store)),
             A2aClient::new(a2a),
             Arc::new(SystemEnv),
             vec![self.dir.clone()],
             None,
             self.protocol,
-        ));
+        )));
         let backend = Arc::new(AguiBackend { shared });
         self.server = Some(TestServer::start(backend, None, cfg, 256));
     }

@@ -147,6 +147,12 @@ impl<'a, 's> Run<'a, 's> {
         // The loop aborts this session's sockets when the client leaves or on shutdown, and
         // the cancel route when the run is stopped.
         self.stream.on_stop(self.session.aborter());
+        let control = self.a.control.clone();
+        self.stream.on_stop(Box::new(move || {
+            control
+                .stopped
+                .store(true, std::sync::atomic::Ordering::SeqCst)
+        }));
         *lock(&self.a.control.abort) = Some(self.session.aborter());
         if self.stream.start().is_err() {
             return self.on_disconnect();
@@ -296,10 +302,16 @@ impl<'a, 's> Run<'a, 's> {
         Ok(())
     }
 
+    /// This run's task: the thread's while it is still this run's execution (a next turn
+    /// may have rotated it meanwhile), else the one seen on the wire.
     fn task_id(&self) -> Option<String> {
-        self.with_thread(|t| t.doc.execution.task_id.clone())
-            .flatten()
-            .or_else(|| self.wire_task.clone())
+        self.with_thread(|t| {
+            (t.doc.execution.execution_id == self.execution_id)
+                .then(|| t.doc.execution.task_id.clone())
+                .flatten()
+        })
+        .flatten()
+        .or_else(|| self.wire_task.clone())
     }
 
     fn run_started(&mut self) -> Step<()> {
