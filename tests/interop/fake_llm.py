@@ -6,7 +6,8 @@ JSON answers are both served; reasoning arrives as `reasoning_content` deltas.
 
 Scenarios (keyword in the user's message):
   llm-error  -> HTTP 400 every time
-  slow       -> a long answer streamed slowly (cancel / disconnect tests)
+  slow       -> a long answer streamed slowly (cancel / disconnect tests); keyed on the latest
+                user message, so the turn after a stopped slow one is a short answer
   think      -> reasoning, then an answer
   bash       -> a bash tool call that needs permission, then an answer after the result
   (pipeline) -> ask_user_question, then complete_step (when those tools are offered)
@@ -29,6 +30,13 @@ def text_of(content):
 
 def first_user_text(messages):
     for m in messages:
+        if m.get("role") == "user":
+            return text_of(m.get("content")).lower()
+    return ""
+
+
+def last_user_text(messages):
+    for m in reversed(messages):
         if m.get("role") == "user":
             return text_of(m.get("content")).lower()
     return ""
@@ -77,7 +85,7 @@ def plan(req):
         return ("The user wants a file. I will use bash.", "I'll create it.", ("bash", {"command": "touch created.txt"}))
     if "think" in user:
         return ("Let me think about this. ", "Here is my considered answer.", None)
-    if "slow" in user:
+    if "slow" in last_user_text(messages):
         return ("", "".join(f"tick {i}. " for i in range(1, 41)), None)
     return ("", "Hello from the fake model.", None)
 

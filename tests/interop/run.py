@@ -378,6 +378,35 @@ def scenario_disconnect(a, w):
     fail(s, "the thread stayed busy after the client left")
 
 
+STOP_THEN_SEND_ROUNDS = int(os.environ.get("IAC_AGUI_INTEROP_STOP_ROUNDS", "20"))
+
+
+def scenario_stop_then_send(a, w):
+    """A slow answer stopped after its first events, by a dropped connection and by the cancel
+    route, then the next turn sent at once: it must succeed (the kernel is still stopping the
+    old task meanwhile). Repeated so that a race shows up."""
+    for i in range(STOP_THEN_SEND_ROUNDS):
+        for how in ("disconnect", "cancel"):
+            s = f"stop then send ({how}, round {i + 1})"
+            thread = f"stop-{how}-{i}"
+            c, r, events, sess, rest = start_slow(a, w, thread)
+            if how == "disconnect":
+                c.close()
+            else:
+                st, body = a.cancel(sess["executionId"], thread, "ros-interop")
+                expect(s, (st, body.get("status")) in ((200, "cancelled"), (202, "cancelling")),
+                       f"cancel {st} {body}")
+                raw = rest + r.read()
+                c.close()
+                events += parse_sse(raw, s)
+                check_stream(s, events)
+                want = "cancelled" if a.args.protocol == "1.0" else "error:CANCELLED"
+                expect(s, outcome(events) == want, f"the stopped run ended {outcome(events)}")
+            st, ev = a.post(s, w.body(thread, "hello"))
+            expect(s, st == 200, f"the next turn was refused: {st} {ev}")
+            expect(s, outcome(ev) == "success", f"the next turn ended {outcome(ev)}")
+
+
 def scenario_llm_error(a, w):
     s = "LLM error"
     st, ev = a.post(s, w.body("llmerr", "trigger llm-error now"))
@@ -446,6 +475,8 @@ def main():
         scenarios = [scenario_plain, scenario_thinking, scenario_permission, scenario_admission,
                      scenario_busy_and_cancel, scenario_cancel_paused, scenario_disconnect, scenario_llm_error,
                      scenario_pipeline]
+        if args.mode == "managed":
+            scenarios.append(scenario_stop_then_send)
         if args.protocol == "1.0":
             scenarios = [scenario_plain, scenario_permission, scenario_busy_and_cancel]
         for sc in scenarios:
