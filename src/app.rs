@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::Value;
 
+use crate::agui::events::Stamped;
 use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
 use crate::i18n::{self, Lang};
@@ -56,6 +57,8 @@ pub struct RunStream<'a> {
     outbox: &'a Outbox,
     state: StreamState,
     terminal_sent: bool,
+    /// The id of the next event (`id:` line).
+    next_id: u64,
     thread_id: String,
     run_id: String,
     lang: Lang,
@@ -68,6 +71,7 @@ impl<'a> RunStream<'a> {
             outbox,
             state: StreamState::NotStarted,
             terminal_sent: false,
+            next_id: 0,
             thread_id,
             run_id,
             lang,
@@ -91,24 +95,35 @@ impl<'a> RunStream<'a> {
         self.outbox.send(Reply::StartStream)
     }
 
-    /// Send one event given as compact JSON (framed here as `data: …\n\n`).
+    /// Send one event given as compact JSON, framed here as `id: N\ndata: …\n\n`: every
+    /// event of a stream is numbered, `RUN_STARTED` 0, then +1 (heartbeats carry no id).
     pub fn event(&mut self, json: &[u8]) -> Result<(), Stopped> {
         if self.state != StreamState::Open || self.terminal_sent {
             return Ok(());
         }
-        let mut data = Vec::with_capacity(json.len() + 8);
-        data.extend_from_slice(b"data: ");
+        let id = self.take_id().to_string();
+        let mut data = Vec::with_capacity(json.len() + id.len() + 12);
+        data.extend_from_slice(b"id: ");
+        data.extend_from_slice(id.as_bytes());
+        data.extend_from_slice(b"\ndata: ");
         data.extend_from_slice(json);
         data.extend_from_slice(b"\n\n");
         self.outbox.send(Reply::Event(data))
     }
 
-    /// Send one event already framed as `data: …\n\n` (no copy).
-    pub(crate) fn framed_event(&mut self, framed: Vec<u8>) -> Result<(), Stopped> {
+    /// Send one event, framed with the stream's next id in one allocation.
+    pub(crate) fn stamped_event(&mut self, ev: &Stamped) -> Result<(), Stopped> {
         if self.state != StreamState::Open || self.terminal_sent {
             return Ok(());
         }
-        self.outbox.send(Reply::Event(framed))
+        let id = self.take_id();
+        self.outbox.send(Reply::Event(ev.to_sse(id)))
+    }
+
+    fn take_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
     }
 
     /// Send the terminal event and end the stream. Only the first terminal counts.

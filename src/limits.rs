@@ -30,7 +30,8 @@ pub(crate) const BODY_TIMEOUT: Duration = Duration::from_secs(60);
 pub(crate) const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time a connection with pending output may make no write progress before it is dropped.
 pub(crate) const WRITE_STALL_TIMEOUT: Duration = Duration::from_secs(60);
-/// Bytes of unsent output per connection before the client is considered gone.
+/// Twice the output watermark: above half of it the loop takes no more replies from the
+/// connection's job (backpressure; one reply larger than that is still written whole).
 pub(crate) const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
 /// Open client connections; more are answered with 503 and closed.
 pub(crate) const MAX_CONNECTIONS: usize = 4096;
@@ -41,6 +42,8 @@ pub(crate) const LISTEN_BACKLOG: i32 = 4096;
 pub(crate) const MAX_JOBS: usize = 2048;
 /// Replies a worker may queue for the loop before it blocks (its upstream read stops).
 pub(crate) const JOB_QUEUE_CAPACITY: usize = 256;
+/// Bytes a worker may queue before it blocks (one reply of any size is always accepted).
+pub(crate) const JOB_QUEUE_BYTES: usize = 256 * 1024;
 /// Stack size of worker threads. Only touched pages count towards RSS, so this is a ceiling
 /// for recursion over bounded-depth JSON (deeper in debug builds), not a per-thread cost.
 pub(crate) const WORKER_STACK_BYTES: usize = 1024 * 1024;

@@ -618,12 +618,12 @@ fn sse_head_and_framing() {
     assert_eq!(h("x-accel-buffering"), Some("no"));
     assert_eq!(h("transfer-encoding"), Some("chunked"));
     let first = r.chunk().unwrap();
-    assert!(first.starts_with(b"data: {\"type\":\"CUSTOM\""));
+    assert!(first.starts_with(b"id: 0\ndata: {\"type\":\"CUSTOM\""));
     assert!(first.ends_with(b"}\n\n"));
     assert!(!first.contains(&b'\r'));
     r.chunk().unwrap();
     let last = r.chunk().unwrap();
-    assert!(last.starts_with(b"data: {\"type\":\"RUN_FINISHED\""));
+    assert!(last.starts_with(b"id: 2\ndata: {\"type\":\"RUN_FINISHED\""));
     assert!(r.chunk().is_none());
 }
 

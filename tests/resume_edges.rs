@@ -135,7 +135,9 @@ impl Case {
         );
         assert_eq!(r.status, 200, "{}", r.text());
         let (ev, _) = sse_events(&r.body);
-        check_stream(&ev).unwrap_or_else(|e| panic!("{e}: {}", r.text()));
+        check_stream(&ev)
+            .and_then(|_| check_ids(&r.body))
+            .unwrap_or_else(|e| panic!("{e}: {}", r.text()));
         ev
     }
 

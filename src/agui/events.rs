@@ -207,10 +207,13 @@ impl W<'_> {
 }
 
 impl Stamped {
-    /// The event framed for SSE, `data: <json>\n\n`, in one allocation.
-    pub(crate) fn to_sse(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(160);
-        out.extend_from_slice(b"data: ");
+    /// The event framed for SSE with its id, `id: <id>\ndata: <json>\n\n`, in one
+    /// allocation.
+    pub(crate) fn to_sse(&self, id: u64) -> Vec<u8> {
+        let mut out = Vec::with_capacity(176);
+        out.extend_from_slice(b"id: ");
+        out.extend_from_slice(id.to_string().as_bytes());
+        out.extend_from_slice(b"\ndata: ");
         self.write_json(&mut out);
         out.extend_from_slice(b"\n\n");
         out

@@ -539,7 +539,11 @@ impl Server {
         }
     }
 
-    /// Move replies from a job's queue into the connection's output, up to the watermark.
+    /// Move replies from a job's queue into the connection's output, up to the watermark. No
+    /// event size closes a connection: above the watermark the loop stops taking replies,
+    /// the job's bounded queue blocks its worker, the worker stops reading upstream, and TCP
+    /// pushes back to the kernel. Only a client that takes no byte for the write-stall
+    /// timeout is dropped.
     fn pump(&mut self, slot: usize, job: &Arc<JobShared>) {
         let watermark = self.cfg.max_output_bytes / 2;
         loop {
@@ -550,9 +554,10 @@ impl Server {
             if conn.pending_out() > watermark {
                 return;
             }
+            let budget = watermark - conn.pending_out();
             let mut batch = std::mem::take(&mut self.scratch);
             batch.clear();
-            let closed = job.drain(limits::DRAIN_BATCH, &mut batch);
+            let closed = job.drain(limits::DRAIN_BATCH, budget, &mut batch);
             if batch.is_empty() {
                 self.scratch = batch;
                 if closed {
@@ -565,13 +570,6 @@ impl Server {
                 self.apply(slot, reply);
             }
             self.scratch = batch;
-            let limit = self.cfg.max_output_bytes;
-            if let Some(conn) = self.conn(slot)
-                && conn.pending_out() > limit
-            {
-                self.close(slot, "output bound exceeded");
-                return;
-            }
         }
     }
 

@@ -32,6 +32,17 @@ pub(crate) enum Reply {
     EndStream,
 }
 
+impl Reply {
+    /// Bytes the reply holds (what it costs while queued).
+    fn size(&self) -> usize {
+        match self {
+            Reply::Response(r) => r.body.len(),
+            Reply::Event(e) => e.len(),
+            Reply::StartStream | Reply::EndStream => 0,
+        }
+    }
+}
+
 /// Shared between the loop ("ready list") and all jobs.
 pub(crate) struct Inbox {
     ready: Mutex<Vec<Arc<JobShared>>>,
@@ -57,10 +68,14 @@ impl Inbox {
     }
 }
 
+use crate::limits;
 use crate::sync::lock;
 
 struct Queue {
     items: VecDeque<Reply>,
+    /// Bytes of the queued replies: a worker blocks above `JOB_QUEUE_BYTES` as well as above
+    /// the count, so a slow reader holds at most that much per run (plus one large reply).
+    bytes: usize,
     /// The worker dropped its end.
     closed: bool,
     /// The job is on the inbox ready list and will be drained.
@@ -122,12 +137,20 @@ impl JobShared {
         self.stop_reason().is_some()
     }
 
-    /// Take up to `max` queued replies. `closed` reports a worker that has gone away.
-    pub(crate) fn drain(&self, max: usize, out: &mut Vec<Reply>) -> bool {
+    /// Take up to `max` queued replies, stopping once `budget` bytes are taken (at least
+    /// one reply, however large). `closed` reports a worker that has gone away.
+    pub(crate) fn drain(&self, max: usize, budget: usize, out: &mut Vec<Reply>) -> bool {
         let mut q = lock(&self.queue);
         q.notified = false;
-        let n = q.items.len().min(max);
-        out.extend(q.items.drain(..n));
+        let mut taken = 0;
+        let mut n = 0;
+        while n < max && (n == 0 || taken < budget) {
+            let Some(r) = q.items.pop_front() else { break };
+            taken += r.size();
+            out.push(r);
+            n += 1;
+        }
+        q.bytes -= taken;
         if n > 0 && q.waiting > 0 {
             self.space.notify_all();
         }
@@ -163,13 +186,16 @@ impl Outbox {
             if s.stop_reason() == Some(StopReason::ClientGone) {
                 return Err(Stopped);
             }
-            if q.items.len() < s.capacity {
+            let room = q.items.len() < s.capacity
+                && (q.items.is_empty() || q.bytes + reply.size() <= limits::JOB_QUEUE_BYTES);
+            if room {
                 break;
             }
             q.waiting += 1;
             q = s.space.wait(q).unwrap_or_else(|e| e.into_inner());
             q.waiting -= 1;
         }
+        q.bytes += reply.size();
         q.items.push_back(reply);
         if !q.notified {
             q.notified = true;
@@ -237,6 +263,7 @@ pub(crate) fn new_job(
         conn,
         queue: Mutex::new(Queue {
             items: VecDeque::new(),
+            bytes: 0,
             closed: false,
             notified: false,
             waiting: 0,
@@ -285,13 +312,13 @@ mod tests {
         let ready = inbox.take_ready();
         assert_eq!(ready.len(), 1);
         let mut got = Vec::new();
-        assert!(!job.drain(100, &mut got));
+        assert!(!job.drain(100, usize::MAX, &mut got));
         assert_eq!(got.len(), 2);
         out.send(Reply::EndStream).unwrap();
         assert_eq!(wakes.load(Ordering::SeqCst), 2);
         drop(out);
         let mut got = Vec::new();
-        assert!(job.drain(100, &mut got));
+        assert!(job.drain(100, usize::MAX, &mut got));
     }
 
     #[test]
@@ -306,7 +333,7 @@ mod tests {
         });
         std::thread::sleep(Duration::from_millis(50));
         let mut got = Vec::new();
-        job.drain(10, &mut got);
+        job.drain(10, usize::MAX, &mut got);
         std::thread::sleep(Duration::from_millis(50));
         job.stop(StopReason::ClientGone);
         let (r1, r2) = t.join().unwrap();

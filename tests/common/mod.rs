@@ -268,10 +268,33 @@ pub fn post_json(addr: SocketAddr, path: &str, headers: &[(&str, &str)], body: &
     raw(addr, &request("POST", path, &h, body))
 }
 
-/// Parse an SSE body into its `data:` JSON payloads (and count heartbeats).
+/// Parse an SSE body into its `data:` JSON payloads (and count heartbeats). An event may
+/// carry an `id:` line (iac-agui numbers every event; the reference's captures do not).
 pub fn sse_events(body: &[u8]) -> (Vec<serde_json::Value>, usize) {
+    let (events, _, heartbeats) = sse_parse(body);
+    (events, heartbeats)
+}
+
+/// The `id:` of every event, in order (`None` for an event without one).
+pub fn sse_ids(body: &[u8]) -> Vec<Option<u64>> {
+    sse_parse(body).1
+}
+
+/// A complete stream's events are numbered 0..n-1, without gaps.
+pub fn check_ids(body: &[u8]) -> Result<(), String> {
+    let ids = sse_ids(body);
+    for (i, id) in ids.iter().enumerate() {
+        if *id != Some(i as u64) {
+            return Err(format!("event {i} has id {id:?}: {ids:?}"));
+        }
+    }
+    Ok(())
+}
+
+fn sse_parse(body: &[u8]) -> (Vec<serde_json::Value>, Vec<Option<u64>>, usize) {
     let text = String::from_utf8_lossy(body);
     let mut events = Vec::new();
+    let mut ids = Vec::new();
     let mut heartbeats = 0;
     for block in text.split("\n\n") {
         if block.is_empty() {
@@ -281,12 +304,23 @@ pub fn sse_events(body: &[u8]) -> (Vec<serde_json::Value>, usize) {
             heartbeats += 1;
             continue;
         }
-        let data = block
+        let (id, rest) = match block.strip_prefix("id: ") {
+            Some(r) => {
+                let (n, rest) = r.split_once('\n').unwrap_or((r, ""));
+                (
+                    Some(n.parse::<u64>().unwrap_or_else(|_| panic!("bad id {n:?}"))),
+                    rest,
+                )
+            }
+            None => (None, block),
+        };
+        let data = rest
             .strip_prefix("data: ")
             .unwrap_or_else(|| panic!("unexpected SSE block {block:?}"));
         events.push(serde_json::from_str(data).unwrap());
+        ids.push(id);
     }
-    (events, heartbeats)
+    (events, ids, heartbeats)
 }
 
 /// Wait until `f` holds or the deadline passes.
@@ -449,7 +483,7 @@ impl Stack {
         let r = self.post(body);
         assert_eq!(r.status, 200, "{}", r.text());
         let (events, _) = sse_events(&r.body);
-        if let Err(e) = check_stream(&events) {
+        if let Err(e) = check_stream(&events).and_then(|_| check_ids(&r.body)) {
             panic!("stream rule broken: {e}\n{}", r.text());
         }
         events

@@ -65,14 +65,19 @@ def wait_http(port, path, token=None, timeout=60):
     return False
 
 
-def parse_sse(raw, scenario):
+def parse_sse(raw, scenario, first_id=0):
+    """Events of an SSE body; each must be `id: N` + `data: …`, numbered from `first_id`."""
     events = []
     for block in raw.decode("utf-8").split("\n\n"):
         if not block or block == ": heartbeat":
             continue
-        if not block.startswith("data: ") or "\r" in block:
+        head, _, data = block.partition("\n")
+        if not head.startswith("id: ") or not data.startswith("data: ") or "\r" in block:
             fail(scenario, f"bad SSE framing: {block[:80]!r}")
-        events.append(json.loads(block[6:]))
+        want = first_id + len(events)
+        if head != f"id: {want}":
+            fail(scenario, f"event id {head!r}, expected {want}")
+        events.append(json.loads(data[6:]))
     return events
 
 
@@ -328,8 +333,8 @@ def start_slow(a, w, thread):
         buf += chunk
         while b"\n\n" in buf:
             block, buf = buf.split(b"\n\n", 1)
-            if block.startswith(b"data: "):
-                events.append(json.loads(block[6:]))
+            if block.startswith(b"id: "):
+                events.append(json.loads(block.split(b"\n", 1)[1][6:]))
         sess = [e for e in events if e.get("name") == "iac-code.session.v1"]
         if sess and any(e["type"] == "TEXT_MESSAGE_CONTENT" for e in events):
             return c, r, events, sess[0]["value"], buf
@@ -344,7 +349,7 @@ def scenario_busy_and_cancel(a, w):
     expect(s, st == 200 and body["status"] == "cancelled", f"cancel {st} {body}")
     raw = rest + r.read()
     c.close()
-    events += parse_sse(raw, s)
+    events += parse_sse(raw, s, len(events))
     check_stream(s, events)
     want = "cancelled" if a.args.protocol == "1.0" else "error:CANCELLED"
     expect(s, outcome(events) == want, outcome(events))
@@ -398,7 +403,7 @@ def scenario_stop_then_send(a, w):
                        f"cancel {st} {body}")
                 raw = rest + r.read()
                 c.close()
-                events += parse_sse(raw, s)
+                events += parse_sse(raw, s, len(events))
                 check_stream(s, events)
                 want = "cancelled" if a.args.protocol == "1.0" else "error:CANCELLED"
                 expect(s, outcome(events) == want, f"the stopped run ended {outcome(events)}")

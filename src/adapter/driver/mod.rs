@@ -211,9 +211,7 @@ impl<'a, 's> Run<'a, 's> {
     }
 
     fn send(&mut self, ev: &Stamped) -> Step<()> {
-        self.stream
-            .framed_event(ev.to_sse())
-            .map_err(|_| Stop::Client)
+        self.stream.stamped_event(ev).map_err(|_| Stop::Client)
     }
 
     /// Send everything the mapper produced.

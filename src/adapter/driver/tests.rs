@@ -242,13 +242,15 @@ impl Harness {
             self.backend.run(req, &mut stream);
         }
         let mut replies = Vec::new();
-        job.drain(usize::MAX, &mut replies);
+        job.drain(usize::MAX, usize::MAX, &mut replies);
         let mut events = Vec::new();
         for r in replies {
             match r {
                 Reply::Event(data) => {
                     let text = String::from_utf8(data).unwrap();
-                    let json = text.strip_prefix("data: ").unwrap().trim_end();
+                    let (id, json) = text.split_once('\n').unwrap();
+                    assert_eq!(id, format!("id: {}", events.len()), "events are numbered");
+                    let json = json.strip_prefix("data: ").unwrap().trim_end();
                     events.push(serde_json::from_str(json).unwrap());
                 }
                 Reply::Response(resp) => panic!(
