@@ -552,6 +552,9 @@ impl Server {
                 return;
             }
             if conn.pending_out() > watermark {
+                // Taken off the ready list without draining: make it notifiable again, so the
+                // flush that brings the output under the watermark puts it back.
+                job.park();
                 return;
             }
             let budget = watermark - conn.pending_out();

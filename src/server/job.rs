@@ -157,6 +157,12 @@ impl JobShared {
         q.closed && q.items.is_empty()
     }
 
+    /// The loop took the job off the ready list but will not drain it now (its connection's
+    /// output is above the watermark): the next `renotify` or send must put it back.
+    pub(crate) fn park(&self) {
+        lock(&self.queue).notified = false;
+    }
+
     /// Put the job back on the ready list (used when the loop stopped draining early).
     pub(crate) fn renotify(self: &Arc<Self>) {
         let mut q = lock(&self.queue);

@@ -67,6 +67,10 @@ pub(crate) const SCRIPTS: &[(&str, &str)] = &[
     ("fail", "a provider failure: the task fails"),
     ("slow", "a slow stream of ticks (try cancelling it)"),
     ("artifact", "a tool that produces a file artifact"),
+    (
+        "big",
+        "`big T R`: a T MiB text delta and an R MiB tool result (default 2 and 4)",
+    ),
     ("think", "raw thinking before the answer"),
     ("", "a plain streamed answer"),
 ];

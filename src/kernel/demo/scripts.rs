@@ -14,6 +14,8 @@ pub(super) enum Script {
     Fail,
     Slow,
     Artifact,
+    /// `big T R`: a T MiB text delta and an R MiB tool result (defaults 2 and 4).
+    Big(u64, u64),
     Flood(u64),
     Pace(u64, u64),
     /// `wait N`: silence for N seconds, then a short answer (heartbeat and load tests).
@@ -58,6 +60,9 @@ pub(super) fn choose(text: &str, run_mode: Option<&str>) -> Script {
     if t.starts_with("wait") {
         return Script::Wait(num("wait", 0, 10));
     }
+    if t.starts_with("big") {
+        return Script::Big(num("big", 0, 2), num("big", 1, 4));
+    }
     if t.contains("pipeline") || run_mode == Some("pipeline") {
         return if t.contains("slow") {
             Script::PipelineSlow
@@ -78,6 +83,12 @@ pub(super) fn choose(text: &str, run_mode: Option<&str>) -> Script {
         }
     }
     Script::Plain
+}
+
+/// `line` repeated to `mib` MiB (whole lines, at least one).
+fn big_text(line: &str, mib: u64) -> String {
+    let n = ((mib as usize) << 20) / line.len().max(1);
+    line.repeat(n.max(1))
 }
 
 pub(super) fn run_script(em: &mut Emitter<'_>, script: Script, text: &str) -> Result<(), Stop> {
@@ -139,6 +150,20 @@ pub(super) fn run_script(em: &mut Emitter<'_>, script: Script, text: &str) -> Re
             em.text("I wrote template.yml.")?;
             em.usage(100.0, 10.0)?;
             em.finish_turn("I wrote template.yml.")
+        }
+        Script::Big(text_mib, tool_mib) => {
+            // A large tool result (a `terraform plan`, a state file) and a large text delta.
+            let tool = format!("call_{}", &ids::hex32()[..8]);
+            em.meta(json!({"tool": {"name": "bash", "toolUseId": tool, "status": "started"}}))?;
+            em.meta(json!({"tool": {"name": "bash", "toolUseId": tool, "status": "input_complete", "toolInput": {"command": "terraform plan"}}}))?;
+            let result = big_text(
+                "resource \"alicloud_instance\" \"web\" { # planned\n",
+                tool_mib,
+            );
+            em.meta(json!({"tool": {"name": "bash", "toolUseId": tool, "status": "completed", "result": result}}))?;
+            em.text(&big_text("The plan adds these resources. ", text_mib))?;
+            em.usage(100.0, 10.0)?;
+            em.finish_turn("")
         }
         Script::Flood(n) => {
             em.delay = Duration::ZERO;
