@@ -326,17 +326,7 @@ fn admission_gates_over_http() {
 #[test]
 fn thread_busy_while_streaming_and_duplicate_of_the_running_run() {
     let s = Stack::new();
-    let mut r = Reader::new(s.server.as_ref().unwrap().connect());
-    let body = serde_json::to_vec(&s.body("t1", "slow1", "slow please")).unwrap();
-    r.sock
-        .write_all(&request(
-            "POST",
-            "/",
-            &[("Content-Type", "application/json")],
-            &body,
-        ))
-        .unwrap();
-    assert_eq!(r.head().unwrap().0, 200);
+    let mut r = s.open_stream(&s.body("t1", "slow1", "slow please"));
     r.chunk().unwrap();
     let busy = s.post(&s.body("t1", "other", "hello"));
     assert_eq!(
@@ -351,17 +341,7 @@ fn thread_busy_while_streaming_and_duplicate_of_the_running_run() {
 #[test]
 fn cancel_a_running_execution() {
     let s = Stack::new();
-    let mut r = Reader::new(s.server.as_ref().unwrap().connect());
-    let body = serde_json::to_vec(&s.body("t1", "r1", "slow please")).unwrap();
-    r.sock
-        .write_all(&request(
-            "POST",
-            "/",
-            &[("Content-Type", "application/json")],
-            &body,
-        ))
-        .unwrap();
-    assert_eq!(r.head().unwrap().0, 200);
+    let mut r = s.open_stream(&s.body("t1", "r1", "slow please"));
     let mut events = Vec::new();
     let exec = loop {
         let c = r.chunk().unwrap();
@@ -429,17 +409,7 @@ fn cancel_a_paused_execution() {
 #[test]
 fn client_disconnect_mid_run_cancels_the_task() {
     let s = Stack::new();
-    let mut r = Reader::new(s.server.as_ref().unwrap().connect());
-    let body = serde_json::to_vec(&s.body("t1", "r1", "slow please")).unwrap();
-    r.sock
-        .write_all(&request(
-            "POST",
-            "/",
-            &[("Content-Type", "application/json")],
-            &body,
-        ))
-        .unwrap();
-    assert_eq!(r.head().unwrap().0, 200);
+    let mut r = s.open_stream(&s.body("t1", "r1", "slow please"));
     let task = loop {
         let (evs, _) = sse_events(&r.chunk().unwrap());
         if let Some(e) = evs.iter().find(|e| e["name"] == "iac-code.session.v1") {
@@ -854,17 +824,7 @@ fn long_thread_ids_are_accepted() {
 #[test]
 fn the_workspace_is_created_even_when_admission_then_refuses() {
     let s = Stack::new();
-    let mut r = Reader::new(s.server.as_ref().unwrap().connect());
-    let body = serde_json::to_vec(&s.body("t1", "slow1", "slow please")).unwrap();
-    r.sock
-        .write_all(&request(
-            "POST",
-            "/",
-            &[("Content-Type", "application/json")],
-            &body,
-        ))
-        .unwrap();
-    assert_eq!(r.head().unwrap().0, 200);
+    let _r = s.open_stream(&s.body("t1", "slow1", "slow please"));
     let fresh = s.dir.join("ws/new/deeper");
     let mut b = s.body("t1", "other", "hello");
     b["forwardedProps"]["iacCode"]["cwd"] = fresh.to_string_lossy().into_owned().into();

@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -34,17 +33,7 @@ fn stack(linger: Duration, tune: fn(Shared) -> Shared) -> Stack {
 
 /// Start a slow answer and read until its session event; the reader and the event.
 fn start_slow(s: &Stack, thread: &str, run: &str) -> (Reader, Value) {
-    let mut r = Reader::new(s.server.as_ref().unwrap().connect());
-    let body = serde_json::to_vec(&s.body(thread, run, "slow please")).unwrap();
-    r.sock
-        .write_all(&request(
-            "POST",
-            "/",
-            &[("Content-Type", "application/json")],
-            &body,
-        ))
-        .unwrap();
-    assert_eq!(r.head().unwrap().0, 200);
+    let mut r = s.open_stream(&s.body(thread, run, "slow please"));
     let mut seen = Vec::new();
     loop {
         let (evs, _) = sse_events(&r.chunk().expect("the stream goes on"));

@@ -474,6 +474,22 @@ impl Stack {
         b
     }
 
+    /// POST a run on a connection of its own and read up to the SSE head (200), for tests
+    /// that read the stream piece by piece.
+    pub fn open_stream(&self, body: &serde_json::Value) -> Reader {
+        let mut r = Reader::new(self.server.as_ref().unwrap().connect());
+        r.sock
+            .write_all(&request(
+                "POST",
+                "/",
+                &[("Content-Type", "application/json")],
+                &serde_json::to_vec(body).unwrap(),
+            ))
+            .unwrap();
+        assert_eq!(r.head().unwrap().0, 200);
+        r
+    }
+
     pub fn post(&self, body: &serde_json::Value) -> Resp {
         post_json(self.addr(), "/", &[], &serde_json::to_vec(body).unwrap())
     }

@@ -383,6 +383,28 @@ def scenario_disconnect(a, w):
     fail(s, "the thread stayed busy after the client left")
 
 
+def scenario_ts_client(a, w):
+    """The official AG-UI TypeScript client pipeline accepts iac-agui's streams (ids included)
+    for a plain answer, thinking, a permission interrupt and its resume."""
+    script = os.environ.get("IAC_AGUI_TS_CLIENT")
+    if not script:
+        fail("ts client", "IAC_AGUI_TS_CLIENT is not set (tests/interop/run.sh installs the client)")
+    url = f"http://127.0.0.1:{a.port}/"
+
+    def run(s, body):
+        p = subprocess.run(["node", script, url, json.dumps(body)], capture_output=True, text=True, timeout=120)
+        expect(s, p.returncode == 0, (p.stderr or p.stdout).strip()[-400:])
+        return p.stdout
+
+    run("ts client: plain", w.body("ts-plain", "hello"))
+    run("ts client: thinking", w.body("ts-think", "think about it"))
+    out = run("ts client: permission", w.body("ts-perm", "please run bash"))
+    expect("ts client: permission", "RUN_FINISHED" in out, out)
+    st, ev = a.post("ts client", w.body("ts-perm2", "please run bash"))
+    pid = permission_interrupt("ts client", ev)
+    run("ts client: resume", w.body("ts-perm2", "", resume=[{"interruptId": pid, "status": "resolved", "payload": {"decision": "allow_once"}}]))
+
+
 STOP_THEN_SEND_ROUNDS = int(os.environ.get("IAC_AGUI_INTEROP_STOP_ROUNDS", "20"))
 
 
@@ -481,7 +503,7 @@ def main():
                      scenario_busy_and_cancel, scenario_cancel_paused, scenario_disconnect, scenario_llm_error,
                      scenario_pipeline]
         if args.mode == "managed":
-            scenarios.append(scenario_stop_then_send)
+            scenarios += [scenario_ts_client, scenario_stop_then_send]
         if args.protocol == "1.0":
             scenarios = [scenario_plain, scenario_permission, scenario_busy_and_cancel]
         for sc in scenarios:

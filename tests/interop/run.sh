@@ -23,6 +23,19 @@ if [ ! -x "$VENV/bin/iac-code" ] || [ "$(cat "$ROOT/pins.txt" 2>/dev/null)" != "
   echo "$PINS $PINS_V1" > "$ROOT/pins.txt"
 fi
 
+# The official AG-UI TypeScript client (the pipeline a web console uses), pinned, under target/.
+TS_CLIENT_PIN="@ag-ui/client@0.0.59"
+if [ "$(cat "$ROOT/ts/pin.txt" 2>/dev/null)" != "$TS_CLIENT_PIN" ]; then
+  command -v npm >/dev/null || { echo "interop: npm is required for the AG-UI TypeScript client" >&2; exit 1; }
+  rm -rf "$ROOT/ts"
+  mkdir -p "$ROOT/ts"
+  (cd "$ROOT/ts" && npm init -y >/dev/null && npm install --silent --no-audit --no-fund "$TS_CLIENT_PIN") \
+    || { echo "interop: cannot install $TS_CLIENT_PIN" >&2; exit 1; }
+  echo "$TS_CLIENT_PIN" > "$ROOT/ts/pin.txt"
+fi
+cp tests/interop/ts_client.mjs "$ROOT/ts/ts_client.mjs"
+export IAC_AGUI_TS_CLIENT="$ROOT/ts/ts_client.mjs"
+
 cargo build --quiet
 BIN=target/debug/iac-agui
 KERNEL="$VENV/bin/iac-code"
