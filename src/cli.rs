@@ -128,6 +128,31 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("cannot resolve {host}:{port}"))
 }
 
+/// A private state directory for `--demo`, removed when dropped (at exit).
+struct TempStateDir {
+    path: std::path::PathBuf,
+}
+
+impl TempStateDir {
+    fn create() -> Result<TempStateDir, String> {
+        let mut rnd = [0u8; 8];
+        crate::ids::fill(&mut rnd).map_err(|e| e.to_string())?;
+        let path = std::env::temp_dir().join(format!("iac-agui-demo-{}", crate::ids::hex(&rnd)));
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .map_err(|e| format!("cannot create a temporary state directory: {e}"))?;
+        Ok(TempStateDir { path })
+    }
+}
+
+impl Drop for TempStateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
 /// The kernel this process talks to; dropping it stops whatever was started.
 #[allow(dead_code)] // the values are held only for their Drop
 enum Kernel {
@@ -197,9 +222,25 @@ fn serve(cfg: Config) -> Result<(), String> {
 
 fn serve_with(cfg: Config, addr: SocketAddr, client: A2aClient) -> Result<(), String> {
     let env_get = |k: &str| std::env::var(k).ok();
-    let root = state_root(cfg.state_dir.as_deref(), env_get);
+    // A demo without an explicit state directory never touches the real one: its threads
+    // live in a private temporary directory that goes away at exit, so the walkthrough can
+    // be repeated.
+    let demo_dir = (cfg.demo && cfg.state_dir.is_none())
+        .then(TempStateDir::create)
+        .transpose()?;
+    let root = match &demo_dir {
+        Some(d) => d.path.clone(),
+        None => state_root(cfg.state_dir.as_deref(), env_get),
+    };
     let store = FileStore::open(&root)?;
-    log::info!("state directory {}", store.root().display());
+    if demo_dir.is_some() {
+        log::info!(
+            "demo: thread state in the private temporary directory {}, removed at exit",
+            store.root().display()
+        );
+    } else {
+        log::info!("state directory {}", store.root().display());
+    }
     let shared = Arc::new(Shared::new(
         Registry::new(Arc::new(store)),
         client,

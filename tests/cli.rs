@@ -10,7 +10,8 @@ fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_iac-agui"));
     c.env_remove("IAC_CODE_AGUI_PORT")
         .env_remove("IAC_CODE_AGUI_HOST")
-        .env_remove("IAC_CODE_AGUI_AUTH_TOKEN");
+        .env_remove("IAC_CODE_AGUI_AUTH_TOKEN")
+        .env_remove("IAC_CODE_AGUI_STATE_DIR");
     c
 }
 
@@ -378,4 +379,47 @@ fn a_newline_in_a_run_id_cannot_forge_a_log_line() {
     child.kill().unwrap();
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_demo_keeps_its_state_in_a_private_temporary_directory() {
+    // Regression: --demo wrote into ~/.iac-code/agui, so the README walkthrough could not be
+    // repeated (DUPLICATE_RUN_ID, THREAD_BINDING_CONFLICT) and a real server's lock was taken.
+    let home = common::tempdir("cli-demo-home");
+    let env = [
+        ("HOME", home.to_str().unwrap()),
+        ("IAC_CODE_AGUI_ALLOWED_CWDS", home.to_str().unwrap()),
+    ];
+    for round in 0..2 {
+        let (mut child, addr, log) = start_logged(&[], &env);
+        let dir = log
+            .lock()
+            .unwrap()
+            .iter()
+            .find_map(|l| {
+                l.split("private temporary directory ")
+                    .nth(1)
+                    .and_then(|r| r.split(',').next())
+                    .map(std::path::PathBuf::from)
+            })
+            .expect("the start-up log names the demo state directory");
+        let body = serde_json::json!({"threadId": "demo-1", "runId": "run-1", "state": {}, "tools": [],
+            "context": [], "messages": [{"id": "m1", "role": "user", "content": "hello"}],
+            "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "ros-1", "cwd": home}}});
+        let r = common::post_json(addr, "/", &[], &serde_json::to_vec(&body).unwrap());
+        assert_eq!(r.status, 200, "round {round}: {}", r.text());
+        assert!(dir.join("threads/demo-1.json").is_file(), "round {round}");
+        assert!(
+            !home.join(".iac-code").exists(),
+            "the real state directory was touched"
+        );
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        let status = wait_exit(&mut child, Duration::from_secs(10)).expect("exited");
+        assert_eq!(status.code(), Some(0));
+        assert!(!dir.exists(), "the demo state directory is removed at exit");
+    }
+    let _ = std::fs::remove_dir_all(&home);
 }
