@@ -16,6 +16,7 @@ use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
 use crate::i18n::{self, Lang};
 use crate::limits;
+use crate::logging::Field;
 use crate::routes::{self, ROUTE_CANCEL, ROUTE_RUN, Route, RouteConfig};
 use crate::server::http::{self, RequestHead, Response};
 use crate::server::job::{Outbox, Reply, StopFlag, StopReason, Stopped};
@@ -59,6 +60,10 @@ pub struct RunStream<'a> {
     terminal_sent: bool,
     /// The id of the next event (`id:` line).
     next_id: u64,
+    /// For the access log: the SSE stream started (not answered with an error).
+    streamed: bool,
+    execution_id: Option<String>,
+    outcome: Option<String>,
     thread_id: String,
     run_id: String,
     lang: Lang,
@@ -72,6 +77,9 @@ impl<'a> RunStream<'a> {
             state: StreamState::NotStarted,
             terminal_sent: false,
             next_id: 0,
+            streamed: false,
+            execution_id: None,
+            outcome: None,
             thread_id,
             run_id,
             lang,
@@ -92,6 +100,7 @@ impl<'a> RunStream<'a> {
             return Ok(());
         }
         self.state = StreamState::Open;
+        self.streamed = true;
         self.outbox.send(Reply::StartStream)
     }
 
@@ -146,6 +155,28 @@ impl<'a> RunStream<'a> {
 
     pub fn stop_flag(&self) -> StopFlag {
         self.outbox.stop_flag()
+    }
+
+    /// Record the run's execution and outcome for its access-log line.
+    pub(crate) fn note_outcome(&mut self, execution_id: &str, outcome: &str) {
+        self.execution_id = Some(execution_id.to_string());
+        self.outcome = Some(outcome.to_string());
+    }
+
+    fn log_fields(&self) -> Vec<(&'static str, Field)> {
+        if !self.streamed {
+            return Vec::new();
+        }
+        let mut f = vec![
+            ("thread_id", Field::Str(self.thread_id.clone())),
+            ("run_id", Field::Str(self.run_id.clone())),
+        ];
+        if let Some(e) = &self.execution_id {
+            f.push(("execution_id", Field::Str(e.clone())));
+        }
+        let outcome = self.outcome.clone().unwrap_or_else(|| "aborted".into());
+        f.push(("outcome", Field::Str(outcome)));
+        f
     }
 
     /// The client went away (EOF, error, stalled output).
@@ -311,27 +342,65 @@ impl Handler for App {
 }
 
 fn work(backend: &dyn Backend, request: Request, header_lang: Lang, outbox: &Outbox) {
-    match request.route {
+    let started = std::time::Instant::now();
+    let method = request.head.method.clone();
+    let path = http::percent_decode(request.head.raw_path());
+    let run = match request.route {
         ROUTE_RUN => run_job(backend, request, header_lang, outbox),
-        ROUTE_CANCEL => cancel_job(backend, request, header_lang, outbox),
+        ROUTE_CANCEL => {
+            cancel_job(backend, request, header_lang, outbox);
+            Vec::new()
+        }
         _ => {
             let _ = outbox.send(Reply::Response(Response::text(404, "Not Found")));
+            Vec::new()
         }
-    }
+    };
+    let (status, bytes) = outbox.sent();
+    access_log(&method, &path, status, started.elapsed(), bytes, run);
 }
 
-fn run_job(backend: &dyn Backend, request: Request, header_lang: Lang, outbox: &Outbox) {
+/// The request's access-log line (`logging::access`).
+pub(crate) fn access_log(
+    method: &str,
+    path: &str,
+    status: u16,
+    took: std::time::Duration,
+    bytes: u64,
+    extra: Vec<(&'static str, Field)>,
+) {
+    let mut f = vec![
+        ("method", Field::Str(method.to_string())),
+        ("path", Field::Str(path.to_string())),
+        ("status", Field::Num(u64::from(status))),
+        ("duration_ms", Field::Num(took.as_millis() as u64)),
+        ("bytes", Field::Num(bytes)),
+    ];
+    f.extend(extra);
+    crate::logging::access(f);
+}
+
+/// Returns the run's access-log fields (threadId, runId, executionId, outcome) once it
+/// streamed.
+fn run_job(
+    backend: &dyn Backend,
+    request: Request,
+    header_lang: Lang,
+    outbox: &Outbox,
+) -> Vec<(&'static str, Field)> {
     let reject = |code, msg: Msg| {
         let _ = outbox.send(Reply::Response(
             ApiError::new(code, msg).response(header_lang),
         ));
     };
     let Some(body) = parse_json(&request.body) else {
-        return reject(Code::InvalidJson, Msg::RunInvalidJson);
+        reject(Code::InvalidJson, Msg::RunInvalidJson);
+        return Vec::new();
     };
     drop(request.body);
     if !body.is_object() {
-        return reject(Code::InvalidInput, Msg::RunNotObject);
+        reject(Code::InvalidInput, Msg::RunNotObject);
+        return Vec::new();
     }
     let payload_lang = i18n::payload_language(&body, header_lang);
     let mut stream = RunStream::new(outbox, &body, payload_lang);
@@ -347,6 +416,7 @@ fn run_job(backend: &dyn Backend, request: Request, header_lang: Lang, outbox: &
     if outcome.is_err() || !stream.terminal_sent {
         stream.finish_abnormally();
     }
+    stream.log_fields()
 }
 
 fn cancel_job(backend: &dyn Backend, request: Request, lang: Lang, outbox: &Outbox) {

@@ -40,7 +40,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    crate::logging::init(cfg.debug, cfg.log_stdout);
+    crate::logging::init(cfg.debug, cfg.log_stdout, cfg.log_format);
     for w in &cfg.warnings {
         log::warn!("{w}");
     }
@@ -263,6 +263,16 @@ fn serve_with(cfg: Config, addr: SocketAddr, client: A2aClient) -> Result<(), St
     let app = App::new(routes, backend, cfg.max_runs);
     let jobs = app.active_jobs();
     let server_cfg = ServerConfig {
+        access_log: |method, path, status, bytes| {
+            crate::app::access_log(
+                method,
+                &crate::server::http::percent_decode(path),
+                status,
+                std::time::Duration::ZERO,
+                bytes as u64,
+                Vec::new(),
+            )
+        },
         heartbeat_interval: cfg.heartbeat_interval,
         max_connections: cfg.max_connections,
         ..ServerConfig::default()

@@ -51,6 +51,8 @@ pub(crate) struct Config {
     pub(crate) demo_kernel_only: Option<u16>,
     /// `--allowed-hosts`: Host names answered (`*` = any); None = the listener's default.
     pub(crate) allowed_hosts: Option<Vec<String>>,
+    /// `--log-format text|json`.
+    pub(crate) log_format: crate::logging::LogFormat,
     /// Things to tell the operator once logging is up (accepted but ignored settings).
     pub(crate) warnings: Vec<String>,
 }
@@ -75,6 +77,7 @@ impl Default for Config {
             a2a_idle_timeout: limits::A2A_IDLE_TIMEOUT,
             demo_kernel_only: None,
             allowed_hosts: None,
+            log_format: crate::logging::LogFormat::Text,
             warnings: Vec::new(),
         }
     }
@@ -131,6 +134,8 @@ OPTIONS:
                                 IACCODE_A2A_HTTP_TOKEN), for benchmarks and client tests
     -d, --debug                 Debug logging (RUST_LOG overrides)
     --log-stdout                Log to stdout instead of stderr
+    --log-format text|json      One line per record; json: ts, level, target, msg and each field as
+                                its own key [env IAC_CODE_AGUI_LOG_FORMAT] (default text)
     -V, --version               Print the version
     -h, --help                  Print this help
 
@@ -192,6 +197,7 @@ pub(crate) fn parse(
             Long("demo-kernel-only") => "demo_kernel_only",
             Long("allowed-hosts") => "allowed_hosts",
             Long("interrupt-ttl") => "interrupt_ttl",
+            Long("log-format") => "log_format",
             other => return Err(err(other.unexpected())),
         };
         let value = p.value().map_err(err)?;
@@ -232,6 +238,11 @@ pub(crate) fn parse(
              adapter deadline (the kernel's own expiry applies)"
                 .into(),
         );
+    }
+    if let Some(v) = pick("log_format", Some("IAC_CODE_AGUI_LOG_FORMAT")) {
+        let s = as_string("log_format", v)?;
+        c.log_format = crate::logging::LogFormat::parse(&s)
+            .ok_or_else(|| ConfigError(format!("--log-format must be text or json, not {s:?}.")))?;
     }
     if let Some(v) = pick("allowed_hosts", Some("IAC_CODE_AGUI_ALLOWED_HOSTS")) {
         let s = as_string("allowed_hosts", v)?;
@@ -347,6 +358,7 @@ const FILE_KEYS: &[&str] = &[
     "a2a_idle_timeout",
     "allowed_hosts",
     "interrupt_ttl",
+    "log_format",
 ];
 
 fn load_file(path: &PathBuf) -> Result<BTreeMap<String, Scalar>, ConfigError> {

@@ -423,3 +423,70 @@ fn the_demo_keeps_its_state_in_a_private_temporary_directory() {
     }
     let _ = std::fs::remove_dir_all(&home);
 }
+
+#[test]
+fn one_access_line_per_request_in_json_with_no_secret() {
+    let dir = common::tempdir("cli-access");
+    let (mut child, addr, log) = start_logged(
+        &["--log-format", "json"],
+        &[
+            (
+                "IAC_CODE_AGUI_STATE_DIR",
+                dir.join("state").to_str().unwrap(),
+            ),
+            ("IAC_CODE_AGUI_ALLOWED_CWDS", dir.to_str().unwrap()),
+        ],
+    );
+    assert_eq!(get_health(addr, "127.0.0.1").status, 200);
+    let body = serde_json::json!({"threadId": "t-acc", "runId": "r-acc", "state": {}, "tools": [],
+        "context": [], "messages": [{"id": "m", "role": "user", "content": "hello"}],
+        "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "ros", "cwd": dir,
+            "llmApiKey": "CANARY-ACCESS-KEY", "llmHeaders": {"Authorization": "CANARY-ACCESS-HDR"}}}});
+    let r = common::post_json(
+        addr,
+        "/",
+        &[("Authorization", "Bearer CANARY-ACCESS-TOKEN")],
+        &serde_json::to_vec(&body).unwrap(),
+    );
+    assert_eq!(r.status, 200);
+    let conflict = common::post_json(addr, "/", &[], br#"{"threadId":"t-acc"}"#);
+    assert_eq!(conflict.status, 400);
+    let access = |pred: &dyn Fn(&serde_json::Value) -> bool| {
+        log.lock()
+            .unwrap()
+            .iter()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["target"] == "iac_agui::access")
+            .any(|v| pred(&v))
+    };
+    assert!(common::wait_until(Duration::from_secs(5), || access(
+        &|v| v["run_id"] == "r-acc"
+    )));
+    assert!(access(&|v| v["path"] == "/health" && v["status"] == 200));
+    assert!(access(&|v| v["method"] == "POST"
+        && v["status"] == 200
+        && v["thread_id"] == "t-acc"
+        && v["outcome"] == "success"
+        && v["execution_id"].is_string()
+        && v["bytes"].as_u64().unwrap() > 0
+        && v["duration_ms"].is_u64()));
+    assert!(common::wait_until(Duration::from_secs(5), || access(
+        &|v| v["status"] == 400 && v.get("outcome").is_none()
+    )));
+    let lines = log.lock().unwrap().clone();
+    for l in &lines {
+        // Every record after the ready line is one JSON object (the ready line is plain).
+        if !l.contains("listening on http://") {
+            let v: serde_json::Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+            assert!(v["ts"].is_string() && v["level"].is_string() && v["msg"].is_string());
+        }
+        assert!(
+            !l.contains("CANARY-ACCESS"),
+            "a secret reached the log: {l}"
+        );
+    }
+    child.kill().unwrap();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}

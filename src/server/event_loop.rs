@@ -392,6 +392,7 @@ impl Server {
         match self.handler.on_head(&head) {
             HeadDecision::Respond(r) => {
                 let keep = head.keep_alive && !head.has_body();
+                (self.cfg.access_log)(&head.method, head.raw_path(), r.status, r.body.len());
                 self.respond(slot, r, keep, head_only);
             }
             HeadDecision::ReadBody {

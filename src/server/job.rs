@@ -177,6 +177,8 @@ impl JobShared {
 /// The worker's end: send replies, observe the stop flag, register stop hooks.
 pub struct Outbox {
     shared: Arc<JobShared>,
+    /// For the access log: the status of the answer and the bytes handed to the loop.
+    sent: std::cell::Cell<(u16, u64)>,
 }
 
 /// Returned by [`Outbox::send`] when the loop stopped the job (client gone or shutdown).
@@ -201,6 +203,13 @@ impl Outbox {
             q = s.space.wait(q).unwrap_or_else(|e| e.into_inner());
             q.waiting -= 1;
         }
+        let (mut status, bytes) = self.sent.get();
+        match &reply {
+            Reply::Response(r) => status = r.status,
+            Reply::StartStream => status = 200,
+            _ => {}
+        }
+        self.sent.set((status, bytes + reply.size() as u64));
         q.bytes += reply.size();
         q.items.push_back(reply);
         if !q.notified {
@@ -213,6 +222,11 @@ impl Outbox {
 
     pub(crate) fn stop_reason(&self) -> Option<StopReason> {
         self.shared.stop_reason()
+    }
+
+    /// The answer's status (0 before any) and the bytes queued so far (access log).
+    pub(crate) fn sent(&self) -> (u16, u64) {
+        self.sent.get()
     }
 
     /// Run `hook` when the job is stopped (immediately if it already is).
@@ -282,6 +296,7 @@ pub(crate) fn new_job(
     });
     let outbox = Outbox {
         shared: shared.clone(),
+        sent: std::cell::Cell::new((0, 0)),
     };
     (shared, outbox)
 }

@@ -28,6 +28,9 @@ pub struct ServerConfig {
     pub job_queue_capacity: usize,
     /// How long graceful shutdown waits for open streams to finish.
     pub shutdown_grace: Duration,
+    /// Called for a request the loop answers itself (health, 404, 401, …): method, raw
+    /// path, status, body bytes.
+    pub access_log: fn(&str, &str, u16, usize),
 }
 
 impl Default for ServerConfig {
@@ -42,6 +45,7 @@ impl Default for ServerConfig {
             max_output_bytes: limits::MAX_OUTPUT_BYTES,
             job_queue_capacity: limits::JOB_QUEUE_CAPACITY,
             shutdown_grace: limits::SHUTDOWN_GRACE,
+            access_log: |_, _, _, _| {},
         }
     }
 }

@@ -515,6 +515,16 @@ impl<'a, 's> Run<'a, 's> {
         if !guidance && !interrupt && self.pending_empty() {
             self.mark_terminal(false);
         }
+        let outcome = match &event {
+            Event::RunFinished { outcome, .. } => match outcome {
+                Outcome::Success => "success",
+                Outcome::Interrupt(_) => "interrupt",
+                Outcome::Cancelled => "cancelled",
+            },
+            Event::RunError { code, .. } => code.as_str(),
+            _ => "unknown",
+        };
+        self.stream.note_outcome(&self.execution_id, outcome);
         let ev = self.stamp(event);
         // Release first: a client that reacts to the terminal event at once must find the
         // thread free (the reference releases after writing it, a race).
@@ -538,6 +548,8 @@ impl<'a, 's> Run<'a, 's> {
     /// The client left (reference §8.2).
     fn on_disconnect(&mut self) {
         log::info!("run {}: client disconnected", self.a.run_id);
+        self.stream
+            .note_outcome(&self.execution_id, "client_disconnected");
         let cancel = !self.settled && self.a.kind != RunKind::Guidance && self.pending_empty();
         let task = cancel.then(|| self.task_id()).flatten();
         // The next turn on this thread waits until the kernel confirmed the stop.
