@@ -25,6 +25,11 @@ pub(crate) const EXIT_FAILURE: u8 = 1;
 pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let mut args = args.into_iter().peekable();
+    if args.peek().is_some_and(|a| a == "healthcheck") {
+        args.next();
+        return healthcheck(args.next().and_then(|a| a.into_string().ok()));
+    }
     let cfg = match config::parse(args, |k| std::env::var(k).ok()) {
         Ok(Command::Serve(c)) => *c,
         Ok(Command::Help) => {
@@ -58,6 +63,59 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("iac-agui: {e}");
+            ExitCode::from(EXIT_FAILURE)
+        }
+    }
+}
+
+/// `iac-agui healthcheck [URL]`: GET the health endpoint (default
+/// `http://127.0.0.1:$IAC_CODE_AGUI_PORT/health`, port 8000) and exit 0 on 200, else 1. For
+/// container health checks in an image without a shell or curl.
+fn healthcheck(url: Option<String>) -> ExitCode {
+    use std::io::{Read, Write};
+    let url = url.unwrap_or_else(|| {
+        let port = std::env::var("IAC_CODE_AGUI_PORT").unwrap_or_else(|_| "8000".into());
+        format!("http://127.0.0.1:{port}/health")
+    });
+    let check = || -> Result<u16, String> {
+        let rest = url
+            .strip_prefix("http://")
+            .ok_or("only http:// URLs are supported")?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/health"),
+        };
+        let addr = authority
+            .to_socket_addrs()
+            .map_err(|e| format!("{authority}: {e}"))?
+            .next()
+            .ok_or("no address")?;
+        let timeout = std::time::Duration::from_secs(3);
+        let mut s =
+            std::net::TcpStream::connect_timeout(&addr, timeout).map_err(|e| e.to_string())?;
+        let _ = s.set_read_timeout(Some(timeout));
+        let _ = s.set_write_timeout(Some(timeout));
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
+        )
+        .map_err(|e| e.to_string())?;
+        let mut head = [0u8; 64];
+        let n = s.read(&mut head).map_err(|e| e.to_string())?;
+        let line = String::from_utf8_lossy(&head[..n]);
+        line.split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| "not an HTTP answer".to_string())
+    };
+    match check() {
+        Ok(200) => ExitCode::SUCCESS,
+        Ok(status) => {
+            eprintln!("iac-agui healthcheck: {url}: status {status}");
+            ExitCode::from(EXIT_FAILURE)
+        }
+        Err(e) => {
+            eprintln!("iac-agui healthcheck: {url}: {e}");
             ExitCode::from(EXIT_FAILURE)
         }
     }
@@ -220,6 +278,19 @@ fn serve(cfg: Config) -> Result<(), String> {
     result
 }
 
+/// The allowed workspace roots, with a warning when one is `/` (every absolute path would be
+/// an allowed workspace; in a container, the process cwd `/` is the usual culprit).
+fn allowed_roots_checked(env_get: impl Fn(&str) -> Option<String>) -> Vec<std::path::PathBuf> {
+    let roots = crate::agui::cwd::allowed_roots(env_get);
+    if roots.iter().any(|r| r.as_os_str() == "/") {
+        log::warn!(
+            "an allowed workspace root is /: every absolute path is an allowed workspace \
+             (set IAC_CODE_AGUI_ALLOWED_CWDS)"
+        );
+    }
+    roots
+}
+
 fn serve_with(cfg: Config, addr: SocketAddr, client: A2aClient) -> Result<(), String> {
     let env_get = |k: &str| std::env::var(k).ok();
     // A demo without an explicit state directory never touches the real one: its threads
@@ -245,7 +316,7 @@ fn serve_with(cfg: Config, addr: SocketAddr, client: A2aClient) -> Result<(), St
         Registry::new(Arc::new(store)),
         client,
         Arc::new(SystemEnv),
-        crate::agui::cwd::allowed_roots(env_get),
+        allowed_roots_checked(env_get),
         env_get("HOME"),
         cfg.agui_protocol,
     ));

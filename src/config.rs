@@ -106,6 +106,8 @@ iac-agui — AG-UI (HTTP + SSE) adapter for the iac-code A2A kernel
 
 USAGE:
     iac-agui [OPTIONS]
+    iac-agui healthcheck [URL]  GET URL (default http://127.0.0.1:$IAC_CODE_AGUI_PORT/health, port
+                                8000); exit 0 on 200, else 1 (for container health checks)
 
 OPTIONS:
     --host HOST                 Address to listen on [env IAC_CODE_AGUI_HOST] (default 127.0.0.1)

@@ -1,5 +1,5 @@
-//! Random identifiers and secrets, only ever from the OS (`getrandom`; works without
-//! `/dev/urandom`). There is no fallback generator: a predictable bearer token or execution id
+//! Random identifiers and secrets, only ever from the OS (the `getrandom` system call; works
+//! without `/dev/urandom`). There is no fallback generator: a predictable bearer token or execution id
 //! is worse than refusing to start (`check`) or failing the one run that needed it.
 
 use std::fmt;
@@ -16,9 +16,21 @@ impl fmt::Display for RandomUnavailable {
 
 impl std::error::Error for RandomUnavailable {}
 
-/// Fill `buf` with OS randomness.
+/// Fill `buf` with OS randomness: the `getrandom` system call itself (rustix's raw Linux
+/// backend), which works in an empty root and in a static build. The `getrandom` crate looks
+/// the libc function up dynamically, finds nothing in a static binary and falls back to
+/// `/dev/urandom`, which an empty root does not have.
 pub(crate) fn fill(buf: &mut [u8]) -> Result<(), RandomUnavailable> {
-    getrandom::fill(buf).map_err(|_| RandomUnavailable)
+    let mut done = 0;
+    while done < buf.len() {
+        match rustix::rand::getrandom(&mut buf[done..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(0) => return Err(RandomUnavailable),
+            Ok(n) => done += n,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return Err(RandomUnavailable),
+        }
+    }
+    Ok(())
 }
 
 /// Start-up probe: the server refuses to start when the OS cannot give randomness.

@@ -490,3 +490,62 @@ fn one_access_line_per_request_in_json_with_no_secret() {
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn healthcheck_exit_codes() {
+    let dir = common::tempdir("cli-healthcheck");
+    let (mut child, addr) =
+        start_with_env(&[], &[("IAC_CODE_AGUI_STATE_DIR", dir.to_str().unwrap())]);
+    let url = format!("http://{addr}/health");
+    let ok = bin().args(["healthcheck", &url]).output().unwrap();
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let port_env = bin()
+        .arg("healthcheck")
+        .env("IAC_CODE_AGUI_PORT", addr.port().to_string())
+        .output()
+        .unwrap();
+    assert_eq!(
+        port_env.status.code(),
+        Some(0),
+        "the default URL uses IAC_CODE_AGUI_PORT"
+    );
+    let not_found = bin()
+        .args(["healthcheck", &format!("http://{addr}/nope")])
+        .output()
+        .unwrap();
+    assert_eq!(not_found.status.code(), Some(1));
+    child.kill().unwrap();
+    let _ = child.wait();
+    let down = bin().args(["healthcheck", &url]).output().unwrap();
+    assert_eq!(down.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&down.stderr).contains("healthcheck"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_allowed_workspace_root_of_slash_is_warned_about() {
+    let dir = common::tempdir("cli-root-warn");
+    let (mut child, _addr, log) = start_logged(
+        &[],
+        &[
+            ("IAC_CODE_AGUI_STATE_DIR", dir.to_str().unwrap()),
+            ("IAC_CODE_AGUI_ALLOWED_CWDS", "/"),
+        ],
+    );
+    assert!(
+        log.lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("allowed workspace root is /")),
+        "{:?}",
+        log.lock().unwrap()
+    );
+    child.kill().unwrap();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
