@@ -1,7 +1,5 @@
 //! RFC 3339 timestamps: the kernel's protobuf format (writing) and `expiresAt` (reading).
 
-use std::time::SystemTime;
-
 fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
@@ -12,9 +10,12 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-/// UTC with microseconds, e.g. `2026-11-30T00:10:05.838980Z`.
-pub(crate) fn format_micros(t: SystemTime) -> String {
-    let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+/// UTC with microseconds (the demo kernel's timestamps), e.g. `2026-11-30T00:10:05.838980Z`.
+#[cfg(any(test, feature = "demo"))]
+pub(crate) fn format_micros(t: std::time::SystemTime) -> String {
+    let d = t
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
     let secs = d.as_secs() as i64;
     let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
     let z = days + 719_468;
@@ -101,6 +102,7 @@ pub(crate) fn parse_millis(s: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::SystemTime;
 
     #[test]
     fn non_ascii_timestamps_are_refused_without_panicking() {
