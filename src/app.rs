@@ -60,6 +60,8 @@ pub struct RunStream<'a> {
     terminal_sent: bool,
     /// The id of the next event (`id:` line).
     next_id: u64,
+    /// Headers every answer of this request carries (the routing key echoed).
+    echo: Vec<(&'static str, String)>,
     /// For the access log: the SSE stream started (not answered with an error).
     streamed: bool,
     execution_id: Option<String>,
@@ -77,6 +79,7 @@ impl<'a> RunStream<'a> {
             state: StreamState::NotStarted,
             terminal_sent: false,
             next_id: 0,
+            echo: Vec::new(),
             streamed: false,
             execution_id: None,
             outcome: None,
@@ -90,7 +93,11 @@ impl<'a> RunStream<'a> {
     pub fn reject(&mut self, response: Response) {
         if self.state == StreamState::NotStarted {
             self.state = StreamState::Done;
-            let _ = self.outbox.send(Reply::Response(response));
+            let mut r = response;
+            for (k, v) in &self.echo {
+                r = r.with_header(k, v.clone());
+            }
+            let _ = self.outbox.send(Reply::Response(r));
         }
     }
 
@@ -101,7 +108,7 @@ impl<'a> RunStream<'a> {
         }
         self.state = StreamState::Open;
         self.streamed = true;
-        self.outbox.send(Reply::StartStream)
+        self.outbox.send(Reply::StartStream(self.echo.clone()))
     }
 
     /// Send one event given as compact JSON, framed here as `id: N\ndata: …\n\n`: every
@@ -380,6 +387,21 @@ pub(crate) fn access_log(
     crate::logging::access(f);
 }
 
+/// The fleet's routing key: a load balancer with thread affinity hashes on it, so it must
+/// name the body's thread (AgentCore's `SESSION_ID_MISMATCH` rule); answers echo it.
+const THREAD_HEADER: &str = "x-iac-code-thread-id";
+
+fn thread_header(request: &Request) -> Option<String> {
+    request.head.header_str(THREAD_HEADER)
+}
+
+fn echo(r: Response, routed: &Option<String>) -> Response {
+    match routed {
+        Some(v) => r.with_header(THREAD_HEADER, v.clone()),
+        None => r,
+    }
+}
+
 /// Returns the run's access-log fields (threadId, runId, executionId, outcome) once it
 /// streamed.
 fn run_job(
@@ -388,22 +410,29 @@ fn run_job(
     header_lang: Lang,
     outbox: &Outbox,
 ) -> Vec<(&'static str, Field)> {
-    let reject = |code, msg: Msg| {
-        let _ = outbox.send(Reply::Response(
-            ApiError::new(code, msg).response(header_lang),
-        ));
+    let routed = thread_header(&request);
+    let reject = |code, msg: Msg, lang| {
+        let r = echo(ApiError::new(code, msg).response(lang), &routed);
+        let _ = outbox.send(Reply::Response(r));
     };
     let Some(body) = parse_json(&request.body) else {
-        reject(Code::InvalidJson, Msg::RunInvalidJson);
+        reject(Code::InvalidJson, Msg::RunInvalidJson, header_lang);
         return Vec::new();
     };
     drop(request.body);
     if !body.is_object() {
-        reject(Code::InvalidInput, Msg::RunNotObject);
+        reject(Code::InvalidInput, Msg::RunNotObject, header_lang);
         return Vec::new();
     }
     let payload_lang = i18n::payload_language(&body, header_lang);
+    if let Some(h) = &routed
+        && *h != crate::agui::input::run_ids(&body).0
+    {
+        reject(Code::ThreadIdMismatch, Msg::ThreadIdMismatch, payload_lang);
+        return Vec::new();
+    }
     let mut stream = RunStream::new(outbox, &body, payload_lang);
+    stream.echo = routed.map(|v| vec![(THREAD_HEADER, v)]).unwrap_or_default();
     let req = RunRequest {
         body,
         header_lang,
@@ -420,8 +449,9 @@ fn run_job(
 }
 
 fn cancel_job(backend: &dyn Backend, request: Request, lang: Lang, outbox: &Outbox) {
+    let routed = thread_header(&request);
     let respond = |r: Response| {
-        let _ = outbox.send(Reply::Response(r));
+        let _ = outbox.send(Reply::Response(echo(r, &routed)));
     };
     let path = http::percent_decode(request.head.raw_path());
     let Some(Route::Cancel { execution_id }) = routes::match_route(&path) else {
@@ -437,6 +467,11 @@ fn cancel_job(backend: &dyn Backend, request: Request, lang: Lang, outbox: &Outb
     let (Some(thread_id), Some(ros)) = (text("threadId"), text("rosInvocationId")) else {
         return respond(ApiError::new(Code::InvalidInput, Msg::CancelIdsRequired).response(lang));
     };
+    if routed.as_deref().is_some_and(|h| h != thread_id) {
+        return respond(
+            ApiError::new(Code::ThreadIdMismatch, Msg::ThreadIdMismatch).response(lang),
+        );
+    }
     let req = CancelRequest {
         execution_id,
         thread_id: thread_id.to_string(),

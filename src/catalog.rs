@@ -38,6 +38,15 @@ catalog! {
         "有効な Bearer トークンが必要です。",
         "É necessário um token Bearer válido.",
     ],
+    ThreadIdMismatch => [
+        "The X-Iac-Code-Thread-Id header names a different thread than the request body.",
+        "X-Iac-Code-Thread-Id 请求头指定的线程与请求体中的不一致。",
+        "La cabecera X-Iac-Code-Thread-Id indica un hilo distinto del cuerpo de la solicitud.",
+        "L'en-tête X-Iac-Code-Thread-Id désigne un autre fil que le corps de la requête.",
+        "Der Header X-Iac-Code-Thread-Id nennt einen anderen Thread als der Anfragetext.",
+        "X-Iac-Code-Thread-Id ヘッダーがリクエスト本文とは別のスレッドを指しています。",
+        "O cabeçalho X-Iac-Code-Thread-Id indica um thread diferente do corpo da requisição.",
+    ],
     PreviousRunStillStopping => [
         "The previous run on this thread was still stopping, so this one could not start. Please send it again.",
         "此线程上的上一次运行仍在停止中，因此本次运行未能开始。请重新发送。",

@@ -39,6 +39,9 @@ pub enum Code {
     /// New in iac-agui: the kernel failed a run while the thread's previous task was still
     /// stopping (retryable).
     PreviousRunStillStopping,
+    /// New in iac-agui: `X-Iac-Code-Thread-Id` (the fleet's routing key) names another thread
+    /// than the body.
+    ThreadIdMismatch,
 }
 
 impl Code {
@@ -72,6 +75,7 @@ impl Code {
             Code::InternalError => "INTERNAL_ERROR",
             Code::HostNotAllowed => "HOST_NOT_ALLOWED",
             Code::PreviousRunStillStopping => "PREVIOUS_RUN_STILL_STOPPING",
+            Code::ThreadIdMismatch => "THREAD_ID_MISMATCH",
         }
     }
 
@@ -82,7 +86,7 @@ impl Code {
             Code::HostNotAllowed => 421,
             Code::UnsupportedMediaType => 415,
             Code::RequestTooLarge => 413,
-            Code::InvalidJson | Code::InvalidInput => 400,
+            Code::InvalidJson | Code::InvalidInput | Code::ThreadIdMismatch => 400,
             Code::StateUnavailable | Code::ServerBusy | Code::A2aUnavailable => 503,
             Code::ExecutionNotFound => 404,
             Code::InternalError => 500,

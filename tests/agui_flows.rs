@@ -832,3 +832,35 @@ fn the_workspace_is_created_even_when_admission_then_refuses() {
     assert_eq!(s.post(&b).error_code(), "THREAD_BUSY");
     assert!(fresh.is_dir());
 }
+
+#[test]
+fn the_routing_header_must_name_the_body_thread_and_is_echoed() {
+    let s = Stack::new();
+    let body = serde_json::to_vec(&s.body("t-route", "r1", "hello")).unwrap();
+    let ok = post_json(s.addr(), "/", &[("X-Iac-Code-Thread-Id", "t-route")], &body);
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    assert_eq!(ok.header("x-iac-code-thread-id"), Some("t-route"));
+    let (ev, _) = sse_events(&ok.body);
+    assert_eq!(last(&ev)["outcome"]["type"], "success");
+    let body = serde_json::to_vec(&s.body("t-route", "r2", "hello")).unwrap();
+    let bad = post_json(s.addr(), "/", &[("X-Iac-Code-Thread-Id", "t-other")], &body);
+    assert_eq!(bad.status, 400);
+    assert_eq!(bad.error_code(), "THREAD_ID_MISMATCH");
+    assert_eq!(bad.header("x-iac-code-thread-id"), Some("t-other"));
+    // Nothing was admitted: the same runId still starts a run.
+    let again = post_json(s.addr(), "/", &[("X-Iac-Code-Thread-Id", "t-route")], &body);
+    assert_eq!(again.status, 200);
+    // The cancel route follows the same rule.
+    let c = post_json(
+        s.addr(),
+        "/extensions/iac-code/v1/executions/x/cancel",
+        &[("X-Iac-Code-Thread-Id", "t-other")],
+        br#"{"threadId":"t-route","rosInvocationId":"ros-1"}"#,
+    );
+    assert_eq!(c.status, 400);
+    assert_eq!(c.error_code(), "THREAD_ID_MISMATCH");
+    // Without the header nothing changes.
+    let plain = s.post(&s.body("t-route", "r3", "hello"));
+    assert_eq!(plain.status, 200);
+    assert_eq!(plain.header("x-iac-code-thread-id"), None);
+}

@@ -593,7 +593,7 @@ impl Server {
                 let (k, h) = (*keep_alive, *head_only);
                 self.respond(slot, r, k, h);
             }
-            (Reply::StartStream, State::Dispatched { .. }) => {
+            (Reply::StartStream(extra), State::Dispatched { .. }) => {
                 let State::Dispatched {
                     job, keep_alive, ..
                 } = std::mem::replace(&mut conn.state, State::Closing)
@@ -603,7 +603,7 @@ impl Server {
                 // HTTP/1.0 has no chunked encoding: its stream ends by closing the connection.
                 let chunked = keep_alive;
                 let start = conn.out.len();
-                http::write_sse_head(&mut conn.out, chunked);
+                http::write_sse_head(&mut conn.out, chunked, &extra);
                 if conn.out_pos == start {
                     conn.last_progress = now;
                 }

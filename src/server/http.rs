@@ -509,8 +509,11 @@ pub(crate) const CONTINUE_100: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
 /// SSE response head. HTTP/1.1 clients get a chunked body; HTTP/1.0 clients get a raw body
 /// delimited by closing the connection.
-pub(crate) fn write_sse_head(out: &mut Vec<u8>, chunked: bool) {
+pub(crate) fn write_sse_head(out: &mut Vec<u8>, chunked: bool, extra: &[(&'static str, String)]) {
     write_status_line(out, 200);
+    for (k, v) in extra {
+        push_header(out, k, v);
+    }
     push_header(out, "content-type", "text/event-stream; charset=utf-8");
     push_header(out, "cache-control", "no-cache");
     push_header(out, "x-accel-buffering", "no");

@@ -25,7 +25,7 @@ pub(crate) enum Reply {
     /// A complete response; the job is finished.
     Response(Response),
     /// Start the SSE response (head is written by the loop).
-    StartStream,
+    StartStream(Vec<(&'static str, String)>),
     /// One SSE event, already encoded as `data: …\n\n`.
     Event(Vec<u8>),
     /// The stream ended after its terminal event.
@@ -38,7 +38,7 @@ impl Reply {
         match self {
             Reply::Response(r) => r.body.len(),
             Reply::Event(e) => e.len(),
-            Reply::StartStream | Reply::EndStream => 0,
+            Reply::StartStream(_) | Reply::EndStream => 0,
         }
     }
 }
@@ -206,7 +206,7 @@ impl Outbox {
         let (mut status, bytes) = self.sent.get();
         match &reply {
             Reply::Response(r) => status = r.status,
-            Reply::StartStream => status = 200,
+            Reply::StartStream(_) => status = 200,
             _ => {}
         }
         self.sent.set((status, bytes + reply.size() as u64));
@@ -327,7 +327,7 @@ mod tests {
     fn one_wake_per_burst() {
         let (inbox, wakes) = inbox();
         let (job, out) = new_job(ID, 8, &inbox);
-        out.send(Reply::StartStream).unwrap();
+        out.send(Reply::StartStream(Vec::new())).unwrap();
         out.send(Reply::Event(b"a".to_vec())).unwrap();
         assert_eq!(wakes.load(Ordering::SeqCst), 1);
         let ready = inbox.take_ready();
@@ -346,7 +346,7 @@ mod tests {
     fn full_queue_blocks_until_drained_or_stopped() {
         let (inbox, _) = inbox();
         let (job, out) = new_job(ID, 1, &inbox);
-        out.send(Reply::StartStream).unwrap();
+        out.send(Reply::StartStream(Vec::new())).unwrap();
         let t = std::thread::spawn(move || {
             let r1 = out.send(Reply::Event(vec![1]));
             let r2 = out.send(Reply::Event(vec![2]));

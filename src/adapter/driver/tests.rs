@@ -258,7 +258,7 @@ impl Harness {
                     resp.status,
                     String::from_utf8_lossy(&resp.body)
                 ),
-                Reply::StartStream | Reply::EndStream => {}
+                Reply::StartStream(_) | Reply::EndStream => {}
             }
         }
         events
