@@ -425,14 +425,15 @@ fn run_job(
         return Vec::new();
     }
     let payload_lang = i18n::payload_language(&body, header_lang);
-    if let Some(h) = &routed
-        && *h != crate::agui::input::run_ids(&body).0
-    {
-        reject(Code::ThreadIdMismatch, Msg::ThreadIdMismatch, payload_lang);
+    let mut stream = RunStream::new(outbox, &body, payload_lang);
+    let mismatch = routed.as_ref().is_some_and(|h| *h != stream.thread_id);
+    stream.echo = routed.map(|v| vec![(THREAD_HEADER, v)]).unwrap_or_default();
+    if mismatch {
+        stream.reject(
+            ApiError::new(Code::ThreadIdMismatch, Msg::ThreadIdMismatch).response(payload_lang),
+        );
         return Vec::new();
     }
-    let mut stream = RunStream::new(outbox, &body, payload_lang);
-    stream.echo = routed.map(|v| vec![(THREAD_HEADER, v)]).unwrap_or_default();
     let req = RunRequest {
         body,
         header_lang,

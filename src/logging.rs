@@ -183,19 +183,23 @@ mod tests {
             ("status", Field::Num(200)),
             ("run_id", Field::Str("r 1\nforged".into())),
         ];
-        let mut out = Vec::new();
-        let args = format_args!("request");
-        write_line(
-            &mut out,
-            LogFormat::Json,
-            &"2026",
-            log::Level::Info,
-            "iac_agui::access",
-            &args,
-            &fields,
-        )
-        .unwrap();
-        let text = String::from_utf8(out).unwrap();
+        let line = |format| {
+            let mut out = Vec::new();
+            let args = format_args!("request");
+            let target = "iac_agui::access";
+            write_line(
+                &mut out,
+                format,
+                &"2026",
+                log::Level::Info,
+                target,
+                &args,
+                &fields,
+            )
+            .unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        let text = line(LogFormat::Json);
         assert_eq!(text.lines().count(), 1);
         let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
         assert_eq!(v["status"], 200);
@@ -204,18 +208,7 @@ mod tests {
             (v["level"].as_str(), v["msg"].as_str()),
             (Some("INFO"), Some("request"))
         );
-        let mut out = Vec::new();
-        write_line(
-            &mut out,
-            LogFormat::Text,
-            &"2026",
-            log::Level::Info,
-            "iac_agui::access",
-            &args,
-            &fields,
-        )
-        .unwrap();
-        let text = String::from_utf8(out).unwrap();
+        let text = line(LogFormat::Text);
         assert_eq!(text.lines().count(), 1, "{text}");
         assert!(
             text.contains(" method=POST path=/ status=200 run_id=\"r 1\\nforged\""),

@@ -210,10 +210,10 @@ impl Stamped {
     /// The event framed for SSE with its id, `id: <id>\ndata: <json>\n\n`, in one
     /// allocation.
     pub(crate) fn to_sse(&self, id: u64) -> Vec<u8> {
+        use std::io::Write;
         let mut out = Vec::with_capacity(176);
-        out.extend_from_slice(b"id: ");
-        out.extend_from_slice(id.to_string().as_bytes());
-        out.extend_from_slice(b"\ndata: ");
+        // Formatted in place: no per-event string for the id.
+        let _ = write!(out, "id: {id}\ndata: ");
         self.write_json(&mut out);
         out.extend_from_slice(b"\n\n");
         out
