@@ -11,13 +11,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::Value;
 
+use crate::adapter::replay::RunLog;
 use crate::agui::events::Stamped;
 use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
 use crate::i18n::{self, Lang};
 use crate::limits;
 use crate::logging::Field;
-use crate::routes::{self, ROUTE_CANCEL, ROUTE_RUN, Route, RouteConfig};
+use crate::routes::{self, ROUTE_CANCEL, ROUTE_RUN, ROUTE_SUBSCRIBE, Route, RouteConfig};
 use crate::server::http::{self, RequestHead, Response};
 use crate::server::job::{Outbox, Reply, StopFlag, StopReason, Stopped};
 use crate::server::{Handler, HeadDecision, Request};
@@ -39,10 +40,27 @@ pub struct CancelRequest {
     pub(crate) lang: Lang,
 }
 
+/// A validated subscribe request (upstream's body, or `Last-Event-ID`).
+pub struct SubscribeRequest {
+    pub execution_id: String,
+    pub thread_id: String,
+    pub run_id: String,
+    pub ros_invocation_id: String,
+    /// The last event id the client saw (−1: none); `None`: snapshot.
+    pub after_sequence: Option<i64>,
+    pub(crate) lang: Lang,
+}
+
 /// The AG-UI work behind the routes. Called on a worker thread; may block.
 pub trait Backend: Send + Sync + 'static {
     fn run(&self, req: RunRequest, stream: &mut RunStream<'_>);
     fn cancel(&self, req: CancelRequest) -> Response;
+    /// Re-attach to a run (a backend without runs to watch answers 404).
+    fn subscribe(&self, _req: SubscribeRequest, stream: &mut RunStream<'_>) {
+        stream.reject(Response::text(404, "Not Found"));
+    }
+    /// A drain's grace is over: end every running run (`SERVER_SHUTTING_DOWN`).
+    fn stop_all(&self) {}
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +87,55 @@ pub struct RunStream<'a> {
     thread_id: String,
     run_id: String,
     lang: Lang,
+    /// The run's replay log: every event is appended before it is queued for the client.
+    log: Option<Arc<RunLog>>,
+    /// The producer's disconnect grace and its state (zero: a disconnect stops at once).
+    detach: Arc<Detach>,
+}
+
+/// A producer whose client left keeps its run going for the disconnect grace: events go to
+/// the replay log only, and the stop hooks (abort upstream, "departing") wait until the
+/// window ends with nobody re-attached.
+struct Detach {
+    grace: std::time::Duration,
+    state: std::sync::Mutex<DetachState>,
+}
+
+#[derive(Default)]
+struct DetachState {
+    hooks: Vec<Box<dyn FnOnce() + Send>>,
+    wrapper_installed: bool,
+    detached: bool,
+    expired: bool,
+}
+
+impl Detach {
+    fn new(grace: std::time::Duration) -> Arc<Detach> {
+        Arc::new(Detach {
+            grace,
+            state: std::sync::Mutex::new(DetachState::default()),
+        })
+    }
+
+    fn detached(&self) -> bool {
+        crate::sync::lock(&self.state).detached
+    }
+
+    fn expired(&self) -> bool {
+        crate::sync::lock(&self.state).expired
+    }
+
+    /// Run the held stop hooks now.
+    fn fire(&self) {
+        let hooks = {
+            let mut st = crate::sync::lock(&self.state);
+            st.expired = true;
+            std::mem::take(&mut st.hooks)
+        };
+        for h in hooks {
+            h();
+        }
+    }
 }
 
 impl<'a> RunStream<'a> {
@@ -86,7 +153,68 @@ impl<'a> RunStream<'a> {
             thread_id,
             run_id,
             lang,
+            log: None,
+            detach: Detach::new(std::time::Duration::ZERO),
         }
+    }
+
+    /// Tee every event into `log`; with a non-zero `grace`, a disconnect of this stream's
+    /// client detaches the run instead of stopping it (`--disconnect-grace`).
+    pub(crate) fn attach_log(&mut self, log: Arc<RunLog>, grace: std::time::Duration) {
+        self.log = Some(log);
+        self.detach = Detach::new(grace);
+    }
+
+    /// Queue one framed event: into the replay log, then to the client unless it left
+    /// during a disconnect grace.
+    fn send_event(&self, data: Vec<u8>) -> Result<(), Stopped> {
+        if let Some(log) = &self.log {
+            log.append(&data);
+        }
+        if self.detach.detached() {
+            return if self.client_gone() {
+                Err(Stopped)
+            } else {
+                Ok(())
+            };
+        }
+        match self.outbox.send(Reply::Event(data)) {
+            Err(Stopped) if !self.client_gone() && !self.detach.grace.is_zero() => Ok(()),
+            r => r,
+        }
+    }
+
+    /// Send already framed events (a subscriber replaying a log).
+    pub(crate) fn raw_event(&mut self, framed: Vec<u8>) -> Result<(), Stopped> {
+        if self.state != StreamState::Open || self.terminal_sent {
+            return Ok(());
+        }
+        self.outbox.send(Reply::Event(framed))
+    }
+
+    /// The replayed log ended (its terminal event was among the raw events).
+    pub(crate) fn end_raw(&mut self) {
+        self.terminal_sent = true;
+        self.end();
+    }
+
+    /// Give up the stream without a terminal event: the loop closes the connection.
+    pub(crate) fn abandon(&mut self) {
+        self.terminal_sent = true;
+        self.state = StreamState::Done;
+    }
+
+    /// The run ends without its client (gone, grace over): the log still gets one terminal
+    /// event, so subscribers see how it ended.
+    pub(crate) fn log_terminal(&mut self, json: &[u8]) {
+        if let Some(log) = self.log.clone() {
+            if !log.ended() && !self.terminal_sent {
+                let id = self.take_id();
+                log.append(&crate::agui::events::frame(id, json));
+            }
+            log.end();
+        }
+        self.terminal_sent = true;
     }
 
     /// Answer with an error response instead of a stream.
@@ -117,14 +245,8 @@ impl<'a> RunStream<'a> {
         if self.state != StreamState::Open || self.terminal_sent {
             return Ok(());
         }
-        let id = self.take_id().to_string();
-        let mut data = Vec::with_capacity(json.len() + id.len() + 12);
-        data.extend_from_slice(b"id: ");
-        data.extend_from_slice(id.as_bytes());
-        data.extend_from_slice(b"\ndata: ");
-        data.extend_from_slice(json);
-        data.extend_from_slice(b"\n\n");
-        self.outbox.send(Reply::Event(data))
+        let id = self.take_id();
+        self.send_event(crate::agui::events::frame(id, json))
     }
 
     /// Send one event, framed with the stream's next id in one allocation.
@@ -133,7 +255,7 @@ impl<'a> RunStream<'a> {
             return Ok(());
         }
         let id = self.take_id();
-        self.outbox.send(Reply::Event(ev.to_sse(id)))
+        self.send_event(ev.to_sse(id))
     }
 
     fn take_id(&mut self) -> u64 {
@@ -149,6 +271,9 @@ impl<'a> RunStream<'a> {
         }
         let r = self.event(json);
         self.terminal_sent = true;
+        if let Some(log) = &self.log {
+            log.end();
+        }
         self.end();
         r
     }
@@ -186,9 +311,11 @@ impl<'a> RunStream<'a> {
         f
     }
 
-    /// The client went away (EOF, error, stalled output).
+    /// The client went away (EOF, error, stalled output) and, with a disconnect grace, the
+    /// window ended with nobody re-attached.
     pub(crate) fn client_gone(&self) -> bool {
         self.outbox.stop_reason() == Some(StopReason::ClientGone)
+            && (self.detach.grace.is_zero() || self.detach.expired())
     }
 
     /// The server is shutting down.
@@ -196,9 +323,43 @@ impl<'a> RunStream<'a> {
         self.outbox.stop_reason() == Some(StopReason::Shutdown)
     }
 
-    /// Run `hook` when the client goes away or the server shuts down.
+    /// Run `hook` when the client goes away (after the disconnect grace, if any) or the
+    /// server shuts down.
     pub(crate) fn on_stop(&self, hook: Box<dyn FnOnce() + Send>) {
-        self.outbox.on_stop(hook);
+        if self.detach.grace.is_zero() {
+            return self.outbox.on_stop(hook);
+        }
+        let install = {
+            let mut st = crate::sync::lock(&self.detach.state);
+            if st.expired {
+                drop(st);
+                return hook();
+            }
+            st.hooks.push(hook);
+            !std::mem::replace(&mut st.wrapper_installed, true)
+        };
+        if install {
+            let detach = self.detach.clone();
+            let flag = self.outbox.stop_flag();
+            let log = self.log.clone();
+            self.outbox.on_stop(Box::new(move || {
+                if flag.reason() != Some(StopReason::ClientGone) {
+                    return detach.fire();
+                }
+                crate::sync::lock(&detach.state).detached = true;
+                log::info!("run detached: its client left; grace {:?}", detach.grace);
+                let spawned = std::thread::Builder::new()
+                    .name("iac-agui-grace".into())
+                    .stack_size(limits::SMALL_WORKER_STACK_BYTES)
+                    .spawn({
+                        let detach = detach.clone();
+                        move || grace_window(&detach, log.as_deref())
+                    });
+                if spawned.is_err() {
+                    detach.fire();
+                }
+            }));
+        }
     }
 
     /// After a panic or a backend that returned without finishing: close the exchange.
@@ -218,6 +379,28 @@ impl<'a> RunStream<'a> {
             StreamState::Done => {}
         }
     }
+}
+
+/// The disconnect grace of a detached run: at its end, a run nobody re-attached to is stopped
+/// exactly as a disconnect without grace.
+fn grace_window(detach: &Detach, log: Option<&RunLog>) {
+    let end = std::time::Instant::now() + detach.grace;
+    loop {
+        let now = std::time::Instant::now();
+        if log.is_some_and(RunLog::ended) {
+            return;
+        }
+        if now >= end {
+            break;
+        }
+        std::thread::sleep((end - now).min(limits::SUBSCRIBER_POLL));
+    }
+    if log.is_some_and(RunLog::adopted) {
+        log::info!("run detached: re-attached within the grace; it goes on");
+        return;
+    }
+    log::info!("run detached: nobody re-attached within the grace; stopping it");
+    detach.fire();
 }
 
 /// A `RUN_ERROR` with the reference's field order (threadId/runId after code).
@@ -289,6 +472,7 @@ pub struct App {
     backend: Arc<dyn Backend>,
     jobs: Arc<AtomicUsize>,
     max_jobs: usize,
+    draining: std::sync::atomic::AtomicBool,
 }
 
 impl App {
@@ -298,6 +482,7 @@ impl App {
             backend,
             jobs: Arc::new(AtomicUsize::new(0)),
             max_jobs,
+            draining: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -317,13 +502,19 @@ impl Drop for JobSlot {
 
 impl Handler for App {
     fn on_head(&self, head: &RequestHead) -> HeadDecision {
-        routes::decide(head, &self.routes)
+        routes::decide(head, &self.routes, self.draining.load(Ordering::SeqCst))
     }
 
     fn dispatch(&self, request: Request, outbox: Outbox) -> Result<(), Response> {
         let lang = routes::header_lang(&request.head);
         let busy = || ApiError::new(Code::ServerBusy, Msg::ServerBusy).response(lang);
-        if self.jobs.fetch_add(1, Ordering::SeqCst) >= self.max_jobs {
+        // A subscriber counts against the connections (the loop's bound), not the runs.
+        let limit = if request.route == ROUTE_SUBSCRIBE {
+            usize::MAX
+        } else {
+            self.max_jobs
+        };
+        if self.jobs.fetch_add(1, Ordering::SeqCst) >= limit {
             self.jobs.fetch_sub(1, Ordering::SeqCst);
             log::warn!("job refused: {} jobs running", self.max_jobs);
             return Err(busy());
@@ -346,6 +537,18 @@ impl Handler for App {
     fn over_capacity(&self) -> Response {
         ApiError::new(Code::ServerBusy, Msg::ServerBusy).response(i18n::env_default())
     }
+
+    fn begin_drain(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    fn busy(&self) -> bool {
+        self.jobs.load(Ordering::SeqCst) > 0
+    }
+
+    fn stop_all(&self) {
+        self.backend.stop_all();
+    }
 }
 
 fn work(backend: &dyn Backend, request: Request, header_lang: Lang, outbox: &Outbox) {
@@ -358,6 +561,7 @@ fn work(backend: &dyn Backend, request: Request, header_lang: Lang, outbox: &Out
             cancel_job(backend, request, header_lang, outbox);
             Vec::new()
         }
+        ROUTE_SUBSCRIBE => subscribe_job(backend, request, header_lang, outbox),
         _ => {
             let _ = outbox.send(Reply::Response(Response::text(404, "Not Found")));
             Vec::new()
@@ -488,9 +692,127 @@ fn cancel_job(backend: &dyn Backend, request: Request, lang: Lang, outbox: &Outb
     }
 }
 
+/// Upstream's subscribe body: exactly `threadId`, `runId`, `rosInvocationId` (non-empty
+/// strings) and an optional integer `afterSequence` ≥ −1; or `Last-Event-ID: N` (the body
+/// wins when both are given).
+pub fn parse_subscribe_body(
+    body: &[u8],
+    last_event_id: Option<&str>,
+) -> Result<(String, String, String, Option<i64>), Msg> {
+    let v = parse_json(body).ok_or(Msg::SubscribeInvalidJson)?;
+    let obj = v.as_object().ok_or(Msg::SubscribeInvalid)?;
+    const KEYS: [&str; 4] = ["threadId", "runId", "rosInvocationId", "afterSequence"];
+    if obj.keys().any(|k| !KEYS.contains(&k.as_str())) {
+        return Err(Msg::SubscribeInvalid);
+    }
+    let text = |k: &str| match obj.get(k) {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+        _ => Err(Msg::SubscribeInvalid),
+    };
+    let (thread, run, ros) = (text("threadId")?, text("runId")?, text("rosInvocationId")?);
+    let sequence = |n: Option<i64>| match n {
+        Some(n) if n >= -1 => Ok(Some(n)),
+        _ => Err(Msg::SubscribeInvalid),
+    };
+    let after = match obj.get("afterSequence") {
+        None => match last_event_id.map(str::trim) {
+            None => None,
+            Some(h) => sequence(h.parse::<i64>().ok())?,
+        },
+        Some(v) => sequence(v.as_i64())?,
+    };
+    Ok((thread, run, ros, after))
+}
+
+/// Returns the subscription's access-log fields once it streamed.
+fn subscribe_job(
+    backend: &dyn Backend,
+    request: Request,
+    lang: Lang,
+    outbox: &Outbox,
+) -> Vec<(&'static str, Field)> {
+    let routed = thread_header(&request);
+    let respond = |r: Response| {
+        let _ = outbox.send(Reply::Response(echo(r, &routed)));
+    };
+    let path = http::percent_decode(request.head.raw_path());
+    let Some(Route::Subscribe { execution_id }) = routes::match_route(&path) else {
+        respond(Response::text(404, "Not Found"));
+        return Vec::new();
+    };
+    let last = request.head.header_str("last-event-id");
+    let (thread_id, run_id, ros, after) = match parse_subscribe_body(&request.body, last.as_deref())
+    {
+        Ok(x) => x,
+        Err(m) => {
+            let code = if m == Msg::SubscribeInvalidJson {
+                Code::InvalidJson
+            } else {
+                Code::InvalidInput
+            };
+            respond(ApiError::new(code, m).response(lang));
+            return Vec::new();
+        }
+    };
+    if routed.as_deref().is_some_and(|h| h != thread_id) {
+        respond(ApiError::new(Code::ThreadIdMismatch, Msg::ThreadIdMismatch).response(lang));
+        return Vec::new();
+    }
+    let mut stream = RunStream {
+        thread_id: thread_id.clone(),
+        run_id: run_id.clone(),
+        ..RunStream::new(outbox, &Value::Null, lang)
+    };
+    stream.echo = routed.map(|v| vec![(THREAD_HEADER, v)]).unwrap_or_default();
+    let req = SubscribeRequest {
+        execution_id,
+        thread_id,
+        run_id,
+        ros_invocation_id: ros,
+        after_sequence: after,
+        lang,
+    };
+    let outcome = catch_unwind(AssertUnwindSafe(|| backend.subscribe(req, &mut stream)));
+    if outcome.is_err() {
+        log::error!("subscribe worker panicked; the stream ends with RUN_ERROR");
+    }
+    if outcome.is_err() || !stream.terminal_sent {
+        stream.finish_abnormally();
+    }
+    stream.log_fields()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn subscribe_body_rules() {
+        let ok = br#"{"threadId":"t","runId":"r","rosInvocationId":"x"}"#;
+        assert_eq!(
+            parse_subscribe_body(ok, None),
+            Ok(("t".into(), "r".into(), "x".into(), None))
+        );
+        assert_eq!(parse_subscribe_body(ok, Some(" 7 ")).unwrap().3, Some(7));
+        let with = br#"{"threadId":"t","runId":"r","rosInvocationId":"x","afterSequence":-1}"#;
+        assert_eq!(parse_subscribe_body(with, Some("9")).unwrap().3, Some(-1));
+        for bad in [
+            &br#"{"threadId":"t","runId":"r","rosInvocationId":"x","afterSequence":-2}"#[..],
+            br#"{"threadId":"t","runId":"r","rosInvocationId":"x","afterSequence":1.5}"#,
+            br#"{"threadId":"t","runId":"r","rosInvocationId":"x","afterSequence":"1"}"#,
+            br#"{"threadId":"t","runId":"r","rosInvocationId":"x","extra":1}"#,
+            br#"{"threadId":"","runId":"r","rosInvocationId":"x"}"#,
+            br#"{"threadId":"t","runId":"r"}"#,
+            br#"[]"#,
+        ] {
+            assert_eq!(parse_subscribe_body(bad, None), Err(Msg::SubscribeInvalid));
+        }
+        assert_eq!(parse_subscribe_body(b"{", None), Err(Msg::SubscribeInvalidJson));
+        assert_eq!(
+            parse_subscribe_body(ok, Some("x")),
+            Err(Msg::SubscribeInvalid)
+        );
+    }
 
     #[test]
     fn json_parsing_rules() {

@@ -312,14 +312,17 @@ fn serve_with(cfg: Config, addr: SocketAddr, client: A2aClient) -> Result<(), St
     } else {
         log::info!("state directory {}", store.root().display());
     }
-    let shared = Arc::new(Shared::new(
-        Registry::new(Arc::new(store)),
-        client,
-        Arc::new(SystemEnv),
-        allowed_roots_checked(env_get),
-        env_get("HOME"),
-        cfg.agui_protocol,
-    ));
+    let shared = Arc::new(
+        Shared::new(
+            Registry::new(Arc::new(store)),
+            client,
+            Arc::new(SystemEnv),
+            allowed_roots_checked(env_get),
+            env_get("HOME"),
+            cfg.agui_protocol,
+        )
+        .with_detach(cfg.disconnect_grace, Default::default()),
+    );
     let backend: Arc<dyn Backend> = Arc::new(AguiBackend {
         shared: shared.clone(),
     });
@@ -346,6 +349,7 @@ fn serve_with(cfg: Config, addr: SocketAddr, client: A2aClient) -> Result<(), St
         },
         heartbeat_interval: cfg.heartbeat_interval,
         max_connections: cfg.max_connections,
+        shutdown_grace: cfg.shutdown_grace,
         ..ServerConfig::default()
     };
     let server = Server::bind(addr, server_cfg, Arc::new(app), Arc::new(SystemClock))
@@ -403,7 +407,8 @@ fn install_signal_handler(handle: crate::server::ShutdownHandle) -> Result<(), S
         .name("iac-agui-signals".into())
         .stack_size(64 * 1024)
         .spawn(move || {
-            if let Some(sig) = signals.forever().next() {
+            // The first signal drains, a second one stops at once.
+            for sig in signals.forever().take(2) {
                 log::info!("signal {sig} received");
                 handle.shutdown();
             }

@@ -53,6 +53,10 @@ pub(crate) struct Config {
     pub(crate) allowed_hosts: Option<Vec<String>>,
     /// `--log-format text|json`.
     pub(crate) log_format: crate::logging::LogFormat,
+    /// How long a run goes on after its client disconnected (0: stop at once).
+    pub(crate) disconnect_grace: Duration,
+    /// How long a drain lets running runs finish (0: stop at once).
+    pub(crate) shutdown_grace: Duration,
     /// Things to tell the operator once logging is up (accepted but ignored settings).
     pub(crate) warnings: Vec<String>,
 }
@@ -78,6 +82,8 @@ impl Default for Config {
             demo_kernel_only: None,
             allowed_hosts: None,
             log_format: crate::logging::LogFormat::Text,
+            disconnect_grace: limits::DISCONNECT_GRACE,
+            shutdown_grace: limits::SHUTDOWN_GRACE,
             warnings: Vec::new(),
         }
     }
@@ -127,7 +133,12 @@ OPTIONS:
     --config PATH               Flat YAML file with any of the keys host, port, a2a_url, state_dir,
                                 idle_shutdown, debug, log_stdout, auth_token, a2a_token, agui_protocol,
                                 heartbeat_interval, max_connections, max_runs, a2a_idle_timeout, demo,
-                                allowed_hosts, interrupt_ttl
+                                allowed_hosts, interrupt_ttl, log_format, disconnect_grace, shutdown_grace
+    --disconnect-grace SECS     Keep a run going this long after its client disconnected, so it can
+                                re-attach (0 = a disconnect stops the run at once)
+                                [env IAC_CODE_AGUI_DISCONNECT_GRACE] (default 0)
+    --shutdown-grace SECS       On SIGTERM/SIGINT, let running runs finish for this long; a second
+                                signal stops at once [env IAC_CODE_AGUI_SHUTDOWN_GRACE] (default 30)
     --heartbeat-interval SECS   Seconds of silence before an SSE heartbeat (default 15)
     --max-connections N         Open client connections before new ones get 503 (default 4096)
     --max-runs N                Concurrent requests in workers before new ones get 503 (default 2048)
@@ -200,6 +211,8 @@ pub(crate) fn parse(
             Long("allowed-hosts") => "allowed_hosts",
             Long("interrupt-ttl") => "interrupt_ttl",
             Long("log-format") => "log_format",
+            Long("disconnect-grace") => "disconnect_grace",
+            Long("shutdown-grace") => "shutdown_grace",
             other => return Err(err(other.unexpected())),
         };
         let value = p.value().map_err(err)?;
@@ -295,6 +308,12 @@ pub(crate) fn parse(
     if let Some(v) = pick("max_runs", None) {
         c.max_runs = as_count("max_runs", v)?;
     }
+    if let Some(v) = pick("disconnect_grace", Some("IAC_CODE_AGUI_DISCONNECT_GRACE")) {
+        c.disconnect_grace = as_seconds("disconnect_grace", v, true)?;
+    }
+    if let Some(v) = pick("shutdown_grace", Some("IAC_CODE_AGUI_SHUTDOWN_GRACE")) {
+        c.shutdown_grace = as_seconds("shutdown_grace", v, true)?;
+    }
     if let Some(v) = pick("a2a_idle_timeout", None) {
         c.a2a_idle_timeout = as_seconds("a2a_idle_timeout", v, false)?;
     }
@@ -361,6 +380,8 @@ const FILE_KEYS: &[&str] = &[
     "allowed_hosts",
     "interrupt_ttl",
     "log_format",
+    "disconnect_grace",
+    "shutdown_grace",
 ];
 
 fn load_file(path: &PathBuf) -> Result<BTreeMap<String, Scalar>, ConfigError> {

@@ -42,6 +42,12 @@ pub enum Code {
     /// New in iac-agui: `X-Iac-Code-Thread-Id` (the fleet's routing key) names another thread
     /// than the body.
     ThreadIdMismatch,
+    /// New in iac-agui: the server is draining for a restart (503 before a stream; a run
+    /// still going when the drain's grace ends gets it as its `RUN_ERROR`).
+    ServerShuttingDown,
+    /// Upstream's subscribe route: `threadId`, `runId` or `rosInvocationId` are not those of
+    /// the execution.
+    ExecutionIdentityMismatch,
 }
 
 impl Code {
@@ -76,6 +82,8 @@ impl Code {
             Code::HostNotAllowed => "HOST_NOT_ALLOWED",
             Code::PreviousRunStillStopping => "PREVIOUS_RUN_STILL_STOPPING",
             Code::ThreadIdMismatch => "THREAD_ID_MISMATCH",
+            Code::ServerShuttingDown => "SERVER_SHUTTING_DOWN",
+            Code::ExecutionIdentityMismatch => "EXECUTION_IDENTITY_MISMATCH",
         }
     }
 
@@ -87,7 +95,10 @@ impl Code {
             Code::UnsupportedMediaType => 415,
             Code::RequestTooLarge => 413,
             Code::InvalidJson | Code::InvalidInput | Code::ThreadIdMismatch => 400,
-            Code::StateUnavailable | Code::ServerBusy | Code::A2aUnavailable => 503,
+            Code::StateUnavailable
+            | Code::ServerBusy
+            | Code::A2aUnavailable
+            | Code::ServerShuttingDown => 503,
             Code::ExecutionNotFound => 404,
             Code::InternalError => 500,
             _ => 409,

@@ -57,8 +57,11 @@ pub(crate) const MAX_CACHED_THREADS: usize = 10_000;
 
 // ---- the event loop
 
-/// How long graceful shutdown waits for open streams to finish.
-pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How long a drain (SIGTERM/SIGINT) lets running runs go on to their natural end
+/// (`--shutdown-grace`).
+pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+/// After the drain: how long the runs it stopped get to write their terminal event.
+pub(crate) const SHUTDOWN_FLUSH: Duration = Duration::from_secs(5);
 /// Bytes read from a client socket per `read` call.
 pub(crate) const READ_CHUNK: usize = 16 * 1024;
 /// Replies taken from one job per pump round, so one busy stream cannot starve the others.
@@ -129,3 +132,19 @@ pub(crate) const MAX_TERMINAL_IDS: usize = 10_000;
 pub(crate) const MAX_OLD_APPLIED: usize = 10_000;
 /// Above this many runs the admission order is written to the file (`runOrder`).
 pub(crate) const RUN_ORDER_FROM: usize = 1_000;
+
+// ---- runs that outlive their connection
+
+/// Replay log of one run: bytes and events (the oldest go first).
+pub(crate) const REPLAY_RUN_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const REPLAY_RUN_EVENTS: usize = 20_000;
+/// Replay logs of all runs together (the oldest runs go first).
+pub(crate) const REPLAY_TOTAL_BYTES: usize = 256 * 1024 * 1024;
+/// How long an ended run's log is kept.
+pub(crate) const REPLAY_RETENTION: Duration = Duration::from_secs(600);
+/// Subscribers watching one run at once.
+pub(crate) const MAX_SUBSCRIBERS_PER_RUN: usize = 8;
+/// How long a subscriber waits on its run's log before checking that its client is still there.
+pub(crate) const SUBSCRIBER_POLL: Duration = Duration::from_millis(250);
+/// `--disconnect-grace` default: a producer's disconnect cancels at once.
+pub(crate) const DISCONNECT_GRACE: Duration = Duration::ZERO;

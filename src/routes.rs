@@ -10,15 +10,18 @@ use crate::server::http::{self, RequestHead, Response};
 
 pub(crate) const ROUTE_RUN: u32 = 1;
 pub(crate) const ROUTE_CANCEL: u32 = 2;
+pub(crate) const ROUTE_SUBSCRIBE: u32 = 3;
 
 const CANCEL_PREFIX: &str = "/extensions/iac-code/v1/executions/";
 const CANCEL_SUFFIX: &str = "/cancel";
+const SUBSCRIBE_SUFFIX: &str = "/subscribe";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Route {
     Health,
     Run,
     Cancel { execution_id: String },
+    Subscribe { execution_id: String },
 }
 
 impl Route {
@@ -44,14 +47,19 @@ pub(crate) fn match_route(path: &str) -> Option<Route> {
         "/" => return Some(Route::Run),
         _ => {}
     }
-    let id = path
-        .strip_prefix(CANCEL_PREFIX)?
-        .strip_suffix(CANCEL_SUFFIX)?;
+    let rest = path.strip_prefix(CANCEL_PREFIX)?;
+    let (id, subscribe) = match rest.strip_suffix(CANCEL_SUFFIX) {
+        Some(id) => (id, false),
+        None => (rest.strip_suffix(SUBSCRIBE_SUFFIX)?, true),
+    };
     if id.is_empty() || id.contains('/') {
         return None;
     }
-    Some(Route::Cancel {
-        execution_id: id.to_string(),
+    let execution_id = id.to_string();
+    Some(if subscribe {
+        Route::Subscribe { execution_id }
+    } else {
+        Route::Cancel { execution_id }
     })
 }
 
@@ -137,6 +145,8 @@ pub struct RouteConfig {
     pub(crate) auth_token: Option<Vec<u8>>,
     /// The exact `/health` body.
     pub(crate) health_body: Vec<u8>,
+    /// The `/health` body while draining (503).
+    pub(crate) draining_body: Vec<u8>,
     pub(crate) max_run_body: usize,
     pub(crate) max_cancel_body: usize,
 }
@@ -146,10 +156,22 @@ impl RouteConfig {
         RouteConfig {
             hosts: HostRule::Any,
             auth_token: auth_token.filter(|t| !t.is_empty()).map(String::into_bytes),
+            draining_body: with_status(&health_body, "draining"),
             health_body,
             max_run_body: limits::MAX_RUN_BODY,
             max_cancel_body: limits::MAX_CANCEL_BODY,
         }
+    }
+}
+
+/// `body` (a JSON object) with another `status`.
+fn with_status(body: &[u8], status: &str) -> Vec<u8> {
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(mut v) if v.is_object() => {
+            v["status"] = status.into();
+            serde_json::to_vec(&v).unwrap_or_default()
+        }
+        _ => format!("{{\"status\":\"{status}\"}}").into_bytes(),
     }
 }
 
@@ -159,7 +181,9 @@ pub(crate) fn header_lang(head: &RequestHead) -> Lang {
     i18n::header_language(accept.as_deref(), i18n::env_default())
 }
 
-pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig) -> HeadDecision {
+/// `draining`: the server is shutting down; `/health` says so and new work gets 503
+/// `SERVER_SHUTTING_DOWN` with `Connection: close`.
+pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, draining: bool) -> HeadDecision {
     if !cfg.hosts.allows(head.header("host")) {
         return HeadDecision::Respond(
             ApiError::new(Code::HostNotAllowed, Msg::HostNotAllowed).response(header_lang(head)),
@@ -175,9 +199,20 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig) -> HeadDecision {
         );
     }
     if route == Route::Health {
-        return HeadDecision::Respond(Response::json(200, cfg.health_body.clone()));
+        return HeadDecision::Respond(if draining {
+            Response::json(503, cfg.draining_body.clone())
+        } else {
+            Response::json(200, cfg.health_body.clone())
+        });
     }
     let lang = header_lang(head);
+    if draining {
+        return HeadDecision::Respond(
+            ApiError::new(Code::ServerShuttingDown, Msg::ServerShuttingDown)
+                .response(lang)
+                .closing(),
+        );
+    }
     if !authorized(head.header("authorization"), cfg.auth_token.as_deref()) {
         return HeadDecision::Respond(
             ApiError::new(Code::Unauthorized, Msg::Unauthorized).response(lang),
@@ -190,6 +225,7 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig) -> HeadDecision {
     }
     let (limit, msg, route) = match route {
         Route::Run => (cfg.max_run_body, Msg::RunBodyTooLarge, ROUTE_RUN),
+        Route::Subscribe { .. } => (cfg.max_cancel_body, Msg::CancelBodyTooLarge, ROUTE_SUBSCRIBE),
         _ => (cfg.max_cancel_body, Msg::CancelBodyTooLarge, ROUTE_CANCEL),
     };
     HeadDecision::ReadBody {
@@ -299,6 +335,16 @@ mod tests {
             None
         );
         assert_eq!(match_route("/nope"), None);
+        assert_eq!(
+            match_route("/extensions/iac-code/v1/executions/abc/subscribe"),
+            Some(Route::Subscribe {
+                execution_id: "abc".into()
+            })
+        );
+        assert_eq!(
+            match_route("/extensions/iac-code/v1/executions/subscribe"),
+            None
+        );
     }
 
     #[test]

@@ -5,6 +5,8 @@
 
 pub mod admission;
 pub(crate) mod cancel;
+pub mod replay;
+mod subscribe;
 mod driver;
 pub mod env;
 mod identity;
@@ -19,7 +21,7 @@ mod winddown;
 use std::sync::Arc;
 
 use crate::agui::{content, cwd, digest, input};
-use crate::app::{Backend, CancelRequest, RunRequest, RunStream};
+use crate::app::{Backend, CancelRequest, RunRequest, RunStream, SubscribeRequest};
 use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
 use crate::i18n;
@@ -128,6 +130,19 @@ impl Backend for AguiBackend {
             sh.registry.live_insert(&execution_id, &inp.thread_id);
         }
         sh.registry.touch();
+        let log = sh.replay.open(
+            replay::RunKey {
+                thread_id: inp.thread_id.clone(),
+                run_id: inp.run_id.clone(),
+            },
+            &execution_id,
+            &props.ros_invocation_id,
+        );
+        let grace = match kind {
+            admission::RunKind::Guidance => std::time::Duration::ZERO,
+            _ => sh.disconnect_grace,
+        };
+        stream.attach_log(log, grace);
         let control = Arc::new(RunControl::default());
         if kind != admission::RunKind::Guidance {
             lock(&sh.runs).insert(execution_id, control.clone());
@@ -149,5 +164,13 @@ impl Backend for AguiBackend {
 
     fn cancel(&self, req: CancelRequest) -> Response {
         cancel::cancel(&self.shared, req)
+    }
+
+    fn subscribe(&self, req: SubscribeRequest, stream: &mut RunStream<'_>) {
+        subscribe::subscribe(&self.shared, req, stream)
+    }
+
+    fn stop_all(&self) {
+        self.shared.stop_all_runs();
     }
 }

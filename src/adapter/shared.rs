@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::env::Env;
+use super::replay::{ReplayBounds, ReplayLogs};
 use super::threads::Registry;
 use super::upstream::Kernel;
 use super::winddown::WindDowns;
@@ -31,6 +32,12 @@ pub struct Shared {
     pub(crate) wind_down_bound: Duration,
     /// How long the cancel route waits for the kernel's `CancelTask` answer.
     pub(crate) cancel_answer_bound: Duration,
+    /// The events of live and recently ended runs, for re-attaching.
+    pub replay: ReplayLogs,
+    /// How long a run goes on after its producer's client left (`--disconnect-grace`).
+    pub(crate) disconnect_grace: Duration,
+    /// A drain's grace ended: running runs end with `SERVER_SHUTTING_DOWN`.
+    pub(crate) stopping: AtomicBool,
 }
 
 impl Shared {
@@ -65,6 +72,28 @@ impl Shared {
             wind_downs: Arc::new(WindDowns::default()),
             wind_down_bound: crate::limits::WIND_DOWN_BOUND,
             cancel_answer_bound: crate::limits::CANCEL_ANSWER_BOUND,
+            replay: ReplayLogs::default(),
+            disconnect_grace: crate::limits::DISCONNECT_GRACE,
+            stopping: AtomicBool::new(false),
+        }
+    }
+
+    /// Runs outlive their client's disconnect by `grace`; replay logs with these bounds.
+    pub fn with_detach(mut self, grace: Duration, replay: ReplayBounds) -> Shared {
+        self.disconnect_grace = grace;
+        self.replay = ReplayLogs::new(replay);
+        self
+    }
+
+    /// The drain's grace is over: every running run ends now with `SERVER_SHUTTING_DOWN`
+    /// (its task cancelled upstream), detached ones included.
+    pub fn stop_all_runs(&self) {
+        self.stopping.store(true, std::sync::atomic::Ordering::SeqCst);
+        let runs: Vec<_> = lock(&self.runs).values().cloned().collect();
+        for r in runs {
+            if let Some(abort) = lock(&r.abort).take() {
+                abort();
+            }
         }
     }
 

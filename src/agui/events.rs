@@ -405,6 +405,16 @@ pub fn check_spans(events: &[Stamped]) -> Result<(), String> {
     Ok(())
 }
 
+/// One SSE event of a run: `id: N`, the JSON, a blank line.
+pub(crate) fn frame(id: u64, json: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut out = Vec::with_capacity(json.len() + 32);
+    let _ = write!(out, "id: {id}\ndata: ");
+    out.extend_from_slice(json);
+    out.extend_from_slice(b"\n\n");
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

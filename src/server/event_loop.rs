@@ -5,7 +5,7 @@
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Instant;
 
 use mio::net::TcpListener;
@@ -22,18 +22,31 @@ const LISTENER: Token = Token(0);
 const WAKER: Token = Token(1);
 const FIRST_CONN: usize = 2;
 
-/// Asks a running [`Server`] to shut down gracefully (usable from any thread).
+/// Asks a running [`Server`] to drain and stop (usable from any thread). The first call
+/// starts the drain; a second one ends it at once.
 #[derive(Clone)]
 pub struct ShutdownHandle {
-    flag: Arc<AtomicBool>,
+    flag: Arc<AtomicU8>,
     waker: Arc<Waker>,
 }
 
 impl ShutdownHandle {
     pub fn shutdown(&self) {
-        self.flag.store(true, Ordering::SeqCst);
+        let _ = self
+            .flag
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| Some(n.saturating_add(1)));
         let _ = self.waker.wake();
     }
+}
+
+/// The stages of a drain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Drain {
+    /// No new work (the handler answers 503); running jobs go on until `until`.
+    Grace { until: Instant },
+    /// The grace is over (or nothing runs): jobs were told to stop; the loop waits until
+    /// every connection flushed and closed, at most until `until`.
+    Final { until: Instant },
 }
 
 pub struct Server {
@@ -50,8 +63,8 @@ pub struct Server {
     clock: Arc<dyn Clock>,
     handler: Arc<dyn Handler>,
     cfg: ServerConfig,
-    shutdown_flag: Arc<AtomicBool>,
-    grace_deadline: Option<Instant>,
+    shutdown_flag: Arc<AtomicU8>,
+    drain: Option<Drain>,
     scratch: Vec<Reply>,
     read_buf: Box<[u8]>,
 }
@@ -90,8 +103,8 @@ impl Server {
             clock,
             handler,
             cfg,
-            shutdown_flag: Arc::new(AtomicBool::new(false)),
-            grace_deadline: None,
+            shutdown_flag: Arc::new(AtomicU8::new(0)),
+            drain: None,
             scratch: Vec::with_capacity(limits::DRAIN_BATCH),
             read_buf: vec![0u8; limits::READ_CHUNK].into_boxed_slice(),
         })
@@ -108,23 +121,21 @@ impl Server {
         }
     }
 
-    /// Serve until shut down; returns once every connection is closed or the grace period
-    /// is over.
+    /// Serve until shut down; returns once every connection is closed or the drain's bounds
+    /// are over.
     pub(crate) fn run(mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
         loop {
-            if self.shutdown_flag.load(Ordering::SeqCst) && self.grace_deadline.is_none() {
-                self.begin_shutdown();
-            }
-            let now = self.clock.now();
-            if let Some(deadline) = self.grace_deadline
-                && (self.live == 0 || now >= deadline)
-            {
+            if self.advance_drain() {
                 break;
             }
+            let now = self.clock.now();
             let mut timeout = self.timers.timeout(now);
-            if let Some(deadline) = self.grace_deadline {
-                let left = deadline.saturating_duration_since(now);
+            if let Some(Drain::Grace { until } | Drain::Final { until }) = self.drain {
+                // While draining, also look at the jobs now and then (they end on workers).
+                let left = until
+                    .saturating_duration_since(now)
+                    .min(std::time::Duration::from_millis(100));
                 timeout = Some(timeout.map_or(left, |t| t.min(left)));
             }
             if let Err(e) = self.poll.poll(&mut events, timeout) {
@@ -159,12 +170,50 @@ impl Server {
         Ok(())
     }
 
+    /// Move the drain along; true when the loop should stop.
+    fn advance_drain(&mut self) -> bool {
+        let signals = self.shutdown_flag.load(Ordering::SeqCst);
+        let now = self.clock.now();
+        match self.drain {
+            None if signals == 0 => false,
+            None => {
+                log::info!(
+                    "draining: no new runs; running ones may finish for {:?}",
+                    self.cfg.shutdown_grace
+                );
+                self.handler.begin_drain();
+                self.drain = Some(Drain::Grace {
+                    until: now + self.cfg.shutdown_grace,
+                });
+                self.advance_drain()
+            }
+            Some(Drain::Grace { until }) => {
+                let over = now >= until || signals >= 2;
+                if over || !self.handler.busy() {
+                    if over && self.handler.busy() {
+                        log::info!("drain: the grace is over; stopping the runs still going");
+                    }
+                    self.handler.stop_all();
+                    self.begin_shutdown();
+                    self.drain = Some(Drain::Final {
+                        until: now + limits::SHUTDOWN_FLUSH,
+                    });
+                }
+                false
+            }
+            Some(Drain::Final { until }) => self.live == 0 || now >= until,
+        }
+    }
+
+    fn draining(&self) -> bool {
+        self.drain.is_some()
+    }
+
     fn begin_shutdown(&mut self) {
         log::info!("shutting down: no longer accepting connections");
         if let Some(mut l) = self.listener.take() {
             let _ = self.poll.registry().deregister(&mut l);
         }
-        self.grace_deadline = Some(self.clock.now() + self.cfg.shutdown_grace);
         for slot in 0..self.conns.len() {
             let Some(conn) = self.conns[slot].as_ref() else {
                 continue;
@@ -282,7 +331,7 @@ impl Server {
     fn advance(&mut self, slot: usize) {
         let now = self.clock.now();
         let watermark = self.cfg.max_output_bytes / 2;
-        let shutting_down = self.grace_deadline.is_some();
+        let shutting_down = matches!(self.drain, Some(Drain::Final { .. }));
         loop {
             let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
                 return;
@@ -458,8 +507,9 @@ impl Server {
     fn respond(&mut self, slot: usize, r: Response, keep_alive: bool, head_only: bool) {
         let now = self.clock.now();
         let keepalive_timeout = self.cfg.keepalive_timeout;
+        let draining = self.draining();
         let Some(conn) = self.conn(slot) else { return };
-        let keep = keep_alive && !r.close;
+        let keep = keep_alive && !r.close && !draining;
         let start = conn.out.len();
         r.write_to(&mut conn.out, keep, head_only);
         if conn.out_pos == start {
@@ -579,6 +629,7 @@ impl Server {
 
     fn apply(&mut self, slot: usize, reply: Reply) {
         let now = self.clock.now();
+        let draining = self.draining();
         let keepalive_timeout = self.cfg.keepalive_timeout;
         let Some(conn) = self.conn(slot) else { return };
         match (reply, &conn.state) {
@@ -631,7 +682,7 @@ impl Server {
                     ..
                 },
             ) => {
-                let (keep, chunked) = (*keep_alive && *chunked, *chunked);
+                let (keep, chunked) = (*keep_alive && *chunked && !draining, *chunked);
                 if chunked {
                     push_out(conn, http::LAST_CHUNK, now);
                 }

@@ -271,6 +271,10 @@ impl StopFlag {
     pub fn is_stopped(&self) -> bool {
         self.shared.is_stopped()
     }
+
+    pub(crate) fn reason(&self) -> Option<StopReason> {
+        self.shared.stop_reason()
+    }
 }
 
 /// Create a job for `conn`: the loop keeps the shared part, the worker gets the outbox.

@@ -85,4 +85,15 @@ pub trait Handler: Send + Sync + 'static {
     fn over_capacity(&self) -> Response {
         Response::text(503, "Service Unavailable")
     }
+
+    /// A drain began: refuse new work from now on.
+    fn begin_drain(&self) {}
+
+    /// Work is still running on workers (the drain waits for it).
+    fn busy(&self) -> bool {
+        false
+    }
+
+    /// The drain's grace is over: stop whatever still runs (it ends with its own error).
+    fn stop_all(&self) {}
 }

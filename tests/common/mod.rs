@@ -53,8 +53,9 @@ impl TestServer {
         s
     }
 
-    /// Stop the server and wait for its loop to return.
+    /// Stop the server at once (a second signal ends the drain) and wait for its loop.
     pub fn stop(mut self) {
+        self.shutdown.shutdown();
         self.shutdown.shutdown();
         if let Some(j) = self.join.take() {
             j.join().unwrap().unwrap();
@@ -64,6 +65,7 @@ impl TestServer {
 
 impl Drop for TestServer {
     fn drop(&mut self) {
+        self.shutdown.shutdown();
         self.shutdown.shutdown();
         if let Some(j) = self.join.take() {
             let _ = j.join();

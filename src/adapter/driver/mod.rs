@@ -189,14 +189,17 @@ impl<'a, 's> Run<'a, 's> {
     fn a2a_err(&self, e: &A2aError, cleanup: Cleanup) -> Stop {
         if self.cancelled() {
             self.fail(Code::Cancelled, Msg::Cancelled, Cleanup::Keep)
-        } else if self.stream.client_gone() {
-            Stop::Client
-        } else if self.stream.shutting_down() {
+        } else if self.sh.stopping.load(std::sync::atomic::Ordering::SeqCst)
+            || self.stream.shutting_down()
+        {
+            // The drain's grace is over: a clear, retryable error; paused interrupts stay.
             self.fail(
-                Code::A2aUnavailable,
-                Msg::A2aUnavailable,
+                Code::ServerShuttingDown,
+                Msg::RunServerShuttingDown,
                 Cleanup::CancelIfIdle,
             )
+        } else if self.stream.client_gone() {
+            Stop::Client
         } else {
             log::warn!("run {}: {e}", self.a.run_id);
             self.fail(Code::A2aUnavailable, Msg::A2aUnavailable, cleanup)
@@ -548,6 +551,15 @@ impl<'a, 's> Run<'a, 's> {
     /// The client left (reference §8.2).
     fn on_disconnect(&mut self) {
         log::info!("run {}: client disconnected", self.a.run_id);
+        // Subscribers of the replay log still learn how the run ended.
+        let left = self.stamp(Event::RunError {
+            message: Msg::RunClientLeft.text(self.lang()).into(),
+            code: Code::Cancelled,
+            usage: Vec::new(),
+            thread_id: self.a.thread_id.clone(),
+            run_id: self.a.run_id.clone(),
+        });
+        self.stream.log_terminal(&left.to_json());
         self.stream
             .note_outcome(&self.execution_id, "client_disconnected");
         let cancel = !self.settled && self.a.kind != RunKind::Guidance && self.pending_empty();

@@ -1,0 +1,437 @@
+//! Re-attach: `POST /extensions/iac-code/v1/executions/{executionId}/subscribe`.
+//!
+//! A subscriber only observes: it never owns, resumes or cancels the run, and its disconnect
+//! changes nothing. Two modes:
+//! - **replay** — the run's replay log still holds event `afterSequence + 1`: the events after
+//!   it byte for byte (same ids), then the live tail, then the run's one terminal event;
+//! - **snapshot** — otherwise: a fresh observation (ids from 0) of the execution through the
+//!   kernel's `GetTask`/`SubscribeToTask`, ending like a run (one terminal event).
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::Shared;
+use super::interrupts;
+use super::projection::Mapper;
+use super::replay::{Read, RunLog};
+use crate::a2a::client::A2aError;
+use crate::a2a::types::{A2aEvent, Payload, TaskState};
+use crate::agui::events::{Event, Outcome, Stamped};
+use crate::app::{RunStream, SubscribeRequest};
+use crate::catalog::Msg;
+use crate::config::AguiProtocol;
+use crate::errors::{ApiError, Code};
+use crate::i18n::Lang;
+use crate::limits;
+use crate::sync::lock;
+
+/// JSON-RPC "task not found" (also "Task … is not active" on `SubscribeToTask`).
+const TASK_NOT_FOUND: i64 = -32001;
+
+/// What the thread file says about the execution.
+struct Facts {
+    context_id: String,
+    session_id: Option<String>,
+    task_id: Option<String>,
+    ros: String,
+    pending: Vec<Value>,
+    current: bool,
+}
+
+pub(crate) fn subscribe(sh: &Shared, req: SubscribeRequest, stream: &mut RunStream<'_>) {
+    let lang = req.lang;
+    let err = |code, msg: Msg| ApiError::new(code, msg).response(lang);
+    let log = sh.replay.get(&req.thread_id, &req.run_id);
+    let facts = match facts(sh, &req, log.as_deref()) {
+        Ok(f) => f,
+        Err((code, msg)) => return stream.reject(err(code, msg)),
+    };
+    let held = match (req.after_sequence, &log) {
+        (Some(a), Some(l)) if l.holds((a + 1) as u64) => Some(l.clone()),
+        _ => None,
+    };
+    if let Some(log) = held {
+        return replay(&log, (req.after_sequence.unwrap_or(-1) + 1) as u64, stream, lang);
+    }
+    let reason = match (req.after_sequence, &log) {
+        (None, _) => "no-sequence",
+        (Some(_), Some(_)) => "sequence-not-held",
+        (Some(_), None) => "run-not-in-log",
+    };
+    let Some(facts) = facts.filter(|f| f.current) else {
+        return stream.reject(err(Code::ExecutionNotFound, Msg::ExecutionNotFound));
+    };
+    Snapshot {
+        sh,
+        req: &req,
+        facts,
+        reason,
+    }
+    .run(stream);
+}
+
+/// Identity checks (404 / 409) against the thread file and the run's log. `Ok(None)`: the
+/// execution is known only from the log.
+fn facts(
+    sh: &Shared,
+    req: &SubscribeRequest,
+    log: Option<&RunLog>,
+) -> Result<Option<Facts>, (Code, Msg)> {
+    let mismatch = (Code::ExecutionIdentityMismatch, Msg::ExecutionIdentityMismatch);
+    let not_found = (Code::ExecutionNotFound, Msg::ExecutionNotFound);
+    let slot = sh.registry.slot(&req.thread_id).map_err(|e| {
+        log::error!("thread {}: {e}", req.thread_id);
+        (Code::StateUnavailable, Msg::StateUnavailable)
+    })?;
+    let g = lock(&slot);
+    let Some(t) = g.as_ref() else {
+        drop(g);
+        sh.registry.forget_if_absent(&req.thread_id);
+        return Err(match sh.registry.live_thread(&req.execution_id) {
+            Some(_) => mismatch,
+            None => not_found,
+        });
+    };
+    let doc = &t.doc;
+    let current = doc.execution.execution_id == req.execution_id;
+    let logged = log.is_some_and(|l| l.execution_id == req.execution_id);
+    if !current && !logged && !doc.terminal.contains(&req.execution_id) {
+        return Err(match sh.registry.live_thread(&req.execution_id) {
+            Some(_) => mismatch,
+            None => not_found,
+        });
+    }
+    if !doc.run_digests.contains_key(&req.run_id) && log.is_none() {
+        return Err(mismatch);
+    }
+    if let Some(l) = log
+        && (l.execution_id != req.execution_id || l.ros_invocation_id != req.ros_invocation_id)
+    {
+        return Err(mismatch);
+    }
+    if current && doc.execution.ros_invocation_id != req.ros_invocation_id {
+        return Err(mismatch);
+    }
+    if !current {
+        return Ok(None);
+    }
+    let pending = doc
+        .execution
+        .pending
+        .iter()
+        .map(|(id, p)| interrupts::interrupt(id, &p.value))
+        .collect();
+    Ok(Some(Facts {
+        context_id: doc.context_id.clone(),
+        session_id: doc.session_id.clone(),
+        task_id: doc.execution.task_id.clone(),
+        ros: doc.execution.ros_invocation_id.clone(),
+        pending,
+        current,
+    }))
+}
+
+fn replay(log: &Arc<RunLog>, from: u64, stream: &mut RunStream<'_>, lang: Lang) {
+    if !log.attach(true) {
+        return stream.reject(ApiError::new(Code::ServerBusy, Msg::ServerBusy).response(lang));
+    }
+    struct Detach<'l>(&'l RunLog);
+    impl Drop for Detach<'_> {
+        fn drop(&mut self) {
+            self.0.detach();
+        }
+    }
+    let _attached = Detach(log);
+    if stream.start().is_err() {
+        return;
+    }
+    let stop = stream.stop_flag();
+    let mut next = from;
+    loop {
+        if stop.is_stopped() {
+            return;
+        }
+        match log.read_from(next, limits::SUBSCRIBER_POLL) {
+            Read::Events(batch) => {
+                for ev in batch {
+                    next += 1;
+                    if stream.raw_event(ev).is_err() {
+                        return;
+                    }
+                }
+            }
+            Read::End => return stream.end_raw(),
+            // Fell behind what the log holds: closed without a terminal event, so the client
+            // re-subscribes (snapshot mode) instead of taking this for the run's end.
+            Read::Gap => return stream.abandon(),
+        }
+    }
+}
+
+/// The session event of an execution: only what is durably written.
+pub(crate) fn session_value(
+    thread_id: &str,
+    run_id: &str,
+    execution_id: &str,
+    context_id: &str,
+    task_id: Option<&str>,
+    ros: &str,
+    session_id: Option<&str>,
+) -> Value {
+    json!({
+        "schemaVersion": 1,
+        "threadId": thread_id,
+        "aguiRunId": run_id,
+        "executionId": execution_id,
+        "contextId": context_id,
+        "taskId": task_id,
+        "rosInvocationId": ros,
+        "sessionId": session_id,
+    })
+}
+
+struct Snapshot<'a> {
+    sh: &'a Shared,
+    req: &'a SubscribeRequest,
+    facts: Facts,
+    reason: &'static str,
+}
+
+impl Snapshot<'_> {
+    fn stamp(&self, event: Event) -> Stamped {
+        Stamped {
+            ts: self.sh.env.now_ms(),
+            event,
+        }
+    }
+
+    fn run(self, stream: &mut RunStream<'_>) {
+        let lang = self.req.lang;
+        let session = self.sh.kernel.session();
+        stream.on_stop(session.aborter());
+        // A paused execution needs no kernel call: its interrupts are in the thread file.
+        let first = match (&self.facts.task_id, self.facts.pending.is_empty()) {
+            (_, false) => None,
+            (None, true) => {
+                return stream.reject(
+                    ApiError::new(Code::ExecutionNotFound, Msg::ExecutionNotFound).response(lang),
+                );
+            }
+            (Some(task), true) => match session.get_task(task) {
+                Ok(Payload::Event(e)) => Some(e),
+                Ok(Payload::Error(e)) if e.code == Some(TASK_NOT_FOUND) => {
+                    return stream.reject(
+                        ApiError::new(Code::ExecutionNotFound, Msg::ExecutionNotFound)
+                            .response(lang),
+                    );
+                }
+                Ok(Payload::Error(_)) | Err(_) => {
+                    return stream.reject(
+                        ApiError::new(Code::A2aUnavailable, Msg::A2aUnavailable).response(lang),
+                    );
+                }
+            },
+        };
+        if self.open(stream).is_err() {
+            return;
+        }
+        let mut mapper = Mapper::new(
+            &*self.sh.env,
+            &self.req.thread_id,
+            &self.req.run_id,
+            Default::default(),
+            Default::default(),
+        );
+        let end = match first {
+            None => Ok(End::Interrupt(self.facts.pending.clone())),
+            Some(snap) => self.follow(&*session, snap, &mut mapper, stream),
+        };
+        let Ok(end) = end else { return };
+        mapper.close_all();
+        for ev in mapper.take() {
+            if stream.stamped_event(&ev).is_err() {
+                return;
+            }
+        }
+        let (thread_id, run_id) = (self.req.thread_id.clone(), self.req.run_id.clone());
+        let usage = mapper.usage();
+        let event = match end {
+            End::Interrupt(list) => Event::RunFinished {
+                thread_id,
+                run_id,
+                outcome: Outcome::Interrupt(list),
+                usage,
+            },
+            End::State(TaskState::Completed | TaskState::InputRequired) => Event::RunFinished {
+                thread_id,
+                run_id,
+                outcome: Outcome::Success,
+                usage,
+            },
+            End::State(TaskState::Canceled) if self.sh.protocol == AguiProtocol::V1_0 => {
+                Event::RunFinished {
+                    thread_id,
+                    run_id,
+                    outcome: Outcome::Cancelled,
+                    usage,
+                }
+            }
+            End::State(TaskState::Canceled) => Event::RunError {
+                message: Msg::Cancelled.text(lang).into(),
+                code: Code::Cancelled,
+                usage,
+                thread_id,
+                run_id,
+            },
+            End::State(_) => Event::RunError {
+                message: Msg::ExecutionFailed.text(lang).into(),
+                code: Code::A2aExecutionFailed,
+                usage,
+                thread_id,
+                run_id,
+            },
+            End::Unavailable => Event::RunError {
+                message: Msg::A2aUnavailable.text(lang).into(),
+                code: Code::A2aUnavailable,
+                usage,
+                thread_id,
+                run_id,
+            },
+        };
+        let _ = stream.terminal(&self.stamp(event).to_json());
+    }
+
+    /// `RUN_STARTED`, the session event, the subscription event.
+    fn open(&self, stream: &mut RunStream<'_>) -> Result<(), ()> {
+        stream.start().map_err(|_| ())?;
+        let r = self.req;
+        let protocol_version = (self.sh.protocol == AguiProtocol::V1_0).then_some("1.0");
+        let f = &self.facts;
+        let events = [
+            Event::RunStarted {
+                thread_id: r.thread_id.clone(),
+                run_id: r.run_id.clone(),
+                parent_run_id: None,
+                protocol_version,
+            },
+            Event::Custom {
+                name: "iac-code.session.v1",
+                value: session_value(
+                    &r.thread_id,
+                    &r.run_id,
+                    &r.execution_id,
+                    &f.context_id,
+                    f.task_id.as_deref(),
+                    &f.ros,
+                    f.session_id.as_deref(),
+                ),
+            },
+            Event::Custom {
+                name: "iac-code.subscription.v1",
+                value: json!({"mode": "snapshot", "reason": self.reason}),
+            },
+        ];
+        for e in events {
+            stream.stamped_event(&self.stamp(e)).map_err(|_| ())?;
+        }
+        Ok(())
+    }
+
+    /// The task snapshot, then (while it runs) the kernel's subscription to its stop state.
+    fn follow(
+        &self,
+        session: &dyn super::upstream::Upstream,
+        snap: A2aEvent,
+        mapper: &mut Mapper<'_>,
+        stream: &mut RunStream<'_>,
+    ) -> Result<End, ()> {
+        let task = self.facts.task_id.clone().unwrap_or_default();
+        let mut last = snap;
+        let mut state = self.project(&last, mapper, stream)?;
+        if !state.as_ref().is_some_and(TaskState::is_stop) {
+            match session.subscribe(&task) {
+                Ok(mut st) => loop {
+                    match st.next_payload() {
+                        Ok(Some(Payload::Event(e))) => {
+                            if let Some(s) = self.project(&e, mapper, stream)? {
+                                state = Some(s);
+                            }
+                            let stop = e.state().as_ref().is_some_and(TaskState::is_stop);
+                            last = e;
+                            if stop {
+                                break;
+                            }
+                        }
+                        // "Task … is not active": it stopped meanwhile; GetTask says how.
+                        Ok(Some(Payload::Error(_))) | Ok(None) => break,
+                        Err(_) if stream.client_gone() => return Err(()),
+                        Err(A2aError::Unavailable(_) | A2aError::Protocol(_)) => {
+                            return Ok(End::Unavailable);
+                        }
+                    }
+                },
+                Err(_) if stream.client_gone() => return Err(()),
+                Err(_) => return Ok(End::Unavailable),
+            }
+            if !state.as_ref().is_some_and(TaskState::is_stop)
+                && let Ok(Payload::Event(e)) = session.get_task(&task)
+            {
+                state = e.state();
+                last = e;
+            }
+        }
+        Ok(match state {
+            Some(TaskState::InputRequired) => End::Interrupt(self.interrupts(&last)),
+            Some(s) if s.is_stop() => End::State(s),
+            _ => End::Unavailable,
+        })
+    }
+
+    fn project(
+        &self,
+        ev: &A2aEvent,
+        mapper: &mut Mapper<'_>,
+        stream: &mut RunStream<'_>,
+    ) -> Result<Option<TaskState>, ()> {
+        mapper.map(ev, true, true);
+        for e in mapper.take() {
+            stream.stamped_event(&e).map_err(|_| ())?;
+        }
+        Ok(ev.state())
+    }
+
+    /// The interrupts of a paused task: the thread file's (the same ids a resume answers),
+    /// else the ones the kernel's event names.
+    fn interrupts(&self, ev: &A2aEvent) -> Vec<Value> {
+        let Some(slot) = self.sh.registry.slot(&self.req.thread_id).ok() else {
+            return Vec::new();
+        };
+        let pending: Vec<Value> = lock(&slot)
+            .as_ref()
+            .filter(|t| t.doc.execution.execution_id == self.req.execution_id)
+            .map(|t| {
+                t.doc
+                    .execution
+                    .pending
+                    .iter()
+                    .map(|(id, p)| interrupts::interrupt(id, &p.value))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !pending.is_empty() {
+            return pending;
+        }
+        interrupts::inputs(ev)
+            .unwrap_or_default()
+            .iter()
+            .map(|f| interrupts::interrupt(&f.id, &f.value))
+            .collect()
+    }
+}
+
+enum End {
+    Interrupt(Vec<Value>),
+    State(TaskState),
+    Unavailable,
+}
