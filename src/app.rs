@@ -807,7 +807,10 @@ mod tests {
         ] {
             assert_eq!(parse_subscribe_body(bad, None), Err(Msg::SubscribeInvalid));
         }
-        assert_eq!(parse_subscribe_body(b"{", None), Err(Msg::SubscribeInvalidJson));
+        assert_eq!(
+            parse_subscribe_body(b"{", None),
+            Err(Msg::SubscribeInvalidJson)
+        );
         assert_eq!(
             parse_subscribe_body(ok, Some("x")),
             Err(Msg::SubscribeInvalid)

@@ -225,7 +225,11 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, draining: bool) -> H
     }
     let (limit, msg, route) = match route {
         Route::Run => (cfg.max_run_body, Msg::RunBodyTooLarge, ROUTE_RUN),
-        Route::Subscribe { .. } => (cfg.max_cancel_body, Msg::CancelBodyTooLarge, ROUTE_SUBSCRIBE),
+        Route::Subscribe { .. } => (
+            cfg.max_cancel_body,
+            Msg::CancelBodyTooLarge,
+            ROUTE_SUBSCRIBE,
+        ),
         _ => (cfg.max_cancel_body, Msg::CancelBodyTooLarge, ROUTE_CANCEL),
     };
     HeadDecision::ReadBody {

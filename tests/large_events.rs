@@ -3,89 +3,13 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::time::Duration;
 
+use common::procs::start as start_pair;
 use common::*;
 use serde_json::{Value, json};
-
-struct Procs {
-    kernel: Child,
-    adapter: Child,
-    addr: SocketAddr,
-    dir: std::path::PathBuf,
-}
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        let _ = self.adapter.kill();
-        let _ = self.kernel.kill();
-        let _ = self.adapter.wait();
-        let _ = self.kernel.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// The demo kernel and the adapter as separate processes, so the adapter's memory is its own.
-fn start(name: &str) -> Procs {
-    let dir = tempdir(name);
-    std::fs::create_dir_all(dir.join("ws")).unwrap();
-    let port = free_port();
-    let kernel = Command::new(env!("CARGO_BIN_EXE_iac-agui"))
-        .args(["--demo-kernel-only", &port.to_string()])
-        .env("IACCODE_A2A_HTTP_TOKEN", "k")
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(wait_until(Duration::from_secs(10), || TcpStream::connect(
-        ("127.0.0.1", port)
-    )
-    .is_ok()));
-    let mut adapter = Command::new(env!("CARGO_BIN_EXE_iac-agui"))
-        .args([
-            "--port",
-            "0",
-            "--a2a-url",
-            &format!("http://127.0.0.1:{port}/"),
-        ])
-        .env("IAC_CODE_AGUI_A2A_TOKEN", "k")
-        .env("IAC_CODE_AGUI_STATE_DIR", dir.join("state"))
-        .env("IAC_CODE_AGUI_ALLOWED_CWDS", &dir)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(adapter.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let l = lines.next().expect("ready line").unwrap();
-        if let Some(rest) = l.split("listening on http://").nth(1) {
-            break rest.trim().parse().unwrap();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    Procs {
-        kernel,
-        adapter,
-        addr,
-        dir,
-    }
-}
-
-fn body(p: &Procs, run: &str, text: &str) -> Vec<u8> {
-    serde_json::to_vec(&json!({"threadId": "big", "runId": run, "state": {}, "tools": [], "context": [],
-        "messages": [{"id": run, "role": "user", "content": text}],
-        "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "r", "cwd": p.dir.join("ws")}}}))
-    .unwrap()
-}
 
 /// Peak and current resident memory of a process, in KiB (`VmHWM`, `VmRSS`).
 fn memory(pid: u32) -> (u64, u64) {
@@ -131,8 +55,8 @@ fn check_big(events: &[Value], text_mib: usize, tool_mib: usize) {
 fn a_4_mib_tool_result_and_an_8_mib_text_delta_arrive_intact() {
     // Regression: the loop closed a connection whose unsent output passed 1 MiB, after
     // TEXT_MESSAGE_START, with no terminal event, and then cancelled the task.
-    let p = start("big-events");
-    let r = post_json(p.addr, "/", &[], &body(&p, "r1", "big 8 4"));
+    let p = start_pair("big-events", &[]);
+    let r = post_json(p.addr, "/", &[], &p.body("big", "r1", "big 8 4"));
     assert_eq!(r.status, 200);
     check_ids(&r.body).unwrap();
     check_big(&sse_events(&r.body).0, 8, 4);
@@ -140,10 +64,10 @@ fn a_4_mib_tool_result_and_an_8_mib_text_delta_arrive_intact() {
 
 #[test]
 fn a_reader_that_pauses_for_10_s_gets_the_whole_stream_with_bounded_memory() {
-    let p = start("big-pause");
+    let p = start_pair("big-pause", &[]);
     let pid = p.adapter.id();
     // The same run read at full speed first: its peak is what processing the events costs.
-    let r = post_json(p.addr, "/", &[], &body(&p, "warm", "big 8 4"));
+    let r = post_json(p.addr, "/", &[], &p.body("big", "warm", "big 8 4"));
     assert_eq!(r.status, 200);
     let (base, _) = memory(pid);
     let mut s = TcpStream::connect(p.addr).unwrap();
@@ -155,7 +79,7 @@ fn a_reader_that_pauses_for_10_s_gets_the_whole_stream_with_bounded_memory() {
             ("Content-Type", "application/json"),
             ("Connection", "close"),
         ],
-        &body(&p, "r2", "big 8 4"),
+        &p.body("big", "r2", "big 8 4"),
     ))
     .unwrap();
     let mut got = vec![0u8; 4096];

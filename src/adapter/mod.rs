@@ -5,15 +5,15 @@
 
 pub mod admission;
 pub(crate) mod cancel;
-pub mod replay;
-mod subscribe;
 mod driver;
 pub mod env;
 mod identity;
 pub mod interrupts;
 pub mod projection;
 mod reconcile;
+pub mod replay;
 pub(crate) mod shared;
+mod subscribe;
 pub mod threads;
 pub(crate) mod upstream;
 mod winddown;

@@ -375,7 +375,11 @@ mod tests {
         log.end();
         assert_eq!(log.read_from(3, Duration::ZERO), Read::End);
         log.append(&ev(3));
-        assert_eq!(log.read_from(3, Duration::ZERO), Read::End, "closed for good");
+        assert_eq!(
+            log.read_from(3, Duration::ZERO),
+            Read::End,
+            "closed for good"
+        );
     }
 
     #[test]

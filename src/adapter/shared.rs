@@ -88,7 +88,8 @@ impl Shared {
     /// The drain's grace is over: every running run ends now with `SERVER_SHUTTING_DOWN`
     /// (its task cancelled upstream), detached ones included.
     pub fn stop_all_runs(&self) {
-        self.stopping.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         let runs: Vec<_> = lock(&self.runs).values().cloned().collect();
         for r in runs {
             if let Some(abort) = lock(&r.abort).take() {

@@ -52,7 +52,12 @@ pub(crate) fn subscribe(sh: &Shared, req: SubscribeRequest, stream: &mut RunStre
         _ => None,
     };
     if let Some(log) = held {
-        return replay(&log, (req.after_sequence.unwrap_or(-1) + 1) as u64, stream, lang);
+        return replay(
+            &log,
+            (req.after_sequence.unwrap_or(-1) + 1) as u64,
+            stream,
+            lang,
+        );
     }
     let reason = match (req.after_sequence, &log) {
         (None, _) => "no-sequence",
@@ -78,7 +83,10 @@ fn facts(
     req: &SubscribeRequest,
     log: Option<&RunLog>,
 ) -> Result<Option<Facts>, (Code, Msg)> {
-    let mismatch = (Code::ExecutionIdentityMismatch, Msg::ExecutionIdentityMismatch);
+    let mismatch = (
+        Code::ExecutionIdentityMismatch,
+        Msg::ExecutionIdentityMismatch,
+    );
     let not_found = (Code::ExecutionNotFound, Msg::ExecutionNotFound);
     let slot = sh.registry.slot(&req.thread_id).map_err(|e| {
         log::error!("thread {}: {e}", req.thread_id);
@@ -88,10 +96,7 @@ fn facts(
     let Some(t) = g.as_ref() else {
         drop(g);
         sh.registry.forget_if_absent(&req.thread_id);
-        return Err(match sh.registry.live_thread(&req.execution_id) {
-            Some(_) => mismatch,
-            None => not_found,
-        });
+        return Err(not_found);
     };
     let doc = &t.doc;
     let current = doc.execution.execution_id == req.execution_id;
@@ -382,7 +387,11 @@ impl Snapshot<'_> {
             }
         }
         Ok(match state {
-            Some(TaskState::InputRequired) => End::Interrupt(self.interrupts(&last)),
+            // A turn's normal end is input-required without an input: success.
+            Some(TaskState::InputRequired) => match self.interrupts(&last) {
+                list if list.is_empty() => End::State(TaskState::InputRequired),
+                list => End::Interrupt(list),
+            },
             Some(s) if s.is_stop() => End::State(s),
             _ => End::Unavailable,
         })

@@ -34,7 +34,9 @@ impl ShutdownHandle {
     pub fn shutdown(&self) {
         let _ = self
             .flag
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| Some(n.saturating_add(1)));
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                Some(n.saturating_add(1))
+            });
         let _ = self.waker.wake();
     }
 }

@@ -1,6 +1,8 @@
 //! Shared helpers for black-box tests: start a server on port 0, talk raw HTTP/1.1 to it.
 #![allow(dead_code)]
 
+pub mod procs;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;

@@ -1,0 +1,122 @@
+//! The demo kernel and the adapter as separate processes (memory, signals, restarts).
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use super::{tempdir, wait_until};
+
+pub struct Procs {
+    pub kernel: Child,
+    pub kernel_port: u16,
+    pub adapter: Child,
+    pub addr: SocketAddr,
+    pub dir: PathBuf,
+}
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        let _ = self.adapter.kill();
+        let _ = self.kernel.kill();
+        let _ = self.adapter.wait();
+        let _ = self.kernel.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Start a demo kernel (token `k`) and an adapter in front of it with `extra` arguments.
+pub fn start(name: &str, extra: &[&str]) -> Procs {
+    let dir = tempdir(name);
+    std::fs::create_dir_all(dir.join("ws")).unwrap();
+    let port = free_port();
+    let kernel = Command::new(env!("CARGO_BIN_EXE_iac-agui"))
+        .args(["--demo-kernel-only", &port.to_string()])
+        .env("IACCODE_A2A_HTTP_TOKEN", "k")
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || TcpStream::connect(
+        ("127.0.0.1", port)
+    )
+    .is_ok()));
+    let (adapter, addr) = adapter(&dir, port, extra);
+    Procs {
+        kernel,
+        kernel_port: port,
+        adapter,
+        addr,
+        dir,
+    }
+}
+
+/// An adapter process over `dir`'s state, in front of the kernel on `port`.
+pub fn adapter(dir: &std::path::Path, port: u16, extra: &[&str]) -> (Child, SocketAddr) {
+    let mut adapter = Command::new(env!("CARGO_BIN_EXE_iac-agui"))
+        .args([
+            "--port",
+            "0",
+            "--a2a-url",
+            &format!("http://127.0.0.1:{port}/"),
+        ])
+        .args(extra)
+        .env("IAC_CODE_AGUI_A2A_TOKEN", "k")
+        .env("IAC_CODE_AGUI_STATE_DIR", dir.join("state"))
+        .env("IAC_CODE_AGUI_ALLOWED_CWDS", dir)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(adapter.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let l = lines.next().expect("ready line").unwrap();
+        if let Some(rest) = l.split("listening on http://").nth(1) {
+            break rest.trim().parse().unwrap();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    (adapter, addr)
+}
+
+impl Procs {
+    /// A run body for thread `thread` with the workspace of this pair.
+    pub fn body(&self, thread: &str, run: &str, text: &str) -> Vec<u8> {
+        serde_json::to_vec(&serde_json::json!({"threadId": thread, "runId": run, "state": {}, "tools": [], "context": [],
+            "messages": [{"id": run, "role": "user", "content": text}],
+            "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "r", "cwd": self.dir.join("ws")}}}))
+        .unwrap()
+    }
+
+    /// The kernel's state of a task (`GetTask` straight to the kernel).
+    pub fn task_state(&self, task: &str) -> String {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": "t", "method": "GetTask", "params": {"id": task}});
+        let r = super::post_json(
+            ([127, 0, 0, 1], self.kernel_port).into(),
+            "/",
+            &[("A2A-Version", "1.0"), ("Authorization", "Bearer k")],
+            &serde_json::to_vec(&body).unwrap(),
+        );
+        r.json()["result"]["status"]["state"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    }
+
+    /// Send a signal to the adapter.
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([&format!("-{sig}"), &self.adapter.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    }
+}
