@@ -22,9 +22,12 @@ struct Proc {
 
 impl Drop for Proc {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
+        // TERM drains; INT (a second, different signal: not coalesced) ends the drain.
+        for sig in ["-TERM", "-INT"] {
+            let _ = Command::new("kill")
+                .args([sig, &self.child.id().to_string()])
+                .status();
+        }
         let _ = self.child.wait();
     }
 }
@@ -603,7 +606,16 @@ fn load() {
         "admission burst              {burst} runs in {burst_secs:.1} s, errors {}",
         burst_errors.load(Ordering::Relaxed)
     );
-    let failed = errors.load(Ordering::Relaxed) + burst_errors.load(Ordering::Relaxed);
+    drop(a);
+    let (lost, duplicated, broken) = reattach_all(&k, n);
+    println!(
+        "re-attached streams          {n}: {lost} events lost, {duplicated} duplicated, {broken} broken"
+    );
+    let failed = errors.load(Ordering::Relaxed)
+        + burst_errors.load(Ordering::Relaxed)
+        + lost
+        + duplicated
+        + broken;
     let on_time = gap < 1.6;
     println!(
         "load: {} passed, {} failed",
@@ -613,6 +625,103 @@ fn load() {
     if failed != 0 || !on_time {
         std::process::exit(1);
     }
+}
+
+/// The id and JSON of one SSE block (`id: N\ndata: …`).
+fn id_and_data(block: &[u8]) -> Option<(u64, &[u8])> {
+    let text = std::str::from_utf8(block).ok()?;
+    let (id_line, data) = text.split_once('\n')?;
+    let id = id_line.strip_prefix("id: ")?.parse().ok()?;
+    Some((id, data.strip_prefix("data: ")?.as_bytes()))
+}
+
+/// `n` paced streams, each dropped after a few events and re-attached with `Last-Event-ID`
+/// (the adapter keeps runs for a disconnect grace). Returns (lost, duplicated, broken):
+/// events missing from or repeated in the two halves, and streams without exactly one
+/// terminal event.
+fn reattach_all(k: &Proc, n: usize) -> (usize, usize, usize) {
+    let dir = state_dir("reattach");
+    let a = adapter(k, &["--disconnect-grace", "30", "--max-runs", "2000"], &dir);
+    let lost = Arc::new(AtomicUsize::new(0));
+    let dup = Arc::new(AtomicUsize::new(0));
+    let broken = Arc::new(AtomicUsize::new(0));
+    let joins: Vec<_> =
+        (0..n)
+            .map(|i| {
+                let (addr, dir) = (a.addr, dir.clone());
+                let (lost, dup, broken) = (lost.clone(), dup.clone(), broken.clone());
+                std::thread::Builder::new()
+                .stack_size(128 * 1024)
+                .spawn(move || {
+                    let thread = format!("re-{i}");
+                    let mut s = post(addr, "/", &run_body(&dir, &thread, "pace 30 10"), "");
+                    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+                    let mut ids: Vec<u64> = Vec::new();
+                    let mut exec = String::new();
+                    let s2 = s.try_clone().unwrap();
+                    // Read until the session event plus a few more, then drop the connection.
+                    let _ = read_sse(&mut s, |d, _| {
+                        if ids.len() >= 6 && !exec.is_empty() {
+                            let _ = s2.shutdown(std::net::Shutdown::Both);
+                            return;
+                        }
+                        let Some((id, data)) = id_and_data(d) else { return };
+                        ids.push(id);
+                        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(data)
+                            && v["name"] == "iac-code.session.v1"
+                        {
+                            exec = v["value"]["executionId"].as_str().unwrap_or("").into();
+                        }
+                    });
+                    let body = format!(
+                        r#"{{"threadId":"{thread}","runId":"r-{thread}","rosInvocationId":"ros"}}"#
+                    );
+                    let last = ids.last().copied().unwrap_or(0);
+                    let mut r = post(
+                        addr,
+                        &format!("/extensions/iac-code/v1/executions/{exec}/subscribe"),
+                        body.as_bytes(),
+                        &format!("Last-Event-ID: {last}\r\n"),
+                    );
+                    r.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+                    let mut terminals = 0;
+                    let st = read_sse(&mut r, |d, _| {
+                        if let Some((id, data)) = id_and_data(d) {
+                            ids.push(id);
+                            if data.windows(12).any(|w| w == b"RUN_FINISHED")
+                                || data.windows(9).any(|w| w == b"RUN_ERROR")
+                            {
+                                terminals += 1;
+                            }
+                        }
+                    });
+                    let max = ids.iter().copied().max().unwrap_or(0);
+                    let mut seen = vec![0u32; max as usize + 1];
+                    for id in &ids {
+                        seen[*id as usize] += 1;
+                    }
+                    lost.fetch_add(seen.iter().filter(|c| **c == 0).count(), Ordering::Relaxed);
+                    dup.fetch_add(
+                        seen.iter().map(|c| c.saturating_sub(1) as usize).sum(),
+                        Ordering::Relaxed,
+                    );
+                    if st != 200 || terminals != 1 {
+                        broken.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+                .unwrap()
+            })
+            .collect();
+    for j in joins {
+        if j.join().is_err() {
+            broken.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    (
+        lost.load(Ordering::Relaxed),
+        dup.load(Ordering::Relaxed),
+        broken.load(Ordering::Relaxed),
+    )
 }
 
 fn main() {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::procs::start as start_pair;
 use common::*;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Peak and current resident memory of a process, in KiB (`VmHWM`, `VmRSS`).
 fn memory(pid: u32) -> (u64, u64) {
