@@ -183,6 +183,15 @@ class Adapter:
         check_stream(scenario, events)
         return 200, events
 
+    def subscribe(self, scenario, execution_id, body, first_id=0):
+        c, r = self.request(f"/extensions/iac-code/v1/executions/{execution_id}/subscribe", body)
+        raw = r.read()
+        c.close()
+        if r.status != 200:
+            return r.status, json.loads(raw)
+        events = parse_sse(raw, scenario, first_id)
+        return 200, events
+
     def cancel(self, execution_id, thread, ros):
         c, r = self.request(f"/extensions/iac-code/v1/executions/{execution_id}/cancel",
                             {"threadId": thread, "rosInvocationId": ros})
@@ -443,12 +452,38 @@ def scenario_llm_error(a, w):
         expect(s, any(e["type"] == "TEXT_MESSAGE_CONTENT" for e in ev), "a silent success")
 
 
+def scenario_replay_finished(a, w):
+    s = "re-attach to a finished run replays it"
+    body = w.body("replay", "hello")
+    st, ev = a.post(s, body)
+    expect(s, st == 200 and outcome(ev) == "success", f"{st} {ev if st != 200 else outcome(ev)}")
+    sess = session(s, ev, "replay")
+    ids = {"threadId": "replay", "runId": body["runId"], "rosInvocationId": sess["rosInvocationId"]}
+    st, again = a.subscribe(s, sess["executionId"], dict(ids, afterSequence=-1))
+    expect(s, st == 200 and again == ev, "the replay differs from the stream")
+    st, tail = a.subscribe(s, sess["executionId"], dict(ids, afterSequence=len(ev) - 2), first_id=len(ev) - 1)
+    expect(s, st == 200 and [e["type"] for e in tail] == [ev[-1]["type"]], f"tail {tail}")
+    st, err = a.subscribe(s, sess["executionId"], dict(ids, rosInvocationId="other"))
+    expect(s, st == 409 and err["error"]["code"] == "EXECUTION_IDENTITY_MISMATCH", f"{st} {err}")
+
+
 def scenario_restart(a, w, args, kernel_url, token):
     s = "adapter restart between interrupt and resume"
-    st, ev = a.post(s, w.body("restart", "please run bash"))
+    body = w.body("restart", "please run bash")
+    st, ev = a.post(s, body)
     pid = permission_interrupt(s, ev)
     a.stop()
     b = Adapter(args, w, kernel_url, token)
+    # Re-attach after the restart: a snapshot with the same pending interrupt.
+    s2 = "snapshot after an adapter restart"
+    sess = session(s2, ev, "restart")
+    st, snap = b.subscribe(s2, sess["executionId"], {"threadId": "restart", "runId": body["runId"],
+                                                     "rosInvocationId": sess["rosInvocationId"]})
+    expect(s2, st == 200, f"{st} {snap}")
+    check_stream(s2, snap)
+    expect(s2, [e["type"] for e in snap] == ["RUN_STARTED", "CUSTOM", "CUSTOM", "RUN_FINISHED"], [e["type"] for e in snap])
+    expect(s2, snap[2]["name"] == "iac-code.subscription.v1" and snap[2]["value"]["mode"] == "snapshot", snap[2])
+    expect(s2, snap[-1]["outcome"]["interrupts"] == ev[-1]["outcome"]["interrupts"], "other interrupts than before")
     st, ev2 = b.post(s, w.body("restart", "", resume=[{"interruptId": pid, "status": "resolved", "payload": {"decision": "allow_once"}}]))
     expect(s, st == 200 and outcome(ev2) == "success", f"{st} {ev2 if st != 200 else outcome(ev2)}")
     return b
@@ -501,7 +536,7 @@ def main():
         a = Adapter(args, w, kernel_url, token)
         scenarios = [scenario_plain, scenario_thinking, scenario_permission, scenario_admission,
                      scenario_busy_and_cancel, scenario_cancel_paused, scenario_disconnect, scenario_llm_error,
-                     scenario_pipeline]
+                     scenario_pipeline, scenario_replay_finished]
         if args.mode == "managed":
             scenarios += [scenario_ts_client, scenario_stop_then_send]
         if args.protocol == "1.0":
