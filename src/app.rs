@@ -91,6 +91,7 @@ pub struct RunStream<'a> {
     log: Option<Arc<RunLog>>,
     /// The producer's disconnect grace and its state (zero: a disconnect stops at once).
     detach: Arc<Detach>,
+    started: std::time::Instant,
 }
 
 /// A producer whose client left keeps its run going for the disconnect grace: events go to
@@ -155,6 +156,7 @@ impl<'a> RunStream<'a> {
             lang,
             log: None,
             detach: Detach::new(std::time::Duration::ZERO),
+            started: std::time::Instant::now(),
         }
     }
 
@@ -170,7 +172,15 @@ impl<'a> RunStream<'a> {
     fn send_event(&self, data: Vec<u8>) -> Result<(), Stopped> {
         if let Some(log) = &self.log {
             log.append(&data);
+            // The first event after RUN_STARTED: how long the kernel took to say something.
+            if self.next_id == 2 {
+                crate::metrics::M
+                    .first_event
+                    .observe(self.started.elapsed());
+            }
         }
+        crate::metrics::M.events_sent.inc();
+        crate::metrics::M.bytes_sent.add(data.len() as u64);
         if self.detach.detached() {
             return if self.client_gone() {
                 Err(Stopped)
@@ -189,6 +199,8 @@ impl<'a> RunStream<'a> {
         if self.state != StreamState::Open || self.terminal_sent {
             return Ok(());
         }
+        crate::metrics::M.events_sent.inc();
+        crate::metrics::M.bytes_sent.add(framed.len() as u64);
         self.outbox.send(Reply::Event(framed))
     }
 
@@ -273,6 +285,9 @@ impl<'a> RunStream<'a> {
         self.terminal_sent = true;
         if let Some(log) = &self.log {
             log.end();
+            crate::metrics::M
+                .run_duration
+                .observe(self.started.elapsed());
         }
         self.end();
         r
@@ -423,7 +438,11 @@ pub fn run_error_json(code: Code, message: &str, thread_id: &str, run_id: &str) 
 impl ApiError {
     /// The `{"error":{"code","message"}}` response with the code's status.
     pub fn response(self, lang: Lang) -> Response {
-        Response::json(self.code.http_status(), self.body(lang))
+        let status = self.code.http_status();
+        if status == 503 {
+            crate::metrics::M.unavailable.inc(self.code.as_str());
+        }
+        Response::json(status, self.body(lang))
     }
 }
 
@@ -473,6 +492,7 @@ pub struct App {
     jobs: Arc<AtomicUsize>,
     max_jobs: usize,
     draining: std::sync::atomic::AtomicBool,
+    ready: Arc<crate::kernel::watch::Readiness>,
 }
 
 impl App {
@@ -483,7 +503,14 @@ impl App {
             jobs: Arc::new(AtomicUsize::new(0)),
             max_jobs,
             draining: std::sync::atomic::AtomicBool::new(false),
+            ready: Arc::default(),
         }
+    }
+
+    /// `/health` follows this kernel readiness.
+    pub fn with_readiness(mut self, ready: Arc<crate::kernel::watch::Readiness>) -> App {
+        self.ready = ready;
+        self
     }
 
     /// Jobs currently running (for idle shutdown and tests).
@@ -502,7 +529,11 @@ impl Drop for JobSlot {
 
 impl Handler for App {
     fn on_head(&self, head: &RequestHead) -> HeadDecision {
-        routes::decide(head, &self.routes, self.draining.load(Ordering::SeqCst))
+        let live = routes::Live {
+            draining: self.draining.load(Ordering::SeqCst),
+            kernel_up: self.ready.kernel_up(),
+        };
+        routes::decide(head, &self.routes, live)
     }
 
     fn dispatch(&self, request: Request, outbox: Outbox) -> Result<(), Response> {

@@ -216,7 +216,7 @@ impl Drop for TempStateDir {
 enum Kernel {
     #[cfg(feature = "demo")]
     Demo(crate::kernel::demo::DemoKernel),
-    Managed(crate::kernel::process::ManagedKernel),
+    Managed(crate::kernel::watch::Managed),
     External,
 }
 
@@ -257,7 +257,11 @@ fn start_kernel(cfg: &Config) -> Result<(Kernel, A2aClient), String> {
         let k = crate::kernel::process::ManagedKernel::start(&spec, |k| std::env::var(k).ok())?;
         let (url, token) = (k.base_url.clone(), Some(k.token.clone()));
         log::info!("local A2A kernel ready on {url}");
-        (Kernel::Managed(k), url, token)
+        (
+            Kernel::Managed(Arc::new(std::sync::Mutex::new(k))),
+            url,
+            token,
+        )
     };
     let mut a2a = A2aConfig::new(url, token);
     a2a.idle_timeout = cfg.a2a_idle_timeout;
@@ -272,7 +276,24 @@ fn serve(cfg: Config) -> Result<(), String> {
         std::net::TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     drop(probe);
     let (kernel, client) = start_kernel(&cfg)?;
-    let result = serve_with(cfg, addr, client);
+    let ready = Arc::new(crate::kernel::watch::Readiness::default());
+    let managed = match &kernel {
+        Kernel::Managed(m) => Some(m.clone()),
+        _ => None,
+    };
+    crate::kernel::watch::start(
+        ready.clone(),
+        client.clone(),
+        managed,
+        crate::limits::KERNEL_PROBE_INTERVAL,
+    )
+    .map_err(|e| format!("cannot start the kernel watcher: {e}"))?;
+    let result = serve_with(cfg, addr, client, ready.clone());
+    // The watcher must not restart what is being stopped.
+    ready.shutdown();
+    if let Kernel::Managed(m) = &kernel {
+        crate::sync::lock(m).stop();
+    }
     // Every exit path (return, error, signal-initiated shutdown) stops the kernel here.
     drop(kernel);
     result
@@ -291,7 +312,12 @@ fn allowed_roots_checked(env_get: impl Fn(&str) -> Option<String>) -> Vec<std::p
     roots
 }
 
-fn serve_with(cfg: Config, addr: SocketAddr, client: A2aClient) -> Result<(), String> {
+fn serve_with(
+    cfg: Config,
+    addr: SocketAddr,
+    client: A2aClient,
+    ready: Arc<crate::kernel::watch::Readiness>,
+) -> Result<(), String> {
     let env_get = |k: &str| std::env::var(k).ok();
     // A demo without an explicit state directory never touches the real one: its threads
     // live in a private temporary directory that goes away at exit, so the walkthrough can
@@ -321,7 +347,8 @@ fn serve_with(cfg: Config, addr: SocketAddr, client: A2aClient) -> Result<(), St
             env_get("HOME"),
             cfg.agui_protocol,
         )
-        .with_detach(cfg.disconnect_grace, Default::default()),
+        .with_detach(cfg.disconnect_grace, Default::default())
+        .with_readiness(ready.clone()),
     );
     let backend: Arc<dyn Backend> = Arc::new(AguiBackend {
         shared: shared.clone(),
@@ -334,7 +361,7 @@ fn serve_with(cfg: Config, addr: SocketAddr, client: A2aClient) -> Result<(), St
              can reach it can run the agent (set IAC_CODE_AGUI_AUTH_TOKEN)"
         );
     }
-    let app = App::new(routes, backend, cfg.max_runs);
+    let app = App::new(routes, backend, cfg.max_runs).with_readiness(ready);
     let jobs = app.active_jobs();
     let server_cfg = ServerConfig {
         access_log: |method, path, status, bytes| {

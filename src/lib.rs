@@ -15,6 +15,7 @@ pub mod json;
 pub mod kernel;
 pub mod limits;
 pub mod logging;
+pub mod metrics;
 pub mod rfc3339;
 pub mod routes;
 pub mod server;

@@ -101,6 +101,11 @@ pub(crate) const CANCEL_ANSWER_BOUND: Duration = Duration::from_secs(5);
 /// Time the managed `iac-code a2a` child has to answer `/health`.
 pub(crate) const KERNEL_STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
 /// SIGTERM → SIGKILL grace for the managed child.
+/// How often the kernel's `/health` is probed (and `/health` of this server updated).
+pub(crate) const KERNEL_PROBE_INTERVAL: Duration = Duration::from_secs(5);
+/// A managed kernel that exited is restarted after 1 s, doubling to 30 s while it fails.
+pub(crate) const KERNEL_RESTART_FIRST: Duration = Duration::from_secs(1);
+pub(crate) const KERNEL_RESTART_MAX: Duration = Duration::from_secs(30);
 pub(crate) const KERNEL_STOP_GRACE: Duration = Duration::from_secs(5);
 
 // ---- message content (reference §2.5)

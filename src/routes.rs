@@ -19,6 +19,7 @@ const SUBSCRIBE_SUFFIX: &str = "/subscribe";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Route {
     Health,
+    Metrics,
     Run,
     Cancel { execution_id: String },
     Subscribe { execution_id: String },
@@ -27,14 +28,14 @@ pub(crate) enum Route {
 impl Route {
     fn allow(&self) -> &'static str {
         match self {
-            Route::Health => "HEAD, GET",
+            Route::Health | Route::Metrics => "HEAD, GET",
             _ => "POST",
         }
     }
 
     fn accepts(&self, method: &str) -> bool {
         match self {
-            Route::Health => method == "GET" || method == "HEAD",
+            Route::Health | Route::Metrics => method == "GET" || method == "HEAD",
             _ => method == "POST",
         }
     }
@@ -44,6 +45,7 @@ impl Route {
 pub(crate) fn match_route(path: &str) -> Option<Route> {
     match path {
         "/health" => return Some(Route::Health),
+        "/metrics" => return Some(Route::Metrics),
         "/" => return Some(Route::Run),
         _ => {}
     }
@@ -147,6 +149,8 @@ pub struct RouteConfig {
     pub(crate) health_body: Vec<u8>,
     /// The `/health` body while draining (503).
     pub(crate) draining_body: Vec<u8>,
+    /// The `/health` body while the kernel is down (503).
+    pub(crate) kernel_down_body: Vec<u8>,
     pub(crate) max_run_body: usize,
     pub(crate) max_cancel_body: usize,
 }
@@ -156,7 +160,8 @@ impl RouteConfig {
         RouteConfig {
             hosts: HostRule::Any,
             auth_token: auth_token.filter(|t| !t.is_empty()).map(String::into_bytes),
-            draining_body: with_status(&health_body, "draining"),
+            draining_body: with_status(&health_body, "draining", None),
+            kernel_down_body: with_status(&health_body, "unavailable", Some("kernel")),
             health_body,
             max_run_body: limits::MAX_RUN_BODY,
             max_cancel_body: limits::MAX_CANCEL_BODY,
@@ -164,15 +169,28 @@ impl RouteConfig {
     }
 }
 
-/// `body` (a JSON object) with another `status`.
-fn with_status(body: &[u8], status: &str) -> Vec<u8> {
-    match serde_json::from_slice::<serde_json::Value>(body) {
-        Ok(mut v) if v.is_object() => {
-            v["status"] = status.into();
-            serde_json::to_vec(&v).unwrap_or_default()
-        }
-        _ => format!("{{\"status\":\"{status}\"}}").into_bytes(),
+/// `body` (a JSON object) with another `status` and, after it, a `reason`.
+fn with_status(body: &[u8], status: &str, reason: Option<&str>) -> Vec<u8> {
+    let mut v = serde_json::Map::new();
+    v.insert("status".into(), status.into());
+    if let Some(r) = reason {
+        v.insert("reason".into(), r.into());
     }
+    if let Ok(serde_json::Value::Object(o)) = serde_json::from_slice(body) {
+        for (k, x) in o {
+            v.entry(k).or_insert(x);
+        }
+    }
+    serde_json::to_vec(&v).unwrap_or_default()
+}
+
+/// What the head checks need to know about the server right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Live {
+    /// Shutting down: `/health` says so and new work gets 503 `SERVER_SHUTTING_DOWN`.
+    pub(crate) draining: bool,
+    /// The kernel answered its last health probe.
+    pub(crate) kernel_up: bool,
 }
 
 /// The language for errors decided from headers alone.
@@ -181,9 +199,9 @@ pub(crate) fn header_lang(head: &RequestHead) -> Lang {
     i18n::header_language(accept.as_deref(), i18n::env_default())
 }
 
-/// `draining`: the server is shutting down; `/health` says so and new work gets 503
-/// `SERVER_SHUTTING_DOWN` with `Connection: close`.
-pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, draining: bool) -> HeadDecision {
+/// While draining, `/health` says so and new work gets 503 `SERVER_SHUTTING_DOWN` with
+/// `Connection: close`; while the kernel is down `/health` answers 503.
+pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadDecision {
     if !cfg.hosts.allows(head.header("host")) {
         return HeadDecision::Respond(
             ApiError::new(Code::HostNotAllowed, Msg::HostNotAllowed).response(header_lang(head)),
@@ -199,14 +217,30 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, draining: bool) -> H
         );
     }
     if route == Route::Health {
-        return HeadDecision::Respond(if draining {
+        return HeadDecision::Respond(if live.draining {
+            crate::metrics::M.unavailable.inc("health_draining");
             Response::json(503, cfg.draining_body.clone())
+        } else if !live.kernel_up {
+            crate::metrics::M.unavailable.inc("health_kernel");
+            Response::json(503, cfg.kernel_down_body.clone())
         } else {
             Response::json(200, cfg.health_body.clone())
         });
     }
     let lang = header_lang(head);
-    if draining {
+    if route == Route::Metrics {
+        if !authorized(head.header("authorization"), cfg.auth_token.as_deref()) {
+            return HeadDecision::Respond(
+                ApiError::new(Code::Unauthorized, Msg::Unauthorized).response(lang),
+            );
+        }
+        return HeadDecision::Respond(Response::new(
+            200,
+            "text/plain; version=0.0.4; charset=utf-8",
+            crate::metrics::render().into_bytes(),
+        ));
+    }
+    if live.draining {
         return HeadDecision::Respond(
             ApiError::new(Code::ServerShuttingDown, Msg::ServerShuttingDown)
                 .response(lang)

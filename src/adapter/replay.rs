@@ -89,12 +89,14 @@ impl RunLog {
         h.events.push_back(framed.to_vec());
         h.bytes += framed.len();
         self.total.fetch_add(framed.len(), Ordering::Relaxed);
+        crate::metrics::M.replay_bytes.add(framed.len() as i64);
         while h.events.len() > 1
             && (h.bytes > self.bounds.run_bytes || h.events.len() > self.bounds.run_events)
         {
             if let Some(old) = h.events.pop_front() {
                 h.bytes -= old.len();
                 self.total.fetch_sub(old.len(), Ordering::Relaxed);
+                crate::metrics::M.replay_bytes.add(-(old.len() as i64));
                 h.first_id += 1;
             }
         }
@@ -172,6 +174,7 @@ impl RunLog {
             return false;
         }
         h.subscribers += 1;
+        crate::metrics::M.subscribers.add(1);
         if detached {
             h.attached_after_detach += 1;
         }
@@ -181,6 +184,7 @@ impl RunLog {
     pub(crate) fn detach(&self) {
         let mut h = lock(&self.held);
         h.subscribers = h.subscribers.saturating_sub(1);
+        crate::metrics::M.subscribers.add(-1);
     }
 
     /// Whether anyone re-attached since the producer left.
@@ -208,6 +212,7 @@ impl RunLog {
         let mut h = lock(&self.held);
         let n = h.events.len() as u64;
         self.total.fetch_sub(h.bytes, Ordering::Relaxed);
+        crate::metrics::M.replay_bytes.add(-(h.bytes as i64));
         h.events.clear();
         h.bytes = 0;
         h.first_id += n;
@@ -220,6 +225,7 @@ impl Drop for RunLog {
     fn drop(&mut self) {
         let h = lock(&self.held);
         self.total.fetch_sub(h.bytes, Ordering::Relaxed);
+        crate::metrics::M.replay_bytes.add(-(h.bytes as i64));
     }
 }
 

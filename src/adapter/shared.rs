@@ -14,6 +14,7 @@ use super::upstream::Kernel;
 use super::winddown::WindDowns;
 use crate::a2a::client::A2aClient;
 use crate::config::AguiProtocol;
+use crate::kernel::watch::Readiness;
 use crate::sync::lock;
 
 /// Everything the adapter's workers share.
@@ -38,6 +39,8 @@ pub struct Shared {
     pub(crate) disconnect_grace: Duration,
     /// A drain's grace ended: running runs end with `SERVER_SHUTTING_DOWN`.
     pub(crate) stopping: AtomicBool,
+    /// Kernel readiness: runs kick a probe when a kernel call failed.
+    pub readiness: Arc<Readiness>,
 }
 
 impl Shared {
@@ -75,7 +78,14 @@ impl Shared {
             replay: ReplayLogs::default(),
             disconnect_grace: crate::limits::DISCONNECT_GRACE,
             stopping: AtomicBool::new(false),
+            readiness: Arc::new(Readiness::default()),
         }
+    }
+
+    /// Share the readiness the health route reads.
+    pub fn with_readiness(mut self, r: Arc<Readiness>) -> Shared {
+        self.readiness = r;
+        self
     }
 
     /// Runs outlive their client's disconnect by `grace`; replay logs with these bounds.

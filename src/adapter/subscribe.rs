@@ -52,6 +52,7 @@ pub(crate) fn subscribe(sh: &Shared, req: SubscribeRequest, stream: &mut RunStre
         _ => None,
     };
     if let Some(log) = held {
+        crate::metrics::M.subscriptions.inc("replay");
         return replay(
             &log,
             (req.after_sequence.unwrap_or(-1) + 1) as u64,
@@ -67,6 +68,7 @@ pub(crate) fn subscribe(sh: &Shared, req: SubscribeRequest, stream: &mut RunStre
     let Some(facts) = facts.filter(|f| f.current) else {
         return stream.reject(err(Code::ExecutionNotFound, Msg::ExecutionNotFound));
     };
+    crate::metrics::M.subscriptions.inc("snapshot");
     Snapshot {
         sh,
         req: &req,

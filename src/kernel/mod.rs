@@ -4,3 +4,4 @@
 #[cfg(feature = "demo")]
 pub mod demo;
 pub mod process;
+pub mod watch;

@@ -38,6 +38,9 @@ pub struct ManagedKernel {
     pub base_url: String,
     pub token: String,
     stop_grace: Duration,
+    /// How to start it again (same port and token, so the client needs no change).
+    command: Command,
+    startup_timeout: Duration,
 }
 
 impl ManagedKernel {
@@ -71,17 +74,49 @@ impl ManagedKernel {
         {
             cmd.env("IACCODE_A2A_ALLOWED_CWDS", allowed);
         }
-        let child = cmd
-            .spawn()
-            .map_err(|e| format!("Cannot start the local A2A process ({program}): {e}"))?;
         let mut kernel = ManagedKernel {
-            child: Some(child),
+            child: None,
             base_url: format!("http://127.0.0.1:{port}/"),
             token,
             stop_grace: spec.stop_grace,
+            command: cmd,
+            startup_timeout: spec.startup_timeout,
         };
-        kernel.wait_ready(spec.startup_timeout)?;
+        kernel.spawn()?;
         Ok(kernel)
+    }
+
+    /// Start the child (again) and wait until it is ready.
+    fn spawn(&mut self) -> Result<(), String> {
+        let program = self.command.get_program().to_string_lossy().into_owned();
+        let child = self
+            .command
+            .spawn()
+            .map_err(|e| format!("Cannot start the local A2A process ({program}): {e}"))?;
+        self.child = Some(child);
+        self.wait_ready(self.startup_timeout)
+    }
+
+    /// The child's exit status if it has exited (it is then forgotten).
+    pub(crate) fn exited(&mut self) -> Option<String> {
+        let status = self.child.as_mut()?.try_wait().ok()??;
+        self.child = None;
+        Some(
+            status
+                .code()
+                .map_or_else(|| "killed by a signal".to_string(), |c| c.to_string()),
+        )
+    }
+
+    /// Whether a child is running.
+    pub(crate) fn running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Start a child that exited, on the same port with the same token.
+    pub(crate) fn restart(&mut self) -> Result<(), String> {
+        self.stop();
+        self.spawn()
     }
 
     fn wait_ready(&mut self, timeout: Duration) -> Result<(), String> {

@@ -284,6 +284,8 @@ impl Server {
             conn.read_deadline = Some(now + self.cfg.header_timeout);
             self.conns[slot] = Some(conn);
             self.live += 1;
+            crate::metrics::M.connections_open.add(1);
+            crate::metrics::M.connections_total.inc();
             self.rearm(slot);
         }
     }
@@ -727,6 +729,7 @@ impl Server {
                     {
                         let start = conn.out.len();
                         http::write_body_piece(&mut conn.out, b": heartbeat\n\n", chunked);
+                        crate::metrics::M.heartbeats.inc();
                         if conn.out_pos == start {
                             conn.last_progress = now;
                         }
@@ -802,6 +805,7 @@ impl Server {
         drop(conn);
         self.free.push(slot);
         self.live -= 1;
+        crate::metrics::M.connections_open.add(-1);
     }
 }
 

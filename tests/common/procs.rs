@@ -75,15 +75,48 @@ pub fn adapter(dir: &std::path::Path, port: u16, extra: &[&str]) -> (Child, Sock
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let addr = ready_addr(&mut adapter);
+    (adapter, addr)
+}
+
+/// Wait for an adapter's "listening on http://ADDR" line (its stderr must be piped); the
+/// rest of its stderr is drained in the background.
+pub fn ready_addr(adapter: &mut Child) -> SocketAddr {
     let mut lines = BufReader::new(adapter.stderr.take().unwrap()).lines();
     let addr = loop {
         let l = lines.next().expect("ready line").unwrap();
-        if let Some(rest) = l.split("listening on http://").nth(1) {
+        // A managed kernel shares the adapter's stderr: only the adapter's own line counts.
+        if l.starts_with("iac-agui ")
+            && !l.contains("kernel")
+            && let Some(rest) = l.split("listening on http://").nth(1)
+        {
             break rest.trim().parse().unwrap();
         }
     };
     std::thread::spawn(move || for _ in lines {});
-    (adapter, addr)
+    addr
+}
+
+/// Stops a process when the test ends, even by a panic: TERM (drain), INT (stop at once).
+pub struct Stopper(pub Child);
+
+impl Stopper {
+    pub fn id(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Stopper {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            for sig in ["-TERM", "-INT"] {
+                let _ = Command::new("kill")
+                    .args([sig, &self.0.id().to_string()])
+                    .status();
+            }
+            let _ = self.0.wait();
+        }
+    }
 }
 
 impl Procs {

@@ -144,6 +144,14 @@ impl<'a, 's> Run<'a, 's> {
 
     /// Drive the run to its end.
     pub(crate) fn run(mut self) {
+        struct Active;
+        impl Drop for Active {
+            fn drop(&mut self) {
+                crate::metrics::M.runs_active.add(-1);
+            }
+        }
+        crate::metrics::M.runs_active.add(1);
+        let _active = Active;
         // The loop aborts this session's sockets when the client leaves or on shutdown, and
         // the cancel route when the run is stopped.
         self.stream.on_stop(self.session.aborter());
@@ -202,6 +210,15 @@ impl<'a, 's> Run<'a, 's> {
             Stop::Client
         } else {
             log::warn!("run {}: {e}", self.a.run_id);
+            let kind = match e {
+                A2aError::Unavailable(_) => {
+                    // Probe the kernel now: `/health` should say so if it is down.
+                    self.sh.readiness.kick();
+                    "unavailable"
+                }
+                A2aError::Protocol(_) => "protocol",
+            };
+            crate::metrics::M.upstream_errors.inc(kind);
             self.fail(Code::A2aUnavailable, Msg::A2aUnavailable, cleanup)
         }
     }
@@ -528,6 +545,7 @@ impl<'a, 's> Run<'a, 's> {
             _ => "unknown",
         };
         self.stream.note_outcome(&self.execution_id, outcome);
+        crate::metrics::M.runs.inc(outcome);
         let ev = self.stamp(event);
         // Release first: a client that reacts to the terminal event at once must find the
         // thread free (the reference releases after writing it, a race).
@@ -562,6 +580,7 @@ impl<'a, 's> Run<'a, 's> {
         self.stream.log_terminal(&left.to_json());
         self.stream
             .note_outcome(&self.execution_id, "client_disconnected");
+        crate::metrics::M.runs.inc("client_disconnected");
         let cancel = !self.settled && self.a.kind != RunKind::Guidance && self.pending_empty();
         let task = cancel.then(|| self.task_id()).flatten();
         // The next turn on this thread waits until the kernel confirmed the stop.

@@ -202,6 +202,7 @@ impl Run<'_, '_> {
                 Payload::Event(e) => e,
                 // REC: a JSON-RPC error is never read as a task.
                 Payload::Error(e) => {
+                    crate::metrics::M.upstream_errors.inc("rpc_error");
                     log::warn!(
                         "run {}: kernel error {:?} {}",
                         self.a.run_id,

@@ -1,0 +1,165 @@
+//! Kernel readiness: `GET /health` tells the truth about the kernel without blocking the
+//! loop. A watcher thread probes the kernel's `/health` on a timer and whenever a run's call
+//! failed; a managed child's exit is noticed within a fraction of a second and the child is
+//! restarted with backoff (1 s doubling to 30 s), on the same port with the same token.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::a2a::client::A2aClient;
+use crate::sync::lock;
+
+/// What the loop reads (an atomic) and what runs poke when a kernel call failed.
+pub struct Readiness {
+    up: AtomicBool,
+    kicked: Mutex<bool>,
+    wake: Condvar,
+    stop: AtomicBool,
+}
+
+impl Default for Readiness {
+    fn default() -> Self {
+        Readiness {
+            up: AtomicBool::new(true),
+            kicked: Mutex::new(false),
+            wake: Condvar::new(),
+            stop: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Readiness {
+    pub fn kernel_up(&self) -> bool {
+        self.up.load(Ordering::SeqCst)
+    }
+
+    fn set(&self, up: bool) {
+        let was = self.up.swap(up, Ordering::SeqCst);
+        if was != up {
+            if up {
+                log::info!("the A2A kernel is reachable again");
+            } else {
+                log::warn!("the A2A kernel is unavailable: /health answers 503 until it is back");
+            }
+            crate::metrics::M.kernel_up.set(i64::from(up));
+        }
+    }
+
+    /// A kernel call failed: probe now rather than at the next tick.
+    pub fn kick(&self) {
+        *lock(&self.kicked) = true;
+        self.wake.notify_all();
+    }
+
+    /// Stop the watcher (at exit, before the managed kernel is stopped).
+    pub fn shutdown(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.kick();
+    }
+
+    /// Sleep until `d` passed or someone kicked; true when kicked.
+    fn sleep(&self, d: Duration) -> bool {
+        let mut k = lock(&self.kicked);
+        if !*k {
+            k = match self.wake.wait_timeout(k, d) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        std::mem::replace(&mut *k, false)
+    }
+}
+
+/// The managed child, if any, shared with the code that stops it at exit.
+pub type Managed = Arc<Mutex<super::process::ManagedKernel>>;
+
+/// Start the watcher thread.
+pub fn start(
+    ready: Arc<Readiness>,
+    client: A2aClient,
+    managed: Option<Managed>,
+    interval: Duration,
+) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("iac-agui-kernel-watch".into())
+        .stack_size(crate::limits::SMALL_WORKER_STACK_BYTES)
+        .spawn(move || watch(&ready, &client, managed.as_ref(), interval))
+        .map(|_| ())
+}
+
+fn watch(ready: &Readiness, client: &A2aClient, managed: Option<&Managed>, interval: Duration) {
+    // A managed child is polled often (its exit is seen at once); the health probe runs on
+    // the interval or when a run's call failed.
+    let tick = if managed.is_some() {
+        Duration::from_millis(200)
+    } else {
+        interval
+    };
+    let mut next_probe = Instant::now() + interval;
+    let mut backoff = crate::limits::KERNEL_RESTART_FIRST;
+    let mut restart_at: Option<Instant> = None;
+    loop {
+        let kicked = ready.sleep(tick);
+        if ready.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        if let Some(m) = managed {
+            let mut k = lock(m);
+            if let Some(code) = k.exited() {
+                log::error!("the local A2A process exited unexpectedly (exit code {code})");
+                ready.set(false);
+                restart_at = Some(Instant::now() + backoff);
+            }
+            if !k.running()
+                && let Some(at) = restart_at
+                && Instant::now() >= at
+            {
+                log::info!("restarting the local A2A process");
+                match k.restart() {
+                    Ok(()) => {
+                        restart_at = None;
+                        backoff = crate::limits::KERNEL_RESTART_FIRST;
+                        ready.set(true);
+                        crate::metrics::M.kernel_restarts.inc();
+                        continue;
+                    }
+                    Err(e) => {
+                        backoff = (backoff * 2).min(crate::limits::KERNEL_RESTART_MAX);
+                        log::error!("{e}; next try in {backoff:?}");
+                        restart_at = Some(Instant::now() + backoff);
+                    }
+                }
+            }
+            if !k.running() {
+                continue;
+            }
+        }
+        let now = Instant::now();
+        if kicked || now >= next_probe {
+            next_probe = now + interval;
+            ready.set(client.session().health() == Ok(200));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kick_wakes_the_sleeper_at_once() {
+        let r = Arc::new(Readiness::default());
+        let r2 = r.clone();
+        let t = std::thread::spawn(move || {
+            let t0 = Instant::now();
+            let kicked = r2.sleep(Duration::from_secs(30));
+            (kicked, t0.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        r.kick();
+        let (kicked, took) = t.join().unwrap();
+        assert!(kicked && took < Duration::from_secs(5));
+        assert!(!r.sleep(Duration::from_millis(1)), "a kick counts once");
+    }
+}

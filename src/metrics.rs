@@ -1,0 +1,330 @@
+//! Process metrics in the Prometheus text format 0.0.4 (`GET /metrics`).
+//!
+//! Plain atomics in one static, so the loop renders them without blocking and no code path
+//! needs a handle. Labels only ever take server-defined values (outcomes, error codes, kinds):
+//! never a thread or run id, never anything a client chose.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::sync::lock;
+
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    const fn new() -> Counter {
+        Counter(AtomicU64::new(0))
+    }
+    pub fn inc(&self) {
+        self.add(1);
+    }
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+pub struct Gauge(AtomicI64);
+
+impl Gauge {
+    const fn new(v: i64) -> Gauge {
+        Gauge(AtomicI64::new(v))
+    }
+    pub fn set(&self, v: i64) {
+        self.0.store(v, Ordering::Relaxed);
+    }
+    pub fn add(&self, n: i64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+    pub fn get(&self) -> i64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A counter per label value (values are `'static`: server-defined).
+pub struct Labeled(Mutex<BTreeMap<&'static str, u64>>);
+
+impl Labeled {
+    const fn new() -> Labeled {
+        Labeled(Mutex::new(BTreeMap::new()))
+    }
+    pub fn inc(&self, label: &'static str) {
+        *lock(&self.0).entry(label).or_insert(0) += 1;
+    }
+    pub fn get(&self, label: &str) -> u64 {
+        lock(&self.0).get(label).copied().unwrap_or(0)
+    }
+}
+
+/// Upper bounds in seconds.
+const BUCKETS: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+];
+
+pub struct Histogram {
+    buckets: [AtomicU64; BUCKETS.len()],
+    count: AtomicU64,
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    const fn new() -> Histogram {
+        Histogram {
+            buckets: [const { AtomicU64::new(0) }; BUCKETS.len()],
+            count: AtomicU64::new(0),
+            sum_micros: AtomicU64::new(0),
+        }
+    }
+    pub fn observe(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        if let Some(i) = BUCKETS.iter().position(|b| secs <= *b) {
+            self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_micros
+            .fetch_add(d.as_micros() as u64, Ordering::Relaxed);
+    }
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+}
+
+/// Every metric of the process.
+pub struct Metrics {
+    pub connections_open: Gauge,
+    pub connections_total: Counter,
+    pub heartbeats: Counter,
+    pub runs_active: Gauge,
+    pub runs: Labeled,
+    pub subscriptions: Labeled,
+    pub events_sent: Counter,
+    pub bytes_sent: Counter,
+    pub upstream_errors: Labeled,
+    pub unavailable: Labeled,
+    pub run_duration: Histogram,
+    pub first_event: Histogram,
+    pub replay_bytes: Gauge,
+    pub subscribers: Gauge,
+    pub kernel_up: Gauge,
+    pub kernel_restarts: Counter,
+}
+
+pub static M: Metrics = Metrics {
+    connections_open: Gauge::new(0),
+    connections_total: Counter::new(),
+    heartbeats: Counter::new(),
+    runs_active: Gauge::new(0),
+    runs: Labeled::new(),
+    subscriptions: Labeled::new(),
+    events_sent: Counter::new(),
+    bytes_sent: Counter::new(),
+    upstream_errors: Labeled::new(),
+    unavailable: Labeled::new(),
+    run_duration: Histogram::new(),
+    first_event: Histogram::new(),
+    replay_bytes: Gauge::new(0),
+    subscribers: Gauge::new(0),
+    kernel_up: Gauge::new(1),
+    kernel_restarts: Counter::new(),
+};
+
+fn head(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+fn scalar(out: &mut String, name: &str, kind: &str, help: &str, v: i64) {
+    head(out, name, kind, help);
+    let _ = writeln!(out, "{name} {v}");
+}
+
+fn labeled(out: &mut String, name: &str, label: &str, help: &str, l: &Labeled) {
+    head(out, name, "counter", help);
+    for (k, v) in lock(&l.0).iter() {
+        let _ = writeln!(out, "{name}{{{label}=\"{k}\"}} {v}");
+    }
+}
+
+fn histogram(out: &mut String, name: &str, help: &str, h: &Histogram) {
+    head(out, name, "histogram", help);
+    let mut cumulative = 0;
+    for (i, b) in BUCKETS.iter().enumerate() {
+        cumulative += h.buckets[i].load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {cumulative}");
+    }
+    let count = h.count();
+    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+    let sum = h.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+    let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
+}
+
+/// The whole exposition.
+pub fn render() -> String {
+    let m = &M;
+    let mut o = String::with_capacity(4096);
+    head(&mut o, "iac_agui_build_info", "gauge", "Build information.");
+    let _ = writeln!(
+        o,
+        "iac_agui_build_info{{version=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION")
+    );
+    let c = |v: u64| v as i64;
+    scalar(
+        &mut o,
+        "iac_agui_connections_open",
+        "gauge",
+        "Open client connections.",
+        m.connections_open.get(),
+    );
+    scalar(
+        &mut o,
+        "iac_agui_connections_total",
+        "counter",
+        "Client connections accepted.",
+        c(m.connections_total.get()),
+    );
+    scalar(
+        &mut o,
+        "iac_agui_runs_active",
+        "gauge",
+        "Runs being driven now (detached ones included).",
+        m.runs_active.get(),
+    );
+    labeled(
+        &mut o,
+        "iac_agui_runs_total",
+        "outcome",
+        "Runs ended, by outcome (success, interrupt, cancelled, client_disconnected, or the error code).",
+        &m.runs,
+    );
+    labeled(
+        &mut o,
+        "iac_agui_subscriptions_total",
+        "mode",
+        "Re-attachments, by mode.",
+        &m.subscriptions,
+    );
+    scalar(
+        &mut o,
+        "iac_agui_events_sent_total",
+        "counter",
+        "SSE events queued for clients.",
+        c(m.events_sent.get()),
+    );
+    scalar(
+        &mut o,
+        "iac_agui_event_bytes_sent_total",
+        "counter",
+        "Bytes of SSE events queued for clients.",
+        c(m.bytes_sent.get()),
+    );
+    labeled(
+        &mut o,
+        "iac_agui_upstream_errors_total",
+        "kind",
+        "Failed kernel calls, by kind.",
+        &m.upstream_errors,
+    );
+    labeled(
+        &mut o,
+        "iac_agui_unavailable_responses_total",
+        "reason",
+        "503 answers, by reason.",
+        &m.unavailable,
+    );
+    histogram(
+        &mut o,
+        "iac_agui_run_duration_seconds",
+        "From admission to the terminal event.",
+        &m.run_duration,
+    );
+    histogram(
+        &mut o,
+        "iac_agui_time_to_first_event_seconds",
+        "From admission to the first event after RUN_STARTED.",
+        &m.first_event,
+    );
+    scalar(
+        &mut o,
+        "iac_agui_heartbeats_total",
+        "counter",
+        "SSE heartbeat comments written.",
+        c(m.heartbeats.get()),
+    );
+    scalar(
+        &mut o,
+        "iac_agui_replay_log_bytes",
+        "gauge",
+        "Bytes held by the replay logs.",
+        m.replay_bytes.get(),
+    );
+    scalar(
+        &mut o,
+        "iac_agui_subscribers",
+        "gauge",
+        "Subscribers attached to runs now.",
+        m.subscribers.get(),
+    );
+    scalar(
+        &mut o,
+        "iac_agui_kernel_up",
+        "gauge",
+        "1 when the A2A kernel answers its health check.",
+        m.kernel_up.get(),
+    );
+    scalar(
+        &mut o,
+        "iac_agui_kernel_restarts_total",
+        "counter",
+        "Restarts of the managed kernel.",
+        c(m.kernel_restarts.get()),
+    );
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_are_cumulative_and_end_with_inf() {
+        let h = Histogram::new();
+        h.observe(Duration::from_millis(3));
+        h.observe(Duration::from_millis(700));
+        h.observe(Duration::from_secs(1000));
+        let mut o = String::new();
+        histogram(&mut o, "x", "h", &h);
+        assert!(o.contains("x_bucket{le=\"0.005\"} 1\n"));
+        assert!(o.contains("x_bucket{le=\"1\"} 2\n"));
+        assert!(o.contains("x_bucket{le=\"300\"} 2\n"));
+        assert!(o.contains("x_bucket{le=\"+Inf\"} 3\n"));
+        assert!(o.contains("x_count 3\n"));
+    }
+
+    #[test]
+    fn every_sample_line_belongs_to_a_declared_family() {
+        M.runs.inc("success");
+        let text = render();
+        let mut declared = Vec::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                declared.push(rest.split(' ').next().unwrap().to_string());
+            } else if !line.starts_with('#') {
+                let name = line.split(['{', ' ']).next().unwrap();
+                let family = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|s| name.strip_suffix(s))
+                    .filter(|f| declared.iter().any(|d| d == f))
+                    .unwrap_or(name);
+                assert!(declared.iter().any(|d| d == family), "{line}");
+                let value = line.rsplit(' ').next().unwrap();
+                assert!(value.parse::<f64>().is_ok(), "{line}");
+            }
+        }
+        assert!(text.contains("iac_agui_runs_total{outcome=\"success\"}"));
+    }
+}

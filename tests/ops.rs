@@ -1,0 +1,235 @@
+//! Operating the server (issue 14): readiness that tells the truth about the kernel, a
+//! managed kernel restarted after it died, and `/metrics` counters that move.
+
+mod common;
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::procs::{Procs, free_port, start};
+use common::*;
+
+fn get(addr: SocketAddr, path: &str, headers: &str) -> Resp {
+    raw(
+        addr,
+        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{headers}\r\n").as_bytes(),
+    )
+}
+
+fn health(addr: SocketAddr) -> u16 {
+    get(addr, "/health", "").status
+}
+
+fn kernel_process(port: u16) -> std::process::Child {
+    let k = Command::new(env!("CARGO_BIN_EXE_iac-agui"))
+        .args(["--demo-kernel-only", &port.to_string()])
+        .env("IACCODE_A2A_HTTP_TOKEN", "k")
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    }));
+    k
+}
+
+#[test]
+fn health_follows_an_external_kernel_down_and_back_up() {
+    let mut p: Procs = start("ops-external", &[]);
+    assert_eq!(health(p.addr), 200);
+    p.kernel.kill().unwrap();
+    p.kernel.wait().unwrap();
+    // The probe runs every 5 s; a failed run kicks it at once.
+    let failed = post_json(p.addr, "/", &[], &p.body("h1", "r1", "hello"));
+    let (events, _) = sse_events(&failed.body);
+    assert_eq!(last(&events)["code"], "A2A_UNAVAILABLE");
+    assert!(wait_until(Duration::from_secs(3), || health(p.addr) == 503));
+    let body = get(p.addr, "/health", "").json();
+    assert_eq!(body["status"], "unavailable");
+    assert_eq!(body["reason"], "kernel");
+    p.kernel = kernel_process(p.kernel_port);
+    assert!(wait_until(Duration::from_secs(8), || health(p.addr) == 200));
+    let ok = post_json(p.addr, "/", &[], &p.body("h2", "r1", "hello"));
+    assert_eq!(last(&sse_events(&ok.body).0)["type"], "RUN_FINISHED");
+}
+
+/// A managed kernel stand-in: the demo kernel started the way iac-agui starts `iac-code
+/// a2a`, recording its pid so the test can kill it.
+fn stand_in(dir: &std::path::Path) -> std::path::PathBuf {
+    let script = dir.join("kernel.sh");
+    let pids = dir.join("pids");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n# args: a2a --host H --port P ...\nwhile [ $# -gt 0 ]; do [ \"$1\" = --port ] && port=$2; shift; done\necho $$ >> {}\nexec {} --demo-kernel-only \"$port\"\n",
+            pids.display(),
+            env!("CARGO_BIN_EXE_iac-agui")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    script
+}
+
+fn pids(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("pids"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_managed_kernel_that_dies_is_restarted_and_health_says_so_meanwhile() {
+    let dir = tempdir("ops-managed");
+    std::fs::create_dir_all(dir.join("ws")).unwrap();
+    let script = stand_in(&dir);
+    let mut adapter = Command::new(env!("CARGO_BIN_EXE_iac-agui"))
+        .args(["--port", "0"])
+        .env("IAC_CODE_AGUI_KERNEL_CMD", &script)
+        .env("IAC_CODE_AGUI_STATE_DIR", dir.join("state"))
+        .env("IAC_CODE_AGUI_ALLOWED_CWDS", &dir)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let addr = common::procs::ready_addr(&mut adapter);
+    let mut adapter = common::procs::Stopper(adapter);
+    let body = |thread: &str, text: &str| {
+        serde_json::to_vec(&serde_json::json!({"threadId": thread, "runId": "r1", "state": {}, "tools": [], "context": [],
+            "messages": [{"id": "m", "role": "user", "content": text}],
+            "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "r", "cwd": dir.join("ws")}}}))
+        .unwrap()
+    };
+    assert_eq!(health(addr), 200);
+    // A run streaming when the kernel dies ends with one RUN_ERROR A2A_UNAVAILABLE.
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(&request(
+        "POST",
+        "/",
+        &[("Content-Type", "application/json")],
+        &body("m1", "pace 100 10"),
+    ))
+    .unwrap();
+    let mut r = Reader::new(s);
+    assert_eq!(r.head().unwrap().0, 200);
+    r.chunk().unwrap();
+    let first = pids(&dir);
+    assert_eq!(first.len(), 1);
+    let killed = Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", &first[0]])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut raw = Vec::new();
+    while let Some(c) = r.chunk() {
+        raw.extend(c);
+    }
+    let (events, _) = sse_events(&raw);
+    assert_eq!(last(&events)["code"], "A2A_UNAVAILABLE");
+    // Noticed at once, restarted after a 1 s backoff.
+    assert!(wait_until(Duration::from_secs(2), || health(addr) == 503));
+    assert!(wait_until(Duration::from_secs(20), || health(addr) == 200));
+    assert!(killed.elapsed() >= Duration::from_millis(900));
+    assert_eq!(pids(&dir).len(), 2, "started once more");
+    let ok = post_json(addr, "/", &[], &body("m2", "hello"));
+    assert_eq!(last(&sse_events(&ok.body).0)["type"], "RUN_FINISHED");
+    let metrics = get(addr, "/metrics", "").text();
+    assert!(
+        metrics.contains("iac_agui_kernel_restarts_total 1\n"),
+        "{metrics}"
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &adapter.id().to_string()])
+        .status();
+    assert!(adapter.0.wait().unwrap().success());
+    // The managed kernel is stopped with the adapter.
+    let last_pid = pids(&dir).pop().unwrap();
+    assert!(wait_until(
+        Duration::from_secs(5),
+        || !std::path::Path::new(&format!("/proc/{last_pid}")).exists()
+            || std::fs::read_to_string(format!("/proc/{last_pid}/stat"))
+                .is_ok_and(|s| s.contains(") Z "))
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One sample's value from the text exposition.
+fn sample(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[test]
+fn metrics_need_the_token_and_their_counters_move_with_runs() {
+    let dir = tempdir("ops-metrics");
+    std::fs::create_dir_all(dir.join("ws")).unwrap();
+    let port = free_port();
+    let mut k = kernel_process(port);
+    let (mut a, addr) = {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_iac-agui"))
+            .args([
+                "--port",
+                "0",
+                "--a2a-url",
+                &format!("http://127.0.0.1:{port}/"),
+            ])
+            .env("IAC_CODE_AGUI_A2A_TOKEN", "k")
+            .env("IAC_CODE_AGUI_AUTH_TOKEN", "sesame")
+            .env("IAC_CODE_AGUI_STATE_DIR", dir.join("state"))
+            .env("IAC_CODE_AGUI_ALLOWED_CWDS", &dir)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let addr = common::procs::ready_addr(&mut c);
+        (c, addr)
+    };
+    assert_eq!(get(addr, "/metrics", "").status, 401);
+    let auth = "Authorization: Bearer sesame\r\n";
+    let before = get(addr, "/metrics", auth);
+    assert_eq!(before.status, 200);
+    assert_eq!(
+        before.header("content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    let before = before.text();
+    assert!(before.contains("iac_agui_build_info{version=\""));
+    let body = serde_json::to_vec(&serde_json::json!({"threadId": "m", "runId": "r1", "state": {}, "tools": [], "context": [],
+        "messages": [{"id": "m", "role": "user", "content": "permission please"}],
+        "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "r", "cwd": dir.join("ws")}}}))
+    .unwrap();
+    let r = post_json(addr, "/", &[("Authorization", "Bearer sesame")], &body);
+    assert_eq!(r.status, 200);
+    let after = get(addr, "/metrics", auth).text();
+    for (series, grew) in [
+        ("iac_agui_runs_total{outcome=\"interrupt\"}", 1.0),
+        ("iac_agui_run_duration_seconds_count", 1.0),
+        ("iac_agui_time_to_first_event_seconds_count", 1.0),
+        ("iac_agui_connections_total", 1.0),
+    ] {
+        assert!(
+            sample(&after, series) >= sample(&before, series) + grew,
+            "{series}: {after}"
+        );
+    }
+    let events = sample(&after, "iac_agui_events_sent_total");
+    assert!(events >= sse_events(&r.body).0.len() as f64);
+    assert!(
+        !after.contains("threadId") && !after.contains("\"m\""),
+        "no client ids"
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &a.id().to_string()])
+        .status();
+    assert!(a.wait().unwrap().success());
+    let _ = k.kill();
+    let _ = k.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
