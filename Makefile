@@ -1,7 +1,7 @@
 # iac-agui — common tasks. `make test` is what CI runs.
 CARGO ?= cargo
 
-.PHONY: all build release run test test-fast interop lint fmt fuzz fuzz-smoke fuzz-build bench load static static-check clean
+.PHONY: all build release run test test-fast interop lint fmt fuzz fuzz-smoke fuzz-build bench load fleet static static-check clean
 
 all: build
 
@@ -58,9 +58,14 @@ fuzz-build:
 bench:
 	$(CARGO) bench --bench agui
 
-# 1 000 concurrent streams with heartbeat timing, then a burst of admissions (about 15 s).
+# 1 000 concurrent streams with heartbeat timing, a burst of admissions, then 1 000 streams
+# each dropped and re-attached with Last-Event-ID, counting lost or duplicated events.
 load:
 	$(CARGO) bench --bench agui -- load
+
+# Two --demo pairs behind nginx with thread affinity (installs nginx from Debian if missing).
+fleet:
+	tests/fleet/run.sh
 
 # A fully static binary (static glibc; musl is not available on this machine kind).
 static:

@@ -452,6 +452,41 @@ def scenario_llm_error(a, w):
         expect(s, any(e["type"] == "TEXT_MESSAGE_CONTENT" for e in ev), "a silent success")
 
 
+def metrics(a, s):
+    """Every sample of /metrics, parsed by prometheus_client's text-format parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+    c = http.client.HTTPConnection("127.0.0.1", a.port, timeout=30)
+    c.request("GET", "/metrics")
+    r = c.getresponse()
+    text = r.read().decode("utf-8")
+    c.close()
+    expect(s, r.status == 200, f"/metrics answered {r.status}")
+    expect(s, r.getheader("Content-Type") == "text/plain; version=0.0.4; charset=utf-8", r.getheader("Content-Type"))
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for smp in fam.samples:
+            out[(smp.name, tuple(sorted(smp.labels.items())))] = smp.value
+    return out
+
+
+def scenario_metrics(a, w):
+    s = "metrics parsed by prometheus_client"
+    before = metrics(a, s)
+    st, ev = a.post(s, w.body("metrics", "hello"))
+    expect(s, st == 200 and outcome(ev) == "success", f"{st}")
+    after = metrics(a, s)
+    version = [k for k in after if k[0] == "iac_agui_build_info"]
+    expect(s, version and dict(version[0][1]).get("version"), "no build_info version")
+    grew = lambda name, labels=(): after.get((name, labels), 0) - before.get((name, labels), 0)
+    expect(s, grew("iac_agui_runs_total", (("outcome", "success"),)) >= 1, "runs_total did not move")
+    expect(s, grew("iac_agui_events_sent_total") >= len(ev), "events_sent_total did not move")
+    expect(s, grew("iac_agui_run_duration_seconds_count") >= 1, "no run duration observed")
+    expect(s, grew("iac_agui_time_to_first_event_seconds_count") >= 1, "no first-event time observed")
+    expect(s, after.get(("iac_agui_kernel_up", ())) == 1, "kernel_up is not 1")
+    labels = {l for k in after for l in k[1]}
+    expect(s, not any(v == "metrics" for _, v in labels), "a client-chosen id became a label")
+
+
 def scenario_replay_finished(a, w):
     s = "re-attach to a finished run replays it"
     body = w.body("replay", "hello")
@@ -536,7 +571,7 @@ def main():
         a = Adapter(args, w, kernel_url, token)
         scenarios = [scenario_plain, scenario_thinking, scenario_permission, scenario_admission,
                      scenario_busy_and_cancel, scenario_cancel_paused, scenario_disconnect, scenario_llm_error,
-                     scenario_pipeline, scenario_replay_finished]
+                     scenario_pipeline, scenario_replay_finished, scenario_metrics]
         if args.mode == "managed":
             scenarios += [scenario_ts_client, scenario_stop_then_send]
         if args.protocol == "1.0":

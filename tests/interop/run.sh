@@ -7,7 +7,8 @@ cd "$(dirname "$0")/../.."
 ROOT=target/interop
 VENV=$ROOT/venv
 # iac-code 0.16.0 does not start with a2a-sdk 1.2/1.3: the a2a-sdk pin is required.
-PINS="iac-code[a2a]==0.16.0 a2a-sdk[http-server,signing]==1.1.5 ag-ui-protocol==0.1.20"
+# prometheus_client: a real Prometheus text-format parser for the /metrics checks.
+PINS="iac-code[a2a]==0.16.0 a2a-sdk[http-server,signing]==1.1.5 ag-ui-protocol==0.1.20 prometheus_client==0.21.1"
 PINS_V1="ag-ui-protocol==1.0.0"
 PY=${PYTHON:-python3}
 
