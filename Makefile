@@ -1,7 +1,7 @@
 # iac-agui — common tasks. `make test` is what CI runs.
 CARGO ?= cargo
 
-.PHONY: all build release run test test-fast interop lint fmt fuzz fuzz-smoke fuzz-build bench load fleet static static-check clean
+.PHONY: all build release run test test-fast interop lint fmt fuzz fuzz-smoke fuzz-build bench load fleet browser-test static static-check clean
 
 all: build
 
@@ -66,6 +66,11 @@ load:
 # Two --demo pairs behind nginx with thread affinity (installs nginx from Debian if missing).
 fleet:
 	tests/fleet/run.sh
+
+# The browser console in headless Chromium (installs Debian's chromium and puppeteer-core
+# when missing); screenshots in target/browser/shots/.
+browser-test:
+	tests/browser/run.sh
 
 # A fully static binary (static glibc; musl is not available on this machine kind).
 static:

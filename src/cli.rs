@@ -355,6 +355,14 @@ fn serve_with(
     });
     let mut routes = RouteConfig::new(cfg.auth_token.clone(), health_body(cfg.agui_protocol));
     routes.hosts = HostRule::for_listener(addr.ip().is_loopback(), cfg.allowed_hosts.as_deref());
+    if cfg.console {
+        let roots = crate::agui::cwd::allowed_roots(env_get);
+        let cwd = roots
+            .first()
+            .map(|r| r.display().to_string())
+            .unwrap_or_default();
+        routes.console = Some(crate::console::Console::new(&cwd));
+    }
     if !addr.ip().is_loopback() && routes.auth_token.is_none() {
         log::warn!(
             "listening on the non-loopback address {addr} with authentication off: anyone who \
@@ -388,6 +396,9 @@ fn serve_with(
     }
     // One stable line that scripts and tests can wait for.
     eprintln!("iac-agui {VERSION} listening on http://{local}");
+    if cfg.console {
+        log::info!("browser console on http://{local}/console");
+    }
     let _ = std::io::stderr().flush();
     server.run().map_err(|e| format!("server failed: {e}"))?;
     log::info!("stopped");

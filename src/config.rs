@@ -57,6 +57,8 @@ pub(crate) struct Config {
     pub(crate) disconnect_grace: Duration,
     /// How long a drain lets running runs finish (0: stop at once).
     pub(crate) shutdown_grace: Duration,
+    /// Serve the browser console at `/console` (`--console`, implied by `--demo`).
+    pub(crate) console: bool,
     /// Things to tell the operator once logging is up (accepted but ignored settings).
     pub(crate) warnings: Vec<String>,
 }
@@ -84,6 +86,7 @@ impl Default for Config {
             log_format: crate::logging::LogFormat::Text,
             disconnect_grace: limits::DISCONNECT_GRACE,
             shutdown_grace: limits::SHUTDOWN_GRACE,
+            console: false,
             warnings: Vec::new(),
         }
     }
@@ -124,7 +127,9 @@ OPTIONS:
                                 (default $IAC_CODE_CONFIG_DIR/agui or ~/.iac-code/agui)
     --idle-shutdown SECONDS     Exit after this long with no active run or pending interrupt (0 = never)
     --agui-protocol VERSION     AG-UI dialect: 0.1 (default) or 1.0 [env IAC_CODE_AGUI_PROTOCOL]
-    --demo                      Serve with the built-in scripted demo kernel (no LLM, no cloud)
+    --demo                      Serve with the built-in scripted demo kernel (no LLM, no cloud); implies
+                                --console and a 30 s --disconnect-grace unless one is given
+    --console                   Serve the browser console at /console [env IAC_CODE_AGUI_CONSOLE]
     --allowed-hosts NAMES       Host header names answered, comma-separated, `*` = any
                                 [env IAC_CODE_AGUI_ALLOWED_HOSTS] (default: on a loopback address only
                                 localhost, 127.0.0.1 and [::1]; elsewhere any)
@@ -133,7 +138,8 @@ OPTIONS:
     --config PATH               Flat YAML file with any of the keys host, port, a2a_url, state_dir,
                                 idle_shutdown, debug, log_stdout, auth_token, a2a_token, agui_protocol,
                                 heartbeat_interval, max_connections, max_runs, a2a_idle_timeout, demo,
-                                allowed_hosts, interrupt_ttl, log_format, disconnect_grace, shutdown_grace
+                                allowed_hosts, interrupt_ttl, log_format, disconnect_grace, shutdown_grace,
+                                console
     --disconnect-grace SECS     Keep a run going this long after its client disconnected, so it can
                                 re-attach (0 = a disconnect stops the run at once)
                                 [env IAC_CODE_AGUI_DISCONNECT_GRACE] (default 0)
@@ -171,6 +177,7 @@ pub(crate) fn parse(
     let mut debug = false;
     let mut log_stdout: Option<bool> = None;
     let mut demo = false;
+    let mut console = false;
     let mut config_path: Option<PathBuf> = None;
     let err = |e: lexopt::Error| ConfigError(e.to_string());
     while let Some(arg) = p.next().map_err(err)? {
@@ -191,6 +198,10 @@ pub(crate) fn parse(
             }
             Long("demo") => {
                 demo = true;
+                continue;
+            }
+            Long("console") => {
+                console = true;
                 continue;
             }
             Long("config") => {
@@ -352,6 +363,20 @@ pub(crate) fn parse(
         None => file_bool(&file, "log_stdout")?.unwrap_or(false),
     };
     c.demo = demo || file_bool(&file, "demo")?.unwrap_or(false);
+    let console_env = env_of("IAC_CODE_AGUI_CONSOLE").map(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "1" | "true" | "yes" | "on"
+        )
+    });
+    c.console = console
+        || console_env.unwrap_or(false)
+        || file_bool(&file, "console")?.unwrap_or(false)
+        || c.demo;
+    // The demo is where the console's reload-and-re-attach is tried: give runs a grace.
+    if c.demo && pick("disconnect_grace", Some("IAC_CODE_AGUI_DISCONNECT_GRACE")).is_none() {
+        c.disconnect_grace = limits::DEMO_DISCONNECT_GRACE;
+    }
     if c.demo && c.a2a_url.is_some() {
         return Err(ConfigError(
             "--demo and --a2a-url cannot be combined.".into(),
@@ -382,6 +407,7 @@ const FILE_KEYS: &[&str] = &[
     "log_format",
     "disconnect_grace",
     "shutdown_grace",
+    "console",
 ];
 
 fn load_file(path: &PathBuf) -> Result<BTreeMap<String, Scalar>, ConfigError> {

@@ -8,6 +8,7 @@ pub mod app;
 pub mod catalog;
 pub mod cli;
 pub mod config;
+pub mod console;
 pub mod errors;
 pub mod i18n;
 pub mod ids;

@@ -153,3 +153,5 @@ pub(crate) const MAX_SUBSCRIBERS_PER_RUN: usize = 8;
 pub(crate) const SUBSCRIBER_POLL: Duration = Duration::from_millis(250);
 /// `--disconnect-grace` default: a producer's disconnect cancels at once.
 pub(crate) const DISCONNECT_GRACE: Duration = Duration::ZERO;
+/// `--demo`'s default grace, so the console's reload re-attaches to the run.
+pub(crate) const DEMO_DISCONNECT_GRACE: Duration = Duration::from_secs(30);

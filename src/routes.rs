@@ -151,6 +151,8 @@ pub struct RouteConfig {
     pub(crate) draining_body: Vec<u8>,
     /// The `/health` body while the kernel is down (503).
     pub(crate) kernel_down_body: Vec<u8>,
+    /// The browser console (`--console`, `--demo`); without it `/console` does not exist.
+    pub console: Option<crate::console::Console>,
     pub(crate) max_run_body: usize,
     pub(crate) max_cancel_body: usize,
 }
@@ -162,6 +164,7 @@ impl RouteConfig {
             auth_token: auth_token.filter(|t| !t.is_empty()).map(String::into_bytes),
             draining_body: with_status(&health_body, "draining", None),
             kernel_down_body: with_status(&health_body, "unavailable", Some("kernel")),
+            console: None,
             health_body,
             max_run_body: limits::MAX_RUN_BODY,
             max_cancel_body: limits::MAX_CANCEL_BODY,
@@ -208,6 +211,15 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
         );
     }
     let path = http::percent_decode(head.raw_path());
+    if path == "/console"
+        && let Some(console) = &cfg.console
+    {
+        // The page is public; the API calls it makes carry the token.
+        return HeadDecision::Respond(match head.method.as_str() {
+            "GET" | "HEAD" => console.response(),
+            _ => Response::text(405, "Method Not Allowed").with_header("allow", "HEAD, GET".into()),
+        });
+    }
     let Some(route) = match_route(&path) else {
         return HeadDecision::Respond(not_found_or_redirect(head, &path));
     };

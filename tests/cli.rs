@@ -549,3 +549,37 @@ fn an_allowed_workspace_root_of_slash_is_warned_about() {
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_console_exists_only_with_console_or_demo_and_has_a_strict_policy() {
+    let (mut demo, addr) = start(&[]);
+    let page = common::raw(
+        addr,
+        &common::request("GET", "/console", &[("Host", "localhost")], b""),
+    );
+    assert_eq!(page.status, 200);
+    let csp = page.header("content-security-policy").unwrap();
+    assert!(csp.starts_with("default-src 'none'") && csp.contains("connect-src 'self'"));
+    assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(page.header("cache-control"), Some("no-store"));
+    assert!(page.text().contains("<title>iac-agui console</title>"));
+    let _ = demo.kill();
+    let _ = demo.wait();
+    let dir = common::tempdir("cli-no-console");
+    let mut plain = bin()
+        .args(["--port", "0", "--a2a-url", "http://127.0.0.1:9/"])
+        .env("IAC_CODE_AGUI_STATE_DIR", &dir)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = common::procs::ready_addr(&mut plain);
+    let absent = common::raw(
+        addr,
+        &common::request("GET", "/console", &[("Host", "localhost")], b""),
+    );
+    assert_eq!(absent.status, 404);
+    let _ = plain.kill();
+    let _ = plain.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,164 @@
+// The browser console against `iac-agui --demo`, in headless Chromium (issue 16).
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import puppeteer from "puppeteer-core";
+
+const arg = (name) => process.argv[process.argv.indexOf(name) + 1];
+const BIN = arg("--bin"), CHROMIUM = arg("--chromium"), SHOTS = arg("--shots");
+const started = [];
+let passed = 0;
+
+function fail(step, what) {
+  throw new Error(`BROWSER TEST FAILED [${step}]: ${what}`);
+}
+
+/** Start iac-agui; resolves with its base URL once it listens. */
+function server(args, env) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(BIN, ["--port", "0", ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "ignore", "pipe"] });
+    started.push(p);
+    const rl = createInterface({ input: p.stderr });
+    rl.on("line", (l) => {
+      const m = l.match(/^iac-agui \S+ listening on (http:\/\/\S+)$/);
+      if (m) resolve(m[1]);
+    });
+    p.on("exit", (code) => reject(new Error(`iac-agui exited ${code} before listening`)));
+  });
+}
+
+async function step(name, fn) {
+  const t0 = Date.now();
+  await fn();
+  passed++;
+  console.log(`ok   ${name} (${((Date.now() - t0) / 1000).toFixed(1)}s)`);
+}
+
+const work = mkdtempSync(join(tmpdir(), "iac-agui-browser-"));
+let browser;
+try {
+  const base = await server(["--demo"], { IAC_CODE_AGUI_ALLOWED_CWDS: work });
+
+  await step("headers: CSP, nosniff, no-store; absent without --console/--demo", async () => {
+    const r = await fetch(base + "/console");
+    if (r.status !== 200) fail("headers", `status ${r.status}`);
+    const csp = r.headers.get("content-security-policy") || "";
+    for (const part of ["default-src 'none'", "connect-src 'self'", "script-src 'sha256-"]) {
+      if (!csp.includes(part)) fail("headers", `CSP without ${part}: ${csp}`);
+    }
+    if (r.headers.get("x-content-type-options") !== "nosniff") fail("headers", "no nosniff");
+    if (r.headers.get("cache-control") !== "no-store") fail("headers", "cacheable");
+    const plain = await server(["--a2a-url", "http://127.0.0.1:9/"], { IAC_CODE_AGUI_ALLOWED_CWDS: work });
+    const r2 = await fetch(plain + "/console");
+    if (r2.status !== 404) fail("absent", `/console without --console answered ${r2.status}`);
+  });
+
+  browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-dev-shm-usage"],
+  });
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1280, height: 860 });
+  const origin = new URL(base).origin;
+  const foreign = [], problems = [];
+  page.on("request", (req) => { if (!req.url().startsWith(origin)) foreign.push(req.url()); });
+  page.on("console", (m) => { if (m.type() === "error" && !/Failed to load resource|net::ERR_ABORTED/.test(m.text())) problems.push(m.text()); });
+  page.on("pageerror", (e) => problems.push(String(e)));
+  const shot = (name) => page.screenshot({ path: join(SHOTS, name + ".png"), fullPage: true });
+  const send = async (text) => {
+    await page.$eval("#input", (e, t) => { e.value = t; }, text);
+    await page.click("#send");
+  };
+  const finished = (n) => page.waitForFunction(
+    (n) => document.querySelectorAll("#log .status.ok, #log .status.bad, #log .msg.error, #log .interrupt").length >= n,
+    { timeout: 20000 }, n);
+  const ends = () => page.$$eval("#log .status.ok, #log .status.bad, #log .msg.error, #log .interrupt", (x) => x.length);
+
+  await page.goto(base + "/console", { waitUntil: "load" });
+
+  await step("a plain run renders its text", async () => {
+    await send("hello");
+    await finished(1);
+    const text = await page.$eval("#log", (e) => e.innerText);
+    if (!text.includes("Hello! This is the iac-agui demo kernel.")) fail("plain", text);
+    await shot("01-plain");
+  });
+
+  await step("a permission interrupt: Allow renders the tool result and the rest", async () => {
+    const n = await ends();
+    await send("create a file (permission)");
+    await page.waitForSelector(".interrupt button[data-decision=allow_once]", { timeout: 20000 });
+    const labels = await page.$$eval(".interrupt:last-of-type button", (b) => b.map((x) => x.textContent));
+    if (!labels.includes("Allow once") || !labels.includes("Deny")) fail("permission", labels.join(","));
+    await shot("02-permission-interrupt");
+    await page.click(".interrupt button[data-decision=allow_once]");
+    await finished(n + 2);
+    const results = await page.$$eval("#log pre.result", (r) => r.map((x) => x.textContent));
+    if (!results.length) fail("permission", "no tool result rendered");
+    const last = await page.$eval("#state", (e) => e.textContent);
+    if (last !== "finished") fail("permission", `state ${last}`);
+    await shot("03-permission-allowed");
+  });
+
+  await step("a question answered by option and by free text", async () => {
+    let n = await ends();
+    await send("which region? (question)");
+    await page.waitForSelector(".interrupt button[data-selected-id]", { timeout: 20000 });
+    await shot("04-question");
+    await page.click(".interrupt button[data-selected-id]");
+    await finished(n + 2);
+    if ((await page.$eval("#state", (e) => e.textContent)) !== "finished") fail("question", "option answer did not finish");
+    n = await ends();
+    await send("another question please");
+    await page.waitForSelector(".interrupt input.free:not([disabled])", { timeout: 20000 });
+    await page.type(".interrupt input.free:not([disabled])", "somewhere quiet");
+    await page.click(".interrupt button.free:not([disabled])");
+    await finished(n + 2);
+    if ((await page.$eval("#state", (e) => e.textContent)) !== "finished") fail("question", "free-text answer did not finish");
+    await shot("05-question-answered");
+  });
+
+  await step("Stop ends a slow run as cancelled", async () => {
+    const n = await ends();
+    await send("slow please");
+    await page.waitForFunction(() => !document.querySelector("#stop").disabled, { timeout: 10000 });
+    // Wait until some text streamed (the session event, with the execution id, came first).
+    await page.waitForFunction(() => [...document.querySelectorAll("#log .msg.assistant")].pop()?.textContent.length > 0, { timeout: 10000 });
+    await page.click("#stop");
+    await finished(n + 1);
+    const state = await page.$eval("#state", (e) => e.textContent);
+    if (state !== "cancelled") fail("stop", `state ${state}`);
+    await shot("06-stopped");
+  });
+
+  await step("a reload mid-run re-attaches and shows the whole answer once", async () => {
+    await send("pace 30 10");
+    await page.waitForFunction(() => /\b5@/.test([...document.querySelectorAll("#log .msg.assistant")].pop()?.textContent || ""), { timeout: 10000 });
+    await page.reload({ waitUntil: "load" });
+    await page.waitForFunction(() => document.querySelector("#state").textContent === "finished", { timeout: 20000 });
+    const text = await page.$eval("#log", (e) => e.innerText);
+    const seen = [...text.matchAll(/\b(\d+)@\d+/g)].map((m) => Number(m[1]));
+    const want = Array.from({ length: 30 }, (_, i) => i);
+    if (JSON.stringify(seen) !== JSON.stringify(want)) fail("reload", `deltas ${seen.join(",")}`);
+    await shot("07-reloaded");
+  });
+
+  await step("no external resource, no CSP violation or script error", async () => {
+    if (foreign.length) fail("resources", foreign.join(", "));
+    if (problems.length) fail("errors", problems.join(" | "));
+    const curl = await page.$eval("#curl", (e) => e.value);
+    if (!curl.startsWith("curl -sN " + origin)) fail("curl", curl);
+  });
+  console.log(`browser-test: ${passed} passed, 0 failed (screenshots in ${SHOTS})`);
+} catch (e) {
+  console.error(e.message || e);
+  console.error(`browser-test: ${passed} passed, 1 failed (screenshots so far in ${SHOTS})`);
+  process.exitCode = 1;
+} finally {
+  if (browser) await browser.close();
+  for (const p of started) p.kill("SIGINT");
+  rmSync(work, { recursive: true, force: true });
+}

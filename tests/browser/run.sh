@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# `make browser-test`: the console in a real headless Chromium (Debian's, installed when
+# missing), driven through the DevTools protocol by puppeteer-core (pinned, no browser
+# download). Screenshots of each step go to target/browser/shots/.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=target/browser
+CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
+if [ -z "$CHROMIUM" ]; then
+  command -v apt-get >/dev/null || { echo "browser-test: chromium is missing and apt-get is not available" >&2; exit 1; }
+  echo "browser-test: installing chromium from Debian"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq chromium >/dev/null
+  CHROMIUM=$(command -v chromium)
+fi
+PIN="puppeteer-core@23.11.1"
+if [ "$(cat "$ROOT/pin.txt" 2>/dev/null)" != "$PIN" ]; then
+  command -v npm >/dev/null || { echo "browser-test: npm is required" >&2; exit 1; }
+  rm -rf "$ROOT"
+  mkdir -p "$ROOT"
+  (cd "$ROOT" && npm init -y >/dev/null && npm install --silent --no-audit --no-fund "$PIN") \
+    || { echo "browser-test: cannot install $PIN" >&2; exit 1; }
+  echo "$PIN" > "$ROOT/pin.txt"
+fi
+cp tests/browser/console.mjs "$ROOT/console.mjs"
+cargo build --quiet
+rm -rf "$ROOT/shots"
+mkdir -p "$ROOT/shots"
+exec node "$ROOT/console.mjs" --bin target/debug/iac-agui --chromium "$CHROMIUM" --shots "$ROOT/shots"
