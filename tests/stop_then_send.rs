@@ -11,24 +11,10 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use iac_agui::adapter::Shared;
-use iac_agui::config::AguiProtocol;
-use iac_agui::kernel::demo::DemoConfig;
-use iac_agui::server::ServerConfig;
 use serde_json::Value;
 
 fn stack(linger: Duration, tune: fn(Shared) -> Shared) -> Stack {
-    Stack::tuned(
-        AguiProtocol::V0_1,
-        ServerConfig::default(),
-        Duration::from_secs(30),
-        DemoConfig {
-            token: Some("k-token".into()),
-            frame_delay: Duration::ZERO,
-            tick: Duration::from_millis(100),
-            cancel_linger: linger,
-        },
-        tune,
-    )
+    Stack::lingering(linger, tune)
 }
 
 /// Start a slow answer and read until its session event; the reader and the event.

@@ -388,6 +388,22 @@ impl Stack {
         )
     }
 
+    /// The usual demo kernel (100 ms ticks) with `linger` for cancelled tasks, and adapter tuning.
+    pub fn lingering(linger: Duration, tune: fn(Shared) -> Shared) -> Stack {
+        Stack::tuned(
+            AguiProtocol::V0_1,
+            ServerConfig::default(),
+            Duration::from_secs(30),
+            DemoConfig {
+                token: Some("k-token".into()),
+                frame_delay: Duration::ZERO,
+                tick: Duration::from_millis(100),
+                cancel_linger: linger,
+            },
+            tune,
+        )
+    }
+
     /// A stack with its own demo-kernel settings and adapter tuning.
     pub fn tuned(
         protocol: AguiProtocol,

@@ -137,6 +137,31 @@ impl Emitter<'_> {
         self.status("TASK_STATE_WORKING", Some(m), false, iac)
     }
 
+    /// `n` text deltas as fast as the socket takes them: one frame serialized once (the real
+    /// kernel's `statusUpdate` shape), written many per chunk. The benchmark's flood source,
+    /// so that the source is never what limits the measured throughput.
+    pub(super) fn flood(&mut self, n: u64, t: &str) -> Result<(), Stop> {
+        let m = self.msg("message", t);
+        let iac = self.with_session(json!({}));
+        let upd = json!({"statusUpdate": {"taskId": self.task_id, "contextId": self.context_id, "status": {"state": "TASK_STATE_WORKING", "message": m}, "metadata": {"iac_code": iac}}});
+        let v = json!({"result": upd, "id": self.req_id, "jsonrpc": "2.0"});
+        let mut frame = b"data: ".to_vec();
+        frame.extend(serde_json::to_vec(&v).unwrap_or_default());
+        frame.extend_from_slice(b"\r\n\r\n");
+        let per_chunk = ((64 * 1024) / frame.len()).max(1) as u64;
+        let batch = frame.repeat(per_chunk as usize);
+        let mut left = n;
+        while left > 0 {
+            if self.cancel.load(Ordering::SeqCst) {
+                return Err(Stop);
+            }
+            let k = left.min(per_chunk);
+            write_chunk(self.sock, &batch[..frame.len() * k as usize]).map_err(|_| Stop)?;
+            left -= k;
+        }
+        Ok(())
+    }
+
     pub(super) fn meta(&mut self, iac: Value) -> Result<(), Stop> {
         let iac = self.with_session(iac);
         self.status("TASK_STATE_WORKING", None, false, iac)

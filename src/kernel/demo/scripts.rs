@@ -167,9 +167,7 @@ pub(super) fn run_script(em: &mut Emitter<'_>, script: Script, text: &str) -> Re
         }
         Script::Flood(n) => {
             em.delay = Duration::ZERO;
-            for _ in 0..n {
-                em.text("x")?;
-            }
+            em.flood(n, "0123456789abcdef")?;
             em.finish_turn("")
         }
         Script::Pace(n, rate) => {
