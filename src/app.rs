@@ -357,12 +357,16 @@ impl<'a> RunStream<'a> {
             let detach = self.detach.clone();
             let flag = self.outbox.stop_flag();
             let log = self.log.clone();
+            let run_id = self.run_id.clone();
             self.outbox.on_stop(Box::new(move || {
                 if flag.reason() != Some(StopReason::ClientGone) {
                     return detach.fire();
                 }
                 crate::sync::lock(&detach.state).detached = true;
-                log::info!("run detached: its client left; grace {:?}", detach.grace);
+                log::info!(
+                    "run {run_id}: detached, its client left; grace {:?}",
+                    detach.grace
+                );
                 let spawned = std::thread::Builder::new()
                     .name("iac-agui-grace".into())
                     .stack_size(limits::SMALL_WORKER_STACK_BYTES)

@@ -331,8 +331,9 @@ fn interrupt_ttl_is_accepted_and_warned_about_once() {
 fn a_newline_in_a_run_id_cannot_forge_a_log_line() {
     let dir = common::tempdir("cli-loginject");
     std::fs::create_dir_all(dir.join("ws")).unwrap();
+    // No grace (the demo's default is 30 s): the disconnect is logged at once.
     let (mut child, addr, log) = start_logged(
-        &[],
+        &["--disconnect-grace", "0"],
         &[
             (
                 "IAC_CODE_AGUI_STATE_DIR",
