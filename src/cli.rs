@@ -139,41 +139,6 @@ fn serve_demo_kernel(_port: u16) -> Result<(), String> {
     Err(NO_DEMO.into())
 }
 
-/// glibc gives busy threads their own malloc arenas (up to 8 per core), and with one worker
-/// per streaming run those arenas were the largest part of the memory per stream. The cap is a
-/// glibc tunable read only at process start, so the server re-executes itself once with it
-/// set (same pid, same arguments; safe code, no allocator swap). Skipped when the tunable is
-/// already set, when `/proc/self/exe` is unavailable (an empty root), or for `healthcheck`.
-pub fn cap_malloc_arenas() {
-    use std::os::unix::process::CommandExt;
-    const KEY: &str = "GLIBC_TUNABLES";
-    const CAP: &str = "glibc.malloc.arena_max=1";
-    let current = std::env::var(KEY).unwrap_or_default();
-    if current.contains("glibc.malloc.arena_max") {
-        return;
-    }
-    let mut args = std::env::args_os();
-    let argv0 = args.next().unwrap_or_default();
-    let rest: Vec<_> = args.collect();
-    if rest.first().is_some_and(|a| a == "healthcheck") {
-        return;
-    }
-    let Ok(exe) = std::env::current_exe() else {
-        return;
-    };
-    let value = if current.is_empty() {
-        CAP.to_string()
-    } else {
-        format!("{current}:{CAP}")
-    };
-    // Only returns if the exec failed; the server then runs uncapped.
-    let _ = std::process::Command::new(exe)
-        .arg0(argv0)
-        .args(rest)
-        .env(KEY, value)
-        .exec();
-}
-
 /// Serve only the scripted demo kernel (for benchmarks and client tests) until a signal.
 #[cfg(feature = "demo")]
 fn serve_demo_kernel(port: u16) -> Result<(), String> {

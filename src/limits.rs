@@ -83,11 +83,11 @@ pub(crate) const A2A_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// kernel sends a keep-alive every 15 s).
 pub(crate) const A2A_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 /// The HTTP client's per-session read buffer (ureq's default is 128 KiB).
-pub(crate) const A2A_INPUT_BUFFER: usize = 16 * 1024;
+pub(crate) const A2A_INPUT_BUFFER: usize = 8 * 1024;
 /// The HTTP client's per-session write buffer (ureq's default is 128 KiB).
-pub(crate) const A2A_OUTPUT_BUFFER: usize = 4 * 1024;
+pub(crate) const A2A_OUTPUT_BUFFER: usize = 2 * 1024;
 /// Largest response head from the kernel.
-pub(crate) const A2A_MAX_RESPONSE_HEAD: usize = 16 * 1024;
+pub(crate) const A2A_MAX_RESPONSE_HEAD: usize = 8 * 1024;
 /// Largest error body read from the kernel's health endpoint.
 pub(crate) const A2A_MAX_HEALTH_BODY: u64 = 64 * 1024;
 /// How long a new turn waits (on its worker) for the kernel to confirm that the thread's

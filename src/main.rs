@@ -3,6 +3,5 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    iac_agui::cli::cap_malloc_arenas();
     iac_agui::cli::main(std::env::args_os().skip(1))
 }

@@ -53,6 +53,9 @@ struct Held {
     subscribers: usize,
     /// Subscribers that attached since the producer's client left (the disconnect grace).
     attached_after_detach: usize,
+    /// Readers blocked in `read_from`: an append wakes them only when there are some (a
+    /// notify is a system call, and most runs have no reader).
+    waiting: usize,
 }
 
 /// One run's log.
@@ -100,8 +103,11 @@ impl RunLog {
                 h.first_id += 1;
             }
         }
+        let wake = h.waiting > 0;
         drop(h);
-        self.changed.notify_all();
+        if wake {
+            self.changed.notify_all();
+        }
         if self.total.load(Ordering::Relaxed) > self.bounds.total_bytes
             && let Some(all) = self.all.upgrade()
         {
@@ -160,10 +166,12 @@ impl RunLog {
             if now >= deadline {
                 return Read::Events(Vec::new());
             }
+            h.waiting += 1;
             h = match self.changed.wait_timeout(h, deadline - now) {
                 Ok((g, _)) => g,
                 Err(p) => p.into_inner().0,
             };
+            h.waiting -= 1;
         }
     }
 
@@ -283,6 +291,7 @@ impl ReplayLogs {
                 ended_at: None,
                 subscribers: 0,
                 attached_after_detach: 0,
+                waiting: 0,
             }),
             changed: Condvar::new(),
             bounds: this.bounds,
