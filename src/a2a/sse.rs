@@ -149,10 +149,17 @@ impl SseParser {
         }
         let mut line = line;
         line.clear();
+        // A large event must not keep its line's memory for the rest of the run.
+        if line.capacity() > LINE_KEEP {
+            line = Vec::new();
+        }
         self.line = line;
         Ok(())
     }
 }
+
+/// Capacity a line buffer keeps between lines.
+const LINE_KEEP: usize = 64 * 1024;
 
 /// Pull reader over any `Read` (the upstream response body).
 pub(crate) struct SseReader<R> {

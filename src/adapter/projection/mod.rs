@@ -65,7 +65,9 @@ pub struct Mapper<'e> {
     // text
     open_texts: Vec<String>,
     current: Option<String>,
-    buffers: HashMap<String, String>,
+    /// Per message, the running SHA-256 of its text so far (for the snapshot digest at its
+    /// close): constant memory however long the answer grows.
+    buffers: HashMap<String, TextHash>,
     pub(crate) text_emitted: bool,
     replay_checked: HashSet<String>,
     /// Durable digests of finalized text snapshots (persisted with the execution).
@@ -219,7 +221,7 @@ impl<'e> Mapper<'e> {
         let Some(prefix_len) = self.longest_known_prefix(text) else {
             return self.emit_text(text, message_id, false, true);
         };
-        self.buffers.insert(key.clone(), text.to_string());
+        self.buffers.insert(key.clone(), TextHash::of(text));
         let suffix = &text[prefix_len..];
         if !suffix.is_empty() {
             self.emit_text(suffix, Some(&key), false, false);
@@ -275,15 +277,14 @@ impl<'e> Mapper<'e> {
             delta: text.to_string(),
         });
         if record {
-            self.buffers.entry(id).or_default().push_str(text);
+            self.buffers.entry(id).or_default().push(text);
         }
         self.text_emitted = true;
     }
 
     fn finalize_snapshot(&mut self, id: &str) {
-        if let Some(b) = self.buffers.get(id).filter(|b| !b.is_empty()) {
-            self.text_digests
-                .insert(crate::ids::sha256_hex(b.as_bytes()));
+        if let Some(b) = self.buffers.get(id).filter(|b| b.len > 0) {
+            self.text_digests.insert(b.hex());
         }
     }
 
@@ -701,3 +702,27 @@ fn history_text(history: &[Value]) -> (String, Option<String>) {
 
 #[cfg(test)]
 mod tests;
+
+/// The SHA-256 of a growing text, without the text.
+#[derive(Clone, Default)]
+struct TextHash {
+    hasher: Sha256,
+    len: usize,
+}
+
+impl TextHash {
+    fn of(text: &str) -> TextHash {
+        let mut h = TextHash::default();
+        h.push(text);
+        h
+    }
+
+    fn push(&mut self, text: &str) {
+        self.hasher.update(text.as_bytes());
+        self.len += text.len();
+    }
+
+    fn hex(&self) -> String {
+        crate::ids::hex(&self.hasher.clone().finalize())
+    }
+}
