@@ -400,6 +400,15 @@ impl<'a> RunStream<'a> {
     }
 }
 
+impl Drop for RunStream<'_> {
+    /// Subscribers of the replay log never wait on a run whose worker is gone.
+    fn drop(&mut self) {
+        if let Some(log) = &self.log {
+            log.end();
+        }
+    }
+}
+
 /// The disconnect grace of a detached run: at its end, a run nobody re-attached to is stopped
 /// exactly as a disconnect without grace.
 fn grace_window(detach: &Detach, log: Option<&RunLog>) {
@@ -793,11 +802,9 @@ fn subscribe_job(
         respond(ApiError::new(Code::ThreadIdMismatch, Msg::ThreadIdMismatch).response(lang));
         return Vec::new();
     }
-    let mut stream = RunStream {
-        thread_id: thread_id.clone(),
-        run_id: run_id.clone(),
-        ..RunStream::new(outbox, &Value::Null, lang)
-    };
+    let mut stream = RunStream::new(outbox, &Value::Null, lang);
+    stream.thread_id = thread_id.clone();
+    stream.run_id = run_id.clone();
     stream.echo = routed.map(|v| vec![(THREAD_HEADER, v)]).unwrap_or_default();
     let req = SubscribeRequest {
         execution_id,

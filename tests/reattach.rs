@@ -350,6 +350,14 @@ fn subscribe_errors_come_before_any_stream() {
     let mut neg = ids_body("err", "r1");
     neg["afterSequence"] = json!(-2);
     check(&exec, neg, 400, "INVALID_INPUT");
+    // Regression: the largest sequence overflowed `afterSequence + 1` (a panic from input).
+    let mut max = ids_body("err", "r1");
+    max["afterSequence"] = json!(i64::MAX);
+    let r = subscribe(&s, &exec, &max, &[]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let (events, _) = sse_events(&r.body);
+    assert_eq!(events[2]["value"]["mode"], "snapshot");
+    assert_eq!(last(&events)["type"], "RUN_FINISHED");
     check(
         "exec-none",
         ids_body("err", "r1"),

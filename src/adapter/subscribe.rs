@@ -47,18 +47,17 @@ pub(crate) fn subscribe(sh: &Shared, req: SubscribeRequest, stream: &mut RunStre
         Ok(f) => f,
         Err((code, msg)) => return stream.reject(err(code, msg)),
     };
-    let held = match (req.after_sequence, &log) {
-        (Some(a), Some(l)) if l.holds((a + 1) as u64) => Some(l.clone()),
+    // The first id to send: `afterSequence` ≥ −1 was checked, so this never wraps.
+    let from = req
+        .after_sequence
+        .map(|a| u64::try_from(a.saturating_add(1)).unwrap_or(0));
+    let held = match (from, &log) {
+        (Some(f), Some(l)) if l.holds(f) => Some(l.clone()),
         _ => None,
     };
     if let Some(log) = held {
         crate::metrics::M.subscriptions.inc("replay");
-        return replay(
-            &log,
-            (req.after_sequence.unwrap_or(-1) + 1) as u64,
-            stream,
-            lang,
-        );
+        return replay(&log, from.unwrap_or(0), stream, lang);
     }
     let reason = match (req.after_sequence, &log) {
         (None, _) => "no-sequence",
