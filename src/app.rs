@@ -170,8 +170,9 @@ impl<'a> RunStream<'a> {
     /// Queue one framed event: into the replay log, then to the client unless it left
     /// during a disconnect grace.
     fn send_event(&self, data: Vec<u8>) -> Result<(), Stopped> {
+        let data: Arc<[u8]> = data.into();
         if let Some(log) = &self.log {
-            log.append(&data);
+            log.append(data.clone());
             // The first event after RUN_STARTED: how long the kernel took to say something.
             if self.next_id == 2 {
                 crate::metrics::M
@@ -195,7 +196,7 @@ impl<'a> RunStream<'a> {
     }
 
     /// Send already framed events (a subscriber replaying a log).
-    pub(crate) fn raw_event(&mut self, framed: Vec<u8>) -> Result<(), Stopped> {
+    pub(crate) fn raw_event(&mut self, framed: Arc<[u8]>) -> Result<(), Stopped> {
         if self.state != StreamState::Open || self.terminal_sent {
             return Ok(());
         }
@@ -222,7 +223,7 @@ impl<'a> RunStream<'a> {
         if let Some(log) = self.log.clone() {
             if !log.ended() && !self.terminal_sent {
                 let id = self.take_id();
-                log.append(&crate::agui::events::frame(id, json));
+                log.append(crate::agui::events::frame(id, json).into());
             }
             log.end();
         }

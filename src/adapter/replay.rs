@@ -43,7 +43,7 @@ pub(crate) struct RunKey {
 }
 
 struct Held {
-    events: VecDeque<Vec<u8>>,
+    events: VecDeque<Arc<[u8]>>,
     /// The id of `events[0]` (after an overflow, the first id still held).
     first_id: u64,
     bytes: usize,
@@ -74,7 +74,7 @@ pub(crate) struct RunLog {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Read {
     /// Events starting at the asked id (possibly none when the wait timed out).
-    Events(Vec<Vec<u8>>),
+    Events(Vec<Arc<[u8]>>),
     /// The asked id is no longer held.
     Gap,
     /// Every event was read and the run ended (its terminal event was among them, unless the
@@ -84,15 +84,17 @@ pub(crate) enum Read {
 
 impl RunLog {
     /// Append one framed event (its id is the next one: the stream numbers them in order).
-    pub(crate) fn append(&self, framed: &[u8]) {
+    /// The bytes are shared with the reply on its way to the client, not copied.
+    pub(crate) fn append(&self, framed: Arc<[u8]>) {
         let mut h = lock(&self.held);
         if h.ended {
             return;
         }
-        h.events.push_back(framed.to_vec());
-        h.bytes += framed.len();
-        self.total.fetch_add(framed.len(), Ordering::Relaxed);
-        crate::metrics::M.replay_bytes.add(framed.len() as i64);
+        let len = framed.len();
+        h.events.push_back(framed);
+        h.bytes += len;
+        self.total.fetch_add(len, Ordering::Relaxed);
+        crate::metrics::M.replay_bytes.add(len as i64);
         while h.events.len() > 1
             && (h.bytes > self.bounds.run_bytes || h.events.len() > self.bounds.run_events)
         {
@@ -371,8 +373,8 @@ mod tests {
         }
     }
 
-    fn ev(i: u64) -> Vec<u8> {
-        format!("id: {i}\ndata: {{}}\n\n").into_bytes()
+    fn ev(i: u64) -> Arc<[u8]> {
+        format!("id: {i}\ndata: {{}}\n\n").into_bytes().into()
     }
 
     #[test]
@@ -380,7 +382,7 @@ mod tests {
         let logs = ReplayLogs::default();
         let log = logs.open(key("r"), "e", "ros");
         for i in 0..3 {
-            log.append(&ev(i));
+            log.append(ev(i));
         }
         assert_eq!(
             log.read_from(1, Duration::ZERO),
@@ -389,7 +391,7 @@ mod tests {
         assert_eq!(log.read_from(3, Duration::ZERO), Read::Events(vec![]));
         log.end();
         assert_eq!(log.read_from(3, Duration::ZERO), Read::End);
-        log.append(&ev(3));
+        log.append(ev(3));
         assert_eq!(
             log.read_from(3, Duration::ZERO),
             Read::End,
@@ -402,7 +404,7 @@ mod tests {
         let logs = ReplayLogs::new(bounds(1 << 20, 2, 1 << 30));
         let log = logs.open(key("r"), "e", "ros");
         for i in 0..5 {
-            log.append(&ev(i));
+            log.append(ev(i));
         }
         assert!(!log.holds(2));
         assert!(log.holds(3) && log.holds(5) && !log.holds(6));
@@ -414,7 +416,7 @@ mod tests {
         // A single event larger than the byte bound is still held.
         let small = ReplayLogs::new(bounds(4, 100, 1 << 30));
         let l = small.open(key("r"), "e", "ros");
-        l.append(&ev(0));
+        l.append(ev(0));
         assert!(l.holds(0));
     }
 
@@ -424,10 +426,10 @@ mod tests {
         let logs = ReplayLogs::new(bounds(1 << 20, 1000, one * 3));
         let a = logs.open(key("a"), "e", "ros");
         let b = logs.open(key("b"), "e2", "ros");
-        a.append(&ev(0));
-        a.append(&ev(1));
-        b.append(&ev(0));
-        b.append(&ev(1));
+        a.append(ev(0));
+        a.append(ev(1));
+        b.append(ev(0));
+        b.append(ev(1));
         logs.enforce_total();
         assert!(logs.total_bytes() <= one * 3);
         assert_eq!(a.read_from(0, Duration::ZERO), Read::Gap, "oldest run went");
@@ -469,7 +471,7 @@ mod tests {
         let l2 = log.clone();
         let t = std::thread::spawn(move || l2.read_from(0, Duration::from_secs(10)));
         std::thread::sleep(Duration::from_millis(50));
-        log.append(&ev(0));
+        log.append(ev(0));
         assert_eq!(t.join().unwrap(), Read::Events(vec![ev(0)]));
     }
 }

@@ -26,8 +26,9 @@ pub(crate) enum Reply {
     Response(Response),
     /// Start the SSE response (head is written by the loop).
     StartStream(Vec<(&'static str, String)>),
-    /// One SSE event, already encoded as `data: …\n\n`.
-    Event(Vec<u8>),
+    /// One SSE event, already framed (`id: N\ndata: …\n\n`); shared with the run's replay
+    /// log, so a large event is held once.
+    Event(std::sync::Arc<[u8]>),
     /// The stream ended after its terminal event.
     EndStream,
 }
@@ -332,7 +333,7 @@ mod tests {
         let (inbox, wakes) = inbox();
         let (job, out) = new_job(ID, 8, &inbox);
         out.send(Reply::StartStream(Vec::new())).unwrap();
-        out.send(Reply::Event(b"a".to_vec())).unwrap();
+        out.send(Reply::Event(b"a"[..].into())).unwrap();
         assert_eq!(wakes.load(Ordering::SeqCst), 1);
         let ready = inbox.take_ready();
         assert_eq!(ready.len(), 1);
@@ -352,8 +353,8 @@ mod tests {
         let (job, out) = new_job(ID, 1, &inbox);
         out.send(Reply::StartStream(Vec::new())).unwrap();
         let t = std::thread::spawn(move || {
-            let r1 = out.send(Reply::Event(vec![1]));
-            let r2 = out.send(Reply::Event(vec![2]));
+            let r1 = out.send(Reply::Event(vec![1].into()));
+            let r2 = out.send(Reply::Event(vec![2].into()));
             (r1, r2)
         });
         std::thread::sleep(Duration::from_millis(50));

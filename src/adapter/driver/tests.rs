@@ -247,7 +247,7 @@ impl Harness {
         for r in replies {
             match r {
                 Reply::Event(data) => {
-                    let text = String::from_utf8(data).unwrap();
+                    let text = String::from_utf8(data.to_vec()).unwrap();
                     let (id, json) = text.split_once('\n').unwrap();
                     assert_eq!(id, format!("id: {}", events.len()), "events are numbered");
                     let json = json.strip_prefix("data: ").unwrap().trim_end();
