@@ -97,13 +97,13 @@ fn when_the_grace_ends_a_run_gets_one_server_shutting_down_and_its_task_is_cance
 }
 
 #[test]
-fn a_second_signal_ends_the_drain_at_once() {
+fn a_second_sigterm_ends_the_drain_at_once() {
     let mut p = start("drain-twice", &["--shutdown-grace", "60"]);
     let (r, raw, _) = open(&p, "s1", "pace 300 10");
     p.signal("TERM");
     std::thread::sleep(Duration::from_millis(300));
     let second = Instant::now();
-    p.signal("INT");
+    p.signal("TERM");
     let events = rest(r, raw);
     assert_eq!(last(&events)["code"], "SERVER_SHUTTING_DOWN");
     assert_eq!(exit_code(&mut p, Duration::from_secs(5)), 0);
