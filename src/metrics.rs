@@ -56,9 +56,6 @@ impl Labeled {
     pub fn inc(&self, label: &'static str) {
         *lock(&self.0).entry(label).or_insert(0) += 1;
     }
-    pub fn get(&self, label: &str) -> u64 {
-        lock(&self.0).get(label).copied().unwrap_or(0)
-    }
 }
 
 /// Upper bounds in seconds.

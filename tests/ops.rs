@@ -22,19 +22,6 @@ fn health(addr: SocketAddr) -> u16 {
     get(addr, "/health", "").status
 }
 
-fn kernel_process(port: u16) -> std::process::Child {
-    let k = Command::new(env!("CARGO_BIN_EXE_iac-agui"))
-        .args(["--demo-kernel-only", &port.to_string()])
-        .env("IACCODE_A2A_HTTP_TOKEN", "k")
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(wait_until(Duration::from_secs(10), || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    }));
-    k
-}
-
 #[test]
 fn health_follows_an_external_kernel_down_and_back_up() {
     let mut p: Procs = start("ops-external", &[]);
@@ -49,7 +36,7 @@ fn health_follows_an_external_kernel_down_and_back_up() {
     let body = get(p.addr, "/health", "").json();
     assert_eq!(body["status"], "unavailable");
     assert_eq!(body["reason"], "kernel");
-    p.kernel = kernel_process(p.kernel_port);
+    p.kernel = common::procs::kernel(p.kernel_port);
     assert!(wait_until(Duration::from_secs(8), || health(p.addr) == 200));
     let ok = post_json(p.addr, "/", &[], &p.body("h2", "r1", "hello"));
     assert_eq!(last(&sse_events(&ok.body).0)["type"], "RUN_FINISHED");
@@ -172,7 +159,7 @@ fn metrics_need_the_token_and_their_counters_move_with_runs() {
     let dir = tempdir("ops-metrics");
     std::fs::create_dir_all(dir.join("ws")).unwrap();
     let port = free_port();
-    let mut k = kernel_process(port);
+    let mut k = common::procs::kernel(port);
     let (mut a, addr) = {
         let mut c = Command::new(env!("CARGO_BIN_EXE_iac-agui"))
             .args([

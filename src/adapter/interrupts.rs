@@ -205,6 +205,14 @@ pub(crate) fn interrupt(id: &str, value: &Map<String, Value>) -> Value {
     Value::Object(out)
 }
 
+/// The AG-UI interrupts of an execution's pending inputs, in their order.
+pub(crate) fn pending(ex: &crate::store::document::Execution) -> Vec<Value> {
+    ex.pending
+        .iter()
+        .map(|(id, p)| interrupt(id, &p.value))
+        .collect()
+}
+
 /// Label of the option whose id is `selected` (`label`, `name`, else the id itself).
 pub(crate) fn option_label(value: &Map<String, Value>, selected: &str) -> String {
     if let Some(Value::Array(opts)) = value.get("options") {

@@ -202,7 +202,8 @@ impl RunLog {
         lock(&self.held).attached_after_detach > 0
     }
 
-    pub(crate) fn subscribers(&self) -> usize {
+    #[cfg(test)]
+    fn subscribers(&self) -> usize {
         lock(&self.held).subscribers
     }
 
@@ -254,7 +255,20 @@ struct Inner {
 struct Index {
     by_run: HashMap<(String, String), Arc<RunLog>>,
     next_seq: u64,
+    /// When `open` last dropped expired logs: every admission opens a log, and a scan of
+    /// every log per admission is not needed for a 10-minute retention.
+    purged: Option<Instant>,
 }
+
+impl Index {
+    fn purge(&mut self, now: Instant) {
+        self.by_run.retain(|_, l| !l.expired(now));
+        self.purged = Some(now);
+    }
+}
+
+/// How often opening a log also drops the expired ones (a subscribe always does).
+const PURGE_EVERY: Duration = Duration::from_secs(1);
 
 impl Default for ReplayLogs {
     fn default() -> Self {
@@ -278,7 +292,12 @@ impl ReplayLogs {
         let this = &self.inner;
         let mut idx = lock(&this.runs);
         let now = Instant::now();
-        idx.by_run.retain(|_, l| !l.expired(now));
+        if idx
+            .purged
+            .is_none_or(|t| now.duration_since(t) >= PURGE_EVERY)
+        {
+            idx.purge(now);
+        }
         let seq = idx.next_seq;
         idx.next_seq += 1;
         let log = Arc::new(RunLog {
@@ -306,8 +325,7 @@ impl ReplayLogs {
 
     pub(crate) fn get(&self, thread_id: &str, run_id: &str) -> Option<Arc<RunLog>> {
         let mut idx = lock(&self.inner.runs);
-        let now = Instant::now();
-        idx.by_run.retain(|_, l| !l.expired(now));
+        idx.purge(Instant::now());
         idx.by_run
             .get(&(thread_id.to_string(), run_id.to_string()))
             .cloned()
@@ -323,8 +341,9 @@ impl ReplayLogs {
         self.inner.total.load(Ordering::Relaxed)
     }
 
-    /// Subscribers attached to any log (metrics).
-    pub fn subscribers(&self) -> usize {
+    /// Subscribers attached to any log.
+    #[cfg(test)]
+    fn subscribers(&self) -> usize {
         lock(&self.inner.runs)
             .by_run
             .values()

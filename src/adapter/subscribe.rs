@@ -122,12 +122,7 @@ fn facts(
     if !current {
         return Ok(None);
     }
-    let pending = doc
-        .execution
-        .pending
-        .iter()
-        .map(|(id, p)| interrupts::interrupt(id, &p.value))
-        .collect();
+    let pending = interrupts::pending(&doc.execution);
     Ok(Some(Facts {
         context_id: doc.context_id.clone(),
         session_id: doc.session_id.clone(),
@@ -420,14 +415,7 @@ impl Snapshot<'_> {
         let pending: Vec<Value> = lock(&slot)
             .as_ref()
             .filter(|t| t.doc.execution.execution_id == self.req.execution_id)
-            .map(|t| {
-                t.doc
-                    .execution
-                    .pending
-                    .iter()
-                    .map(|(id, p)| interrupts::interrupt(id, &p.value))
-                    .collect()
-            })
+            .map(|t| interrupts::pending(&t.doc.execution))
             .unwrap_or_default();
         if !pending.is_empty() {
             return pending;

@@ -39,16 +39,7 @@ pub fn start(name: &str, extra: &[&str]) -> Procs {
     let dir = tempdir(name);
     std::fs::create_dir_all(dir.join("ws")).unwrap();
     let port = free_port();
-    let kernel = Command::new(env!("CARGO_BIN_EXE_iac-agui"))
-        .args(["--demo-kernel-only", &port.to_string()])
-        .env("IACCODE_A2A_HTTP_TOKEN", "k")
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(wait_until(Duration::from_secs(10), || TcpStream::connect(
-        ("127.0.0.1", port)
-    )
-    .is_ok()));
+    let kernel = kernel(port);
     let (adapter, addr) = adapter(&dir, port, extra);
     Procs {
         kernel,
@@ -57,6 +48,20 @@ pub fn start(name: &str, extra: &[&str]) -> Procs {
         addr,
         dir,
     }
+}
+
+/// A demo kernel process (token `k`) on `port`, once it accepts connections.
+pub fn kernel(port: u16) -> Child {
+    let k = Command::new(env!("CARGO_BIN_EXE_iac-agui"))
+        .args(["--demo-kernel-only", &port.to_string()])
+        .env("IACCODE_A2A_HTTP_TOKEN", "k")
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || {
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    }));
+    k
 }
 
 /// An adapter process over `dir`'s state, in front of the kernel on `port`.

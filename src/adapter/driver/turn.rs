@@ -146,15 +146,8 @@ impl Run<'_, '_> {
     }
 
     pub(super) fn pending_interrupts(&self) -> Vec<Value> {
-        self.with_thread(|t| {
-            t.doc
-                .execution
-                .pending
-                .iter()
-                .map(|(id, p)| interrupts::interrupt(id, &p.value))
-                .collect()
-        })
-        .unwrap_or_default()
+        self.with_thread(|t| interrupts::pending(&t.doc.execution))
+            .unwrap_or_default()
     }
 
     pub(super) fn recover_pipeline(&mut self, after: i64) -> Step<()> {
