@@ -242,6 +242,16 @@ impl<'a> RunStream<'a> {
         }
     }
 
+    /// Hold events without waking the loop until [`RunStream::flush`] (`false` flushes):
+    /// a burst read in one upstream chunk costs the loop one wake.
+    pub(crate) fn hold(&self, on: bool) {
+        self.outbox.hold(on);
+    }
+
+    pub(crate) fn flush(&self) {
+        self.outbox.flush();
+    }
+
     /// Send the SSE head.
     pub fn start(&mut self) -> Result<(), Stopped> {
         if self.state != StreamState::NotStarted {

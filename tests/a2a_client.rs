@@ -106,7 +106,9 @@ fn expected(sse: &[u8]) -> Vec<(Kind, Option<String>, Option<String>)> {
                 .as_str()
                 .or(obj["id"].as_str())
                 .map(str::to_string);
-            let state = obj["status"]["state"].as_str().map(str::to_string);
+            let state = obj["status"]["state"]
+                .as_str()
+                .map(|s| TaskState::parse(s).as_str().to_string());
             (kind, tid, state)
         })
         .collect()
@@ -128,7 +130,7 @@ fn summary(ps: &[Payload]) -> Vec<(Kind, Option<String>, Option<String>)> {
             Payload::Event(e) => (
                 e.kind,
                 e.task_id().map(str::to_string),
-                e.obj["status"]["state"].as_str().map(str::to_string),
+                e.state().map(|s| s.as_str().to_string()),
             ),
             Payload::Error(_) => panic!("unexpected error payload"),
         })

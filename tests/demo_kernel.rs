@@ -37,8 +37,8 @@ fn message(text: &str, task: Option<&str>, parts: Option<Value>) -> Value {
 fn drain(s: &Session, params: Value) -> Vec<A2aEvent> {
     let mut st = s.send_streaming_message(params).unwrap();
     let mut out = Vec::new();
-    while let Some(p) = st.next_payload().unwrap() {
-        match p {
+    while let Some(v) = st.next_value().unwrap() {
+        match Payload::from_value(v) {
             Payload::Event(e) => out.push(e),
             Payload::Error(e) => panic!("rpc error {e:?}"),
         }
@@ -60,8 +60,8 @@ fn shape(e: &A2aEvent) -> Shape {
             .map(|s| s.as_str().to_string())
             .unwrap_or_default(),
         keys.into_iter().collect(),
-        e.obj["status"]["message"].is_object(),
-        e.obj["status"]["timestamp"].is_string(),
+        e.value().unwrap()["status"]["message"].is_object(),
+        e.value().unwrap()["status"]["timestamp"].is_string(),
     )
 }
 
@@ -99,13 +99,16 @@ fn plain_turn_matches_the_captured_shape() {
     );
     let tid = evs[0].task_id().unwrap().to_string();
     assert_eq!(evs[0].kind, Kind::Task);
-    assert_eq!(evs[0].obj["history"][0]["taskId"], tid.as_str());
+    assert_eq!(
+        evs[0].value().unwrap()["history"][0]["taskId"],
+        tid.as_str()
+    );
     let texts: Vec<&Value> = evs
         .iter()
         .filter_map(|e| {
-            e.obj["status"]["message"]
+            e.value().unwrap()["status"]["message"]
                 .as_object()
-                .map(|_| &e.obj["status"]["message"])
+                .map(|_| &e.value().unwrap()["status"]["message"])
         })
         .collect();
     assert_eq!(texts[0]["messageId"], format!("{tid}-message"));
@@ -208,7 +211,7 @@ fn question_interrupt_and_answer() {
     let evs = drain(&s, message("Hangzhou", Some(&tid), None));
     assert_eq!(evs.last().unwrap().state(), Some(TaskState::InputRequired));
     assert!(evs.iter().any(|e| {
-        e.obj["status"]["message"]["parts"][0]["text"]
+        e.value().unwrap()["status"]["message"]["parts"][0]["text"]
             .as_str()
             .is_some_and(|t| t.contains("Hangzhou"))
     }));

@@ -171,20 +171,37 @@ impl EventStream {
         if let Some(p) = self.ready.pop_front() {
             return Ok(Some(p));
         }
+        let Some(data) = self.next_data()? else {
+            return Ok(None);
+        };
+        if let Some(p) = Payload::from_delta_frame(trim_ascii(&data)) {
+            return Ok(Some(p));
+        }
+        Ok(Some(Payload::from_value(json_of(&data)?)))
+    }
+
+    /// The next event's JSON as it came, without the typed read (tests that look at whole
+    /// frames). Payloads queued by [`EventStream::from_payloads`] are not seen here.
+    #[doc(hidden)]
+    pub fn next_value(&mut self) -> Result<Option<Value>, A2aError> {
+        match self.next_data()? {
+            Some(data) => json_of(&data).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The next non-empty `data` of the upstream stream.
+    fn next_data(&mut self) -> Result<Option<Vec<u8>>, A2aError> {
         let Some(reader) = self.reader.as_mut() else {
             return Ok(None);
         };
         loop {
             match reader.next_event() {
                 Ok(Some(ev)) => {
-                    let data = trim_ascii(&ev.data);
-                    if data.is_empty() {
+                    if trim_ascii(&ev.data).is_empty() {
                         continue;
                     }
-                    let v: Value = serde_json::from_slice(data).map_err(|e| {
-                        A2aError::Protocol(format!("an upstream event is not JSON: {e}"))
-                    })?;
-                    return Ok(Some(Payload::from_value(v)));
+                    return Ok(Some(ev.data));
                 }
                 Ok(None) => {
                     self.reader = None;
@@ -200,6 +217,11 @@ impl EventStream {
         }
     }
 
+    /// The next payload is already in hand (no upstream read needed to get it).
+    pub fn has_ready(&self) -> bool {
+        !self.ready.is_empty() || self.reader.as_ref().is_some_and(SseReader::has_ready)
+    }
+
     /// A stream that yields the given payloads (tests, and JSON answers to streaming calls).
     pub(crate) fn from_payloads(p: Vec<Payload>) -> EventStream {
         EventStream {
@@ -211,6 +233,11 @@ impl EventStream {
 
 fn trim_ascii(b: &[u8]) -> &[u8] {
     b.trim_ascii()
+}
+
+fn json_of(data: &[u8]) -> Result<Value, A2aError> {
+    serde_json::from_slice(trim_ascii(data))
+        .map_err(|e| A2aError::Protocol(format!("an upstream event is not JSON: {e}")))
 }
 
 impl Session {

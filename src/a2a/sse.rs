@@ -181,6 +181,11 @@ impl<R: Read> SseReader<R> {
         }
     }
 
+    /// Events already parsed from bytes in hand: the next one needs no read.
+    pub(crate) fn has_ready(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
     /// The next event, `Ok(None)` at the end of the stream. An incomplete final event (no
     /// blank line before EOF) is discarded, as the WHATWG rules say.
     pub(crate) fn next_event(&mut self) -> Result<Option<SseEvent>, SseError> {

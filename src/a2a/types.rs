@@ -4,6 +4,9 @@
 //! only answers questions about them. JSON-RPC `error` payloads are recognised explicitly and
 //! never read as a task (a quirk of the reference).
 
+use std::borrow::Cow;
+
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 /// Normalised `TASK_STATE_*`.
@@ -22,7 +25,7 @@ pub enum TaskState {
 
 impl TaskState {
     /// strip, lowercase, drop `task_state_`, `_` → `-` (reference §4.5).
-    pub(crate) fn parse(raw: &str) -> TaskState {
+    pub fn parse(raw: &str) -> TaskState {
         let s = raw.trim().to_lowercase();
         let s = s
             .strip_prefix("task_state_")
@@ -117,7 +120,150 @@ pub enum Kind {
 #[derive(Debug, Clone, PartialEq)]
 pub struct A2aEvent {
     pub kind: Kind,
-    pub obj: Value,
+    body: Body,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Body {
+    Value(Value),
+    /// A status update of the text-delta shape, read without building a `Value` (most of a
+    /// run's frames; see [`Payload::from_delta_frame`]).
+    Delta(Box<Delta>),
+}
+
+/// The fields of a text-delta status update; nothing else was in the frame.
+#[derive(Debug, Clone, PartialEq)]
+struct Delta {
+    task_id: Option<String>,
+    context_id: Option<String>,
+    state: Option<String>,
+    message: Option<DeltaMessage>,
+    session_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct DeltaMessage {
+    message_id: Option<String>,
+    role: Option<String>,
+    text: String,
+}
+
+// The text-delta frame as the kernel sends it, every field named: any other field (or a
+// duplicate, or another type) fails the typed read and the frame is read as a `Value`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireFrame<'a> {
+    #[serde(borrow)]
+    result: WireResult<'a>,
+    #[serde(rename = "id")]
+    _id: Option<Scalar>,
+    #[serde(rename = "jsonrpc")]
+    _jsonrpc: Option<Scalar>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireResult<'a> {
+    #[serde(rename = "statusUpdate", borrow)]
+    status_update: WireUpdate<'a>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireUpdate<'a> {
+    #[serde(rename = "taskId", borrow)]
+    task_id: Option<Cow<'a, str>>,
+    #[serde(rename = "contextId", borrow)]
+    context_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    status: WireStatus<'a>,
+    #[serde(borrow)]
+    metadata: Option<WireMeta<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireStatus<'a> {
+    #[serde(borrow)]
+    state: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    message: Option<WireMessage<'a>>,
+    #[serde(rename = "timestamp")]
+    _timestamp: Option<Scalar>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireMessage<'a> {
+    #[serde(rename = "messageId", borrow)]
+    message_id: Option<Cow<'a, str>>,
+    #[serde(rename = "contextId")]
+    _context_id: Option<Scalar>,
+    #[serde(rename = "taskId")]
+    _task_id: Option<Scalar>,
+    #[serde(borrow)]
+    role: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    parts: Option<Vec<WirePart<'a>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WirePart<'a> {
+    #[serde(borrow)]
+    text: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireMeta<'a> {
+    #[serde(borrow)]
+    iac_code: Option<WireIac<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireIac<'a> {
+    #[serde(rename = "iacCodeSessionId", borrow)]
+    session_id: Option<Cow<'a, str>>,
+}
+
+/// A field the adapter does not read: a string (escapes checked, as the `Value` read
+/// checks them), a boolean or null. A number (an arbitrary-precision map to serde), an
+/// array or an object fails the typed read.
+struct Scalar;
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Scalar, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string, a boolean or null")
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Scalar, E> {
+                Ok(Scalar)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Scalar, E> {
+                Ok(Scalar)
+            }
+            fn visit_unit<E>(self) -> Result<Scalar, E> {
+                Ok(Scalar)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The agent-visible part of a status message: what the projection reads of it.
+#[derive(Debug, PartialEq)]
+pub(crate) struct StatusMessage<'a> {
+    /// `None` when absent or not a string.
+    pub(crate) role: Option<&'a str>,
+    /// Non-empty `messageId`.
+    pub(crate) message_id: Option<&'a str>,
+    /// The `text` of every part, joined.
+    pub(crate) text: Cow<'a, str>,
 }
 
 /// A JSON-RPC payload: an error, or an event.
@@ -128,6 +274,41 @@ pub enum Payload {
 }
 
 impl Payload {
+    /// The text-delta shape read straight into its fields, or `None` when the frame has any
+    /// other shape (then [`Payload::from_value`] reads it: same answers, more work).
+    pub fn from_delta_frame(data: &[u8]) -> Option<Payload> {
+        // Skipped fields are not checked for UTF-8 by serde: the whole frame is, as the
+        // `Value` read would.
+        let text = std::str::from_utf8(data).ok()?;
+        let w: WireFrame<'_> = serde_json::from_str(text).ok()?;
+        let u = w.result.status_update;
+        let message = u.status.message.map(|m| {
+            let mut text = String::new();
+            for t in m.parts.iter().flatten().filter_map(|p| p.text.as_deref()) {
+                text.push_str(t);
+            }
+            DeltaMessage {
+                message_id: m.message_id.map(Cow::into_owned),
+                role: m.role.map(Cow::into_owned),
+                text,
+            }
+        });
+        Some(Payload::Event(A2aEvent {
+            kind: Kind::StatusUpdate,
+            body: Body::Delta(Box::new(Delta {
+                task_id: u.task_id.map(Cow::into_owned),
+                context_id: u.context_id.map(Cow::into_owned),
+                state: u.status.state.map(Cow::into_owned),
+                message,
+                session_id: u
+                    .metadata
+                    .and_then(|m| m.iac_code)
+                    .and_then(|i| i.session_id)
+                    .map(Cow::into_owned),
+            })),
+        }))
+    }
+
     /// Classify a JSON-RPC response or stream item (reference §4.5, with the REC for errors).
     pub fn from_value(mut v: Value) -> Payload {
         if let Some(err) = v.get("error").filter(|e| e.is_object())
@@ -140,10 +321,7 @@ impl Payload {
             .filter(|r| r.is_object())
             .map(Value::take)
         else {
-            return Payload::Event(A2aEvent {
-                kind: Kind::Bare,
-                obj: v,
-            });
+            return Payload::Event(A2aEvent::new(Kind::Bare, v));
         };
         let mut result = result;
         for (key, kind) in [
@@ -154,13 +332,10 @@ impl Payload {
         ] {
             if result.get(key).is_some_and(Value::is_object) {
                 let obj = result.get_mut(key).map(Value::take).unwrap_or(Value::Null);
-                return Payload::Event(A2aEvent { kind, obj });
+                return Payload::Event(A2aEvent::new(kind, obj));
             }
         }
-        Payload::Event(A2aEvent {
-            kind: Kind::Bare,
-            obj: std::mem::take(&mut result),
-        })
+        Payload::Event(A2aEvent::new(Kind::Bare, std::mem::take(&mut result)))
     }
 }
 
@@ -168,35 +343,97 @@ fn non_empty_str(v: Option<&Value>) -> Option<&str> {
     v.and_then(Value::as_str).filter(|s| !s.is_empty())
 }
 
+fn non_empty(s: Option<&String>) -> Option<&str> {
+    s.map(String::as_str).filter(|s| !s.is_empty())
+}
+
 impl A2aEvent {
+    pub fn new(kind: Kind, obj: Value) -> A2aEvent {
+        A2aEvent {
+            kind,
+            body: Body::Value(obj),
+        }
+    }
+
+    /// The object, unless it was a text delta read without building one.
+    pub fn value(&self) -> Option<&Value> {
+        self.obj()
+    }
+
+    fn obj(&self) -> Option<&Value> {
+        match &self.body {
+            Body::Value(v) => Some(v),
+            Body::Delta(_) => None,
+        }
+    }
+
     /// `taskId`, else `id` (non-empty strings).
     pub fn task_id(&self) -> Option<&str> {
-        non_empty_str(self.obj.get("taskId")).or_else(|| non_empty_str(self.obj.get("id")))
+        match &self.body {
+            Body::Value(v) => non_empty_str(v.get("taskId")).or_else(|| non_empty_str(v.get("id"))),
+            Body::Delta(d) => non_empty(d.task_id.as_ref()),
+        }
     }
 
     pub(crate) fn context_id(&self) -> Option<&str> {
-        non_empty_str(self.obj.get("contextId"))
+        match &self.body {
+            Body::Value(v) => non_empty_str(v.get("contextId")),
+            Body::Delta(d) => non_empty(d.context_id.as_ref()),
+        }
     }
 
-    pub(crate) fn status(&self) -> Option<&Value> {
-        self.obj.get("status").filter(|s| s.is_object())
+    fn status(&self) -> Option<&Value> {
+        self.obj()?.get("status").filter(|s| s.is_object())
     }
 
     pub fn state(&self) -> Option<TaskState> {
-        self.status()?
-            .get("state")
-            .and_then(Value::as_str)
-            .map(TaskState::parse)
+        match &self.body {
+            Body::Value(_) => self
+                .status()?
+                .get("state")
+                .and_then(Value::as_str)
+                .map(TaskState::parse),
+            Body::Delta(d) => d.state.as_deref().map(TaskState::parse),
+        }
     }
 
-    /// `metadata.iac_code` when it is an object.
+    /// `status.message` when it is an object: its role, id and text.
+    pub(crate) fn status_message(&self) -> Option<StatusMessage<'_>> {
+        match &self.body {
+            Body::Value(_) => {
+                let m = self.status()?.get("message")?.as_object()?;
+                let mut text = String::new();
+                if let Some(Value::Array(ps)) = m.get("parts") {
+                    for t in ps.iter().filter_map(|p| p.get("text")?.as_str()) {
+                        text.push_str(t);
+                    }
+                }
+                Some(StatusMessage {
+                    role: m.get("role").and_then(Value::as_str),
+                    message_id: non_empty_str(m.get("messageId")),
+                    text: Cow::Owned(text),
+                })
+            }
+            Body::Delta(d) => d.message.as_ref().map(|m| StatusMessage {
+                role: m.role.as_deref(),
+                message_id: non_empty(m.message_id.as_ref()),
+                text: Cow::Borrowed(&m.text),
+            }),
+        }
+    }
+
+    /// `metadata.iac_code` when it is an object. A text delta's `iac_code` holds only the
+    /// session id, which [`A2aEvent::session_id`] answers: here it is `None`.
     pub fn iac(&self) -> Option<&Map<String, Value>> {
-        self.obj.get("metadata")?.get("iac_code")?.as_object()
+        self.obj()?.get("metadata")?.get("iac_code")?.as_object()
     }
 
     /// First non-empty of `iac_code.iacCodeSessionId`, `iac_code.pipeline.iacCodeSessionId`,
     /// `iac_code.pipelineBatch.events[i].iacCodeSessionId`.
     pub fn session_id(&self) -> Option<&str> {
+        if let Body::Delta(d) = &self.body {
+            return non_empty(d.session_id.as_ref());
+        }
         let iac = self.iac()?;
         if let Some(s) = non_empty_str(iac.get("iacCodeSessionId")) {
             return Some(s);
@@ -216,11 +453,53 @@ impl A2aEvent {
 
     /// The artifact of an artifactUpdate.
     pub(crate) fn artifact(&self) -> Option<&Map<String, Value>> {
-        self.obj.get("artifact")?.as_object()
+        self.obj()?.get("artifact")?.as_object()
     }
 
     pub(crate) fn history(&self) -> Option<&Vec<Value>> {
-        self.obj.get("history")?.as_array()
+        self.obj()?.get("history")?.as_array()
+    }
+}
+
+/// For tests and the `delta_frame` fuzz target: when the typed read of `data` succeeds, the
+/// `Value` read must succeed too and every question the adapter asks of the event must get
+/// the same answer. `Ok(true)`: the typed read took the frame; `Err`: the two disagree.
+#[doc(hidden)]
+pub fn delta_agrees(data: &[u8]) -> Result<bool, String> {
+    let Some(Payload::Event(fast)) = Payload::from_delta_frame(data) else {
+        return Ok(false);
+    };
+    let v: Value =
+        serde_json::from_slice(data).map_err(|e| format!("typed read took non-JSON: {e}"))?;
+    let Payload::Event(slow) = Payload::from_value(v) else {
+        return Err("typed read took an error payload".into());
+    };
+    let iac_extra = slow
+        .iac()
+        .is_some_and(|m| m.keys().any(|k| k != "iacCodeSessionId"));
+    let checks = [
+        ("kind", fast.kind == slow.kind),
+        ("task_id", fast.task_id() == slow.task_id()),
+        ("context_id", fast.context_id() == slow.context_id()),
+        ("state", fast.state() == slow.state()),
+        ("session_id", fast.session_id() == slow.session_id()),
+        (
+            "status_message",
+            fast.status_message() == slow.status_message(),
+        ),
+        ("iac", fast.iac().is_none() && !iac_extra),
+        (
+            "history",
+            fast.history().is_none() && slow.history().is_none(),
+        ),
+        (
+            "artifact",
+            fast.artifact().is_none() && slow.artifact().is_none(),
+        ),
+    ];
+    match checks.iter().find(|(_, ok)| !ok) {
+        Some((what, _)) => Err(format!("typed and Value reads differ on {what}")),
+        None => Ok(true),
     }
 }
 
@@ -298,11 +577,78 @@ mod tests {
 
     #[test]
     fn session_id_sources() {
-        let e = A2aEvent {
-            kind: Kind::StatusUpdate,
-            obj: json!({"metadata":{"iac_code":{"pipelineBatch":{"events":[{"x":1},{"iacCodeSessionId":"s3"}]}}}}),
-        };
+        let e = A2aEvent::new(
+            Kind::StatusUpdate,
+            json!({"metadata":{"iac_code":{"pipelineBatch":{"events":[{"x":1},{"iacCodeSessionId":"s3"}]}}}}),
+        );
         assert_eq!(e.session_id(), Some("s3"));
+    }
+
+    #[test]
+    fn every_captured_frame_reads_the_same_typed_or_as_a_value() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/a2a");
+        let (mut fast, mut all) = (0, 0);
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "sse") {
+                continue;
+            }
+            let text = std::fs::read(&path).unwrap();
+            for line in text.split(|&b| b == b'\n') {
+                let Some(data) = line.trim_ascii().strip_prefix(b"data: ") else {
+                    continue;
+                };
+                all += 1;
+                match delta_agrees(data) {
+                    Ok(true) => fast += 1,
+                    Ok(false) => {}
+                    Err(e) => panic!("{}: {e}", path.display()),
+                }
+            }
+        }
+        // The captured text deltas all take the typed read; the other frames do not.
+        assert!(
+            fast >= 20 && fast < all,
+            "{fast} of {all} frames read typed"
+        );
+    }
+
+    #[test]
+    fn the_typed_read_leaves_anything_unusual_to_the_value_read() {
+        let base = r#"{"result":{"statusUpdate":{"taskId":"t","contextId":"c","status":{"state":"TASK_STATE_WORKING","message":{"messageId":"m","role":"ROLE_AGENT","parts":[{"text":"a\u00e9"},{"text":"b"}]}},"metadata":{"iac_code":{"iacCodeSessionId":"s"}}}},"id":"1","jsonrpc":"2.0"}"#;
+        assert_eq!(delta_agrees(base.as_bytes()), Ok(true));
+        let Some(Payload::Event(e)) = Payload::from_delta_frame(base.as_bytes()) else {
+            panic!()
+        };
+        assert_eq!(e.status_message().unwrap().text, "a\u{e9}b");
+        for odd in [
+            // another metadata key, a duplicate key, a non-string id, an error beside the
+            // result, a non-object part, an artifact: all read as a Value.
+            base.replace(
+                r#""iacCodeSessionId":"s""#,
+                r#""iacCodeSessionId":"s","usage":{}"#,
+            ),
+            base.replace(r#""taskId":"t""#, r#""taskId":"t","taskId":"u""#),
+            base.replace(r#""taskId":"t""#, r#""taskId":7"#),
+            base.replace(r#""id":"1""#, r#""id":1"#),
+            base.replace(r#""id":"1""#, r#""id":"1","error":{"code":1}"#),
+            base.replace(r#"{"text":"b"}"#, r#""b""#),
+            base.replace(r#""statusUpdate""#, r#""artifactUpdate""#),
+        ] {
+            assert_eq!(delta_agrees(odd.as_bytes()), Ok(false), "{odd}");
+        }
+        // Nulls and empty strings mean what they mean to the Value read.
+        for same in [
+            base.replace(r#""taskId":"t""#, r#""taskId":null"#),
+            base.replace(r#""messageId":"m""#, r#""messageId":"""#),
+            base.replace(r#""role":"ROLE_AGENT""#, r#""role":null"#),
+            base.replace(
+                r#""metadata":{"iac_code":{"iacCodeSessionId":"s"}}"#,
+                r#""metadata":null"#,
+            ),
+        ] {
+            assert_eq!(delta_agrees(same.as_bytes()), Ok(true), "{same}");
+        }
     }
 
     #[test]

@@ -235,10 +235,7 @@ mod tests {
     use crate::a2a::types::Kind;
 
     fn ev(iac: Value) -> A2aEvent {
-        A2aEvent {
-            kind: Kind::StatusUpdate,
-            obj: json!({"metadata":{"iac_code": iac}}),
-        }
+        A2aEvent::new(Kind::StatusUpdate, json!({"metadata":{"iac_code": iac}}))
     }
 
     #[test]

@@ -180,6 +180,9 @@ pub struct Outbox {
     shared: Arc<JobShared>,
     /// For the access log: the status of the answer and the bytes handed to the loop.
     sent: std::cell::Cell<(u16, u64)>,
+    /// Events are queued without waking the loop until [`Outbox::flush`] (the worker has
+    /// more upstream bytes in hand): one wake per burst instead of one per event.
+    held: std::cell::Cell<bool>,
 }
 
 /// Returned by [`Outbox::send`] when the loop stopped the job (client gone or shutdown).
@@ -200,6 +203,14 @@ impl Outbox {
             if room {
                 break;
             }
+            // Held events must reach the loop before this worker waits for the room they take.
+            if !q.notified {
+                q.notified = true;
+                drop(q);
+                s.inbox.notify(s.clone());
+                q = lock(&s.queue);
+                continue;
+            }
             q.waiting += 1;
             q = s.space.wait(q).unwrap_or_else(|e| e.into_inner());
             q.waiting -= 1;
@@ -211,9 +222,10 @@ impl Outbox {
             _ => {}
         }
         self.sent.set((status, bytes + reply.size() as u64));
+        let hold = self.held.get() && matches!(reply, Reply::Event(_));
         q.bytes += reply.size();
         q.items.push_back(reply);
-        if !q.notified {
+        if !q.notified && !hold {
             q.notified = true;
             drop(q);
             s.inbox.notify(s.clone());
@@ -223,6 +235,26 @@ impl Outbox {
 
     pub(crate) fn stop_reason(&self) -> Option<StopReason> {
         self.shared.stop_reason()
+    }
+
+    /// Hold events (`true`) until the next [`Outbox::flush`]; `false` flushes. Other replies
+    /// always wake the loop.
+    pub(crate) fn hold(&self, on: bool) {
+        self.held.set(on);
+        if !on {
+            self.flush();
+        }
+    }
+
+    /// Wake the loop for what is queued (the worker is about to wait for upstream).
+    pub(crate) fn flush(&self) {
+        let s = &self.shared;
+        let mut q = lock(&s.queue);
+        if !q.notified && !q.items.is_empty() {
+            q.notified = true;
+            drop(q);
+            s.inbox.notify(s.clone());
+        }
     }
 
     /// The answer's status (0 before any) and the bytes queued so far (access log).
@@ -302,6 +334,7 @@ pub(crate) fn new_job(
     let outbox = Outbox {
         shared: shared.clone(),
         sent: std::cell::Cell::new((0, 0)),
+        held: std::cell::Cell::new(false),
     };
     (shared, outbox)
 }
@@ -345,6 +378,65 @@ mod tests {
         drop(out);
         let mut got = Vec::new();
         assert!(job.drain(100, usize::MAX, &mut got));
+    }
+
+    #[test]
+    fn held_events_wake_the_loop_only_on_flush() {
+        let (inbox, wakes) = inbox();
+        let (job, out) = new_job(ID, 8, &inbox);
+        out.send(Reply::StartStream(Vec::new())).unwrap();
+        inbox.take_ready();
+        let mut got = Vec::new();
+        job.drain(100, usize::MAX, &mut got);
+        out.hold(true);
+        for b in [b"a", b"b", b"c"] {
+            out.send(Reply::Event(b[..].into())).unwrap();
+        }
+        assert_eq!(wakes.load(Ordering::SeqCst), 1, "held events do not wake");
+        out.flush();
+        assert_eq!(wakes.load(Ordering::SeqCst), 2);
+        out.flush();
+        assert_eq!(
+            wakes.load(Ordering::SeqCst),
+            2,
+            "nothing new: no second wake"
+        );
+        assert_eq!(inbox.take_ready().len(), 1);
+        got.clear();
+        job.drain(100, usize::MAX, &mut got);
+        assert_eq!(got.len(), 3);
+        // The end of a stream is never held.
+        out.send(Reply::EndStream).unwrap();
+        assert_eq!(wakes.load(Ordering::SeqCst), 3);
+    }
+
+    #[test]
+    fn a_held_worker_on_a_full_queue_wakes_the_loop_before_waiting() {
+        let (inbox, wakes) = inbox();
+        let (job, out) = new_job(ID, 2, &inbox);
+        let t = std::thread::spawn(move || {
+            out.hold(true);
+            for i in 0..5u8 {
+                out.send(Reply::Event(vec![i].into())).unwrap();
+            }
+            out.hold(false);
+        });
+        let mut got = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while got.len() < 5 && std::time::Instant::now() < deadline {
+            for j in inbox.take_ready() {
+                j.drain(10, usize::MAX, &mut got);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        t.join().unwrap();
+        assert_eq!(
+            got.len(),
+            5,
+            "the worker never waited on a queue the loop was not told of"
+        );
+        assert!(wakes.load(Ordering::SeqCst) >= 2);
+        drop(job);
     }
 
     #[test]

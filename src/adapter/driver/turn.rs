@@ -183,9 +183,21 @@ impl Run<'_, '_> {
         st: &mut EventStream,
         last: bool,
     ) -> Step<(Option<TaskState>, bool)> {
+        self.stream.hold(true);
+        let r = self.pump_held(st, last);
+        self.stream.hold(false);
+        r
+    }
+
+    /// `pump` with events held between upstream reads: they reach the loop when the next
+    /// payload would need a read (or the queue is full, or the pump ends).
+    fn pump_held(&mut self, st: &mut EventStream, last: bool) -> Step<(Option<TaskState>, bool)> {
         let mut state: Option<TaskState> = None;
         let mut committed = false;
         loop {
+            if !st.has_ready() {
+                self.stream.flush();
+            }
             let p = match st.next_payload() {
                 Ok(Some(p)) => p,
                 Ok(None) => break,

@@ -2,6 +2,7 @@
 //! `Mapper` per run, fed A2A objects, producing stamped AG-UI events. Time and generated ids
 //! come from [`Env`]; nothing here does I/O.
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde_json::{Map, Value, json};
@@ -176,24 +177,22 @@ impl<'e> Mapper<'e> {
     }
 
     fn status_text(&mut self, ev: &A2aEvent, iac: &Map<String, Value>) {
-        let msg = ev.status().and_then(|s| s.get("message"));
-        let mut text = String::new();
-        let mut message_id: Option<String> = None;
-        if let Some(m) = msg.and_then(Value::as_object) {
-            let role = m.get("role").and_then(Value::as_str);
-            if matches!(role, None | Some("ROLE_AGENT" | "agent")) {
-                text = parts_text(m.get("parts"));
-                message_id = non_empty(m.get("messageId")).map(str::to_string);
-            }
+        let mut text = Cow::Borrowed("");
+        let mut message_id: Option<Cow<'_, str>> = None;
+        if let Some(m) = ev.status_message()
+            && matches!(m.role, None | Some("ROLE_AGENT" | "agent"))
+        {
+            text = m.text;
+            message_id = m.message_id.map(Cow::Borrowed);
         }
         if text.is_empty()
             && !self.text_emitted
             && let Some(history) = ev.history()
         {
             let (t, id) = history_text(history);
-            text = t;
+            text = Cow::Owned(t);
             if message_id.is_none() {
-                message_id = id;
+                message_id = id.map(Cow::Owned);
             }
         }
         if text.is_empty() {
