@@ -5,6 +5,7 @@
 //! A panic in a backend is contained here: before the stream starts it becomes a 500 JSON
 //! error; after it, a `RUN_ERROR` terminal event, so the client always sees one terminal.
 
+use crate::server::job::Frame;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -170,7 +171,7 @@ impl<'a> RunStream<'a> {
     /// Queue one framed event: into the replay log, then to the client unless it left
     /// during a disconnect grace.
     fn send_event(&self, data: Vec<u8>) -> Result<(), Stopped> {
-        let data: Arc<[u8]> = data.into();
+        let data: Frame = data.into();
         if let Some(log) = &self.log {
             log.append(data.clone());
             // The first event after RUN_STARTED: how long the kernel took to say something.
@@ -196,7 +197,7 @@ impl<'a> RunStream<'a> {
     }
 
     /// Send already framed events (a subscriber replaying a log).
-    pub(crate) fn raw_event(&mut self, framed: Arc<[u8]>) -> Result<(), Stopped> {
+    pub(crate) fn raw_event(&mut self, framed: Frame) -> Result<(), Stopped> {
         if self.state != StreamState::Open || self.terminal_sent {
             return Ok(());
         }

@@ -82,8 +82,10 @@ pub(crate) const A2A_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Upstream silence after which the kernel counts as unavailable (`--a2a-idle-timeout`; the
 /// kernel sends a keep-alive every 15 s).
 pub(crate) const A2A_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
-/// The HTTP client's per-session read buffer (ureq's default is 128 KiB).
-pub(crate) const A2A_INPUT_BUFFER: usize = 8 * 1024;
+/// The HTTP client's per-session read buffer (ureq's default is 128 KiB). A read is at most
+/// this much, and each read is one burst for the loop: 16 KiB halves the loop's wake-ups at
+/// flood over 8 KiB, for 8 KiB more per open stream.
+pub(crate) const A2A_INPUT_BUFFER: usize = 16 * 1024;
 /// The HTTP client's per-session write buffer (ureq's default is 128 KiB).
 pub(crate) const A2A_OUTPUT_BUFFER: usize = 2 * 1024;
 /// Largest response head from the kernel.

@@ -75,13 +75,23 @@ impl SseParser {
             }
         }
         while !input.is_empty() {
-            match input.iter().position(|&b| b == b'\n' || b == b'\r') {
+            match find_eol(input) {
                 None => {
                     self.extend_line(input)?;
                     break;
                 }
                 Some(i) => {
-                    self.extend_line(&input[..i])?;
+                    if self.line.is_empty() {
+                        // The whole line is in this piece: read it in place, no copy.
+                        self.check_size(i)?;
+                        self.end_line(&input[..i], out)?;
+                    } else {
+                        self.extend_line(&input[..i])?;
+                        let line = std::mem::take(&mut self.line);
+                        let r = self.end_line(&line, out);
+                        self.keep_line(line);
+                        r?;
+                    }
                     let was_cr = input[i] == b'\r';
                     input = &input[i + 1..];
                     if was_cr {
@@ -91,39 +101,50 @@ impl SseParser {
                             input = &input[1..];
                         }
                     }
-                    self.end_line(out)?;
                 }
             }
         }
         Ok(())
     }
 
-    fn extend_line(&mut self, bytes: &[u8]) -> Result<(), SseError> {
-        if self.line.len() + bytes.len() + self.data.len() > self.max_event {
+    fn check_size(&self, more: usize) -> Result<(), SseError> {
+        if self.line.len() + more + self.data.len() > self.max_event {
             return Err(SseError::TooLarge);
         }
+        Ok(())
+    }
+
+    fn extend_line(&mut self, bytes: &[u8]) -> Result<(), SseError> {
+        self.check_size(bytes.len())?;
         self.line.extend_from_slice(bytes);
         Ok(())
     }
 
-    fn end_line(&mut self, out: &mut VecDeque<SseEvent>) -> Result<(), SseError> {
-        let line = std::mem::take(&mut self.line);
+    /// Give the line buffer back for the next partial line.
+    fn keep_line(&mut self, mut line: Vec<u8>) {
+        line.clear();
+        // A large event must not keep its line's memory for the rest of the run.
+        if line.capacity() <= LINE_KEEP {
+            self.line = line;
+        }
+    }
+
+    fn end_line(&mut self, line: &[u8], out: &mut VecDeque<SseEvent>) -> Result<(), SseError> {
         if line.is_empty() {
             if self.has_data {
+                // The next event is likely the size of this one: one allocation for it.
+                let hint = self.data.len().min(LINE_KEEP);
                 out.push_back(SseEvent {
                     event: self.event.take(),
-                    data: std::mem::take(&mut self.data),
+                    data: std::mem::replace(&mut self.data, Vec::with_capacity(hint)),
                 });
             }
             self.has_data = false;
             self.event = None;
             self.data.clear();
-            self.line = line;
             return Ok(());
         }
         if line[0] == b':' {
-            self.line = line;
-            self.line.clear();
             return Ok(());
         }
         let (field, value) = match line.iter().position(|&b| b == b':') {
@@ -131,7 +152,7 @@ impl SseParser {
                 let v = &line[i + 1..];
                 (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
             }
-            None => (&line[..], &b""[..]),
+            None => (line, &b""[..]),
         };
         match field {
             b"data" => {
@@ -147,13 +168,6 @@ impl SseParser {
             b"event" => self.event = Some(String::from_utf8_lossy(value).into_owned()),
             _ => {} // id, retry and unknown fields carry nothing the adapter uses
         }
-        let mut line = line;
-        line.clear();
-        // A large event must not keep its line's memory for the rest of the run.
-        if line.capacity() > LINE_KEEP {
-            line = Vec::new();
-        }
-        self.line = line;
         Ok(())
     }
 }
@@ -161,12 +175,40 @@ impl SseParser {
 /// Capacity a line buffer keeps between lines.
 const LINE_KEEP: usize = 64 * 1024;
 
+/// The first CR or LF: eight bytes at a time (a frame is hundreds of bytes on one line).
+fn find_eol(b: &[u8]) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |x: u64| x.wrapping_sub(LO) & !x & HI;
+    let mut i = 0;
+    while i + 8 <= b.len() {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[i..i + 8]);
+        let x = u64::from_le_bytes(w);
+        if has_zero(x ^ (LO * u64::from(b'\n'))) | has_zero(x ^ (LO * u64::from(b'\r'))) != 0 {
+            break;
+        }
+        i += 8;
+    }
+    b[i..]
+        .iter()
+        .position(|&c| c == b'\n' || c == b'\r')
+        .map(|p| i + p)
+}
+
+const READ_MIN: usize = 2 * 1024;
+const READ_MAX: usize = 32 * 1024;
+
 /// Pull reader over any `Read` (the upstream response body).
 pub(crate) struct SseReader<R> {
     inner: R,
     parser: SseParser,
     queue: VecDeque<SseEvent>,
-    buf: Box<[u8]>,
+    /// Read buffer: small while reads are small (a waiting or paced run), doubled up to
+    /// `READ_MAX` while reads fill it (a flood: each read is one burst for the loop).
+    buf: Vec<u8>,
+    /// Consecutive reads that used less than an eighth of the buffer.
+    small_reads: u8,
     eof: bool,
 }
 
@@ -176,8 +218,25 @@ impl<R: Read> SseReader<R> {
             inner,
             parser: SseParser::new(max_event),
             queue: VecDeque::new(),
-            buf: vec![0u8; 4096].into_boxed_slice(),
+            buf: vec![0u8; READ_MIN],
+            small_reads: 0,
             eof: false,
+        }
+    }
+
+    fn adapt(&mut self, n: usize) {
+        let len = self.buf.len();
+        if n == len && len < READ_MAX {
+            self.buf = vec![0u8; len * 2];
+            self.small_reads = 0;
+        } else if n < len / 8 && len > READ_MIN {
+            self.small_reads += 1;
+            if self.small_reads >= 8 {
+                self.buf = vec![0u8; len / 2];
+                self.small_reads = 0;
+            }
+        } else {
+            self.small_reads = 0;
         }
     }
 
@@ -206,6 +265,7 @@ impl<R: Read> SseReader<R> {
                 continue;
             }
             self.parser.push(&self.buf[..n], &mut self.queue)?;
+            self.adapt(n);
         }
     }
 }
@@ -273,6 +333,23 @@ mod tests {
             p.push(&[b'a'; 40], &mut out),
             Err(SseError::TooLarge)
         ));
+    }
+
+    #[test]
+    fn eol_search_finds_the_first_cr_or_lf_anywhere() {
+        for len in 0..40 {
+            for at in 0..len {
+                for eol in [b'\n', b'\r'] {
+                    let mut v = vec![b'a'; len];
+                    v[at] = eol;
+                    if at + 1 < len {
+                        v[len - 1] = b'\n';
+                    }
+                    assert_eq!(find_eol(&v), Some(at), "len {len} at {at}");
+                }
+            }
+            assert_eq!(find_eol(&vec![0x8a; len]), None);
+        }
     }
 
     #[test]

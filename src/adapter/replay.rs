@@ -7,6 +7,7 @@
 //! Writers (the run's worker) never wait for readers: a subscriber that falls behind what a
 //! log still holds is told so and closed (it can re-subscribe in snapshot mode).
 
+use crate::server::job::Frame;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
@@ -43,7 +44,7 @@ pub(crate) struct RunKey {
 }
 
 struct Held {
-    events: VecDeque<Arc<[u8]>>,
+    events: VecDeque<Frame>,
     /// The id of `events[0]` (after an overflow, the first id still held).
     first_id: u64,
     bytes: usize,
@@ -74,7 +75,7 @@ pub(crate) struct RunLog {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Read {
     /// Events starting at the asked id (possibly none when the wait timed out).
-    Events(Vec<Arc<[u8]>>),
+    Events(Vec<Frame>),
     /// The asked id is no longer held.
     Gap,
     /// Every event was read and the run ended (its terminal event was among them, unless the
@@ -85,7 +86,7 @@ pub(crate) enum Read {
 impl RunLog {
     /// Append one framed event (its id is the next one: the stream numbers them in order).
     /// The bytes are shared with the reply on its way to the client, not copied.
-    pub(crate) fn append(&self, framed: Arc<[u8]>) {
+    pub(crate) fn append(&self, framed: Frame) {
         let mut h = lock(&self.held);
         if h.ended {
             return;
@@ -392,7 +393,7 @@ mod tests {
         }
     }
 
-    fn ev(i: u64) -> Arc<[u8]> {
+    fn ev(i: u64) -> Frame {
         format!("id: {i}\ndata: {{}}\n\n").into_bytes().into()
     }
 

@@ -19,6 +19,10 @@ pub(crate) struct ConnId {
     pub(crate) generation: u64,
 }
 
+/// One framed SSE event, shared by the reply and the run's replay log. A `Vec` inside the
+/// `Arc` (not `Arc<[u8]>`): the framed bytes move in without a copy.
+pub(crate) type Frame = Arc<Vec<u8>>;
+
 /// What a worker sends to the loop.
 #[derive(Debug)]
 pub(crate) enum Reply {
@@ -28,7 +32,7 @@ pub(crate) enum Reply {
     StartStream(Vec<(&'static str, String)>),
     /// One SSE event, already framed (`id: N\ndata: …\n\n`); shared with the run's replay
     /// log, so a large event is held once.
-    Event(std::sync::Arc<[u8]>),
+    Event(Frame),
     /// The stream ended after its terminal event.
     EndStream,
 }
@@ -366,7 +370,7 @@ mod tests {
         let (inbox, wakes) = inbox();
         let (job, out) = new_job(ID, 8, &inbox);
         out.send(Reply::StartStream(Vec::new())).unwrap();
-        out.send(Reply::Event(b"a"[..].into())).unwrap();
+        out.send(Reply::Event(b"a".to_vec().into())).unwrap();
         assert_eq!(wakes.load(Ordering::SeqCst), 1);
         let ready = inbox.take_ready();
         assert_eq!(ready.len(), 1);
@@ -390,7 +394,7 @@ mod tests {
         job.drain(100, usize::MAX, &mut got);
         out.hold(true);
         for b in [b"a", b"b", b"c"] {
-            out.send(Reply::Event(b[..].into())).unwrap();
+            out.send(Reply::Event(b.to_vec().into())).unwrap();
         }
         assert_eq!(wakes.load(Ordering::SeqCst), 1, "held events do not wake");
         out.flush();
