@@ -243,14 +243,20 @@ impl<'a> RunStream<'a> {
         }
     }
 
-    /// Hold events without waking the loop until [`RunStream::flush`] (`false` flushes):
+    /// Hold events without waking the loop until the next upstream read (`false` flushes):
     /// a burst read in one upstream chunk costs the loop one wake.
     pub(crate) fn hold(&self, on: bool) {
         self.outbox.hold(on);
     }
 
-    pub(crate) fn flush(&self) {
-        self.outbox.flush();
+    /// Before an upstream read: flush held events and wait while the client is behind (see
+    /// `Outbox::wait_writable`); a detached run only flushes.
+    pub(crate) fn before_read(&self) {
+        if self.detach.detached() {
+            self.outbox.flush();
+        } else {
+            self.outbox.wait_writable();
+        }
     }
 
     /// Send the SSE head.

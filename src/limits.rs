@@ -66,10 +66,14 @@ pub(crate) const SHUTDOWN_FLUSH: Duration = Duration::from_secs(5);
 pub(crate) const READ_CHUNK: usize = 16 * 1024;
 /// Replies taken from one job per pump round, so one busy stream cannot starve the others.
 pub(crate) const DRAIN_BATCH: usize = 64;
-/// A connection's output buffer above this capacity is shrunk once drained (idle memory)...
-pub(crate) const OUT_BUFFER_SHRINK_ABOVE: usize = 64 * 1024;
-/// ... to this capacity.
-pub(crate) const OUT_BUFFER_SHRINK_TO: usize = 16 * 1024;
+/// A byte run of a connection's output stops growing here and a new one starts, so output
+/// being written slowly is freed a run at a time.
+pub(crate) const OUT_RUN_MAX: usize = 64 * 1024;
+/// Capacity of the one written run a connection keeps for its next output.
+pub(crate) const OUT_SPARE_MAX: usize = 16 * 1024;
+/// Events at least this large are not copied into a connection's output: it holds the frame
+/// the replay log holds.
+pub(crate) const OUT_SHARE_FROM: usize = 16 * 1024;
 
 // ---- the A2A kernel
 
@@ -84,8 +88,8 @@ pub(crate) const A2A_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub(crate) const A2A_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 /// The HTTP client's per-session read buffer (ureq's default is 128 KiB). A read is at most
 /// this much, and each read is one burst for the loop: 16 KiB halves the loop's wake-ups at
-/// flood over 8 KiB, for 8 KiB more per open stream.
-pub(crate) const A2A_INPUT_BUFFER: usize = 16 * 1024;
+/// flood (about −0.5 µs per event) but costs 8 KiB more per open stream; memory won.
+pub(crate) const A2A_INPUT_BUFFER: usize = 8 * 1024;
 /// The HTTP client's per-session write buffer (ureq's default is 128 KiB).
 pub(crate) const A2A_OUTPUT_BUFFER: usize = 2 * 1024;
 /// Largest response head from the kernel.

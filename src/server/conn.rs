@@ -16,6 +16,7 @@ use mio::net::TcpStream;
 
 use super::http::{ChunkedDecoder, RequestHead, Response};
 use super::job::{ConnId, JobShared};
+use super::out::OutBuf;
 use super::timers::Armed;
 
 pub(crate) enum State {
@@ -58,9 +59,7 @@ pub(crate) struct Conn {
     pub(crate) sock: TcpStream,
     pub(crate) state: State,
     pub(crate) inbuf: Vec<u8>,
-    pub(crate) out: Vec<u8>,
-    /// Bytes of `out` already written.
-    pub(crate) out_pos: usize,
+    pub(crate) out: OutBuf,
     pub(crate) armed: Armed,
     /// Last time a write made progress (or output became pending).
     pub(crate) last_progress: Instant,
@@ -78,8 +77,7 @@ impl Conn {
             sock,
             state: State::ReadingHead { started: false },
             inbuf: Vec::new(),
-            out: Vec::new(),
-            out_pos: 0,
+            out: OutBuf::default(),
             armed: Armed::default(),
             last_progress: now,
             last_event: now,
@@ -89,7 +87,7 @@ impl Conn {
     }
 
     pub(crate) fn pending_out(&self) -> usize {
-        self.out.len() - self.out_pos
+        self.out.len()
     }
 
     /// The job owned by this connection, if any.

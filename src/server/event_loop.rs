@@ -514,11 +514,10 @@ impl Server {
         let draining = self.draining();
         let Some(conn) = self.conn(slot) else { return };
         let keep = keep_alive && !r.close && !draining;
-        let start = conn.out.len();
-        r.write_to(&mut conn.out, keep, head_only);
-        if conn.out_pos == start {
+        if conn.out.is_empty() {
             conn.last_progress = now;
         }
+        conn.out.extend_with(|b| r.write_to(b, keep, head_only));
         if keep {
             conn.state = State::ReadingHead { started: false };
             conn.read_deadline = Some(now + keepalive_timeout);
@@ -533,16 +532,13 @@ impl Server {
         let watermark = self.cfg.max_output_bytes / 2;
         let Some(conn) = self.conn(slot) else { return };
         let before = conn.pending_out();
-        while conn.out_pos < conn.out.len() {
-            match conn.sock.write(&conn.out[conn.out_pos..]) {
+        while !conn.out.is_empty() {
+            match conn.out.write_to(&mut conn.sock) {
                 Ok(0) => {
                     self.close(slot, "write zero");
                     return;
                 }
-                Ok(n) => {
-                    conn.out_pos += n;
-                    conn.last_progress = now;
-                }
+                Ok(_) => conn.last_progress = now,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => {
@@ -551,17 +547,11 @@ impl Server {
                 }
             }
         }
-        if conn.out_pos == conn.out.len() {
-            conn.out.clear();
-            conn.out_pos = 0;
-            if conn.out.capacity() > limits::OUT_BUFFER_SHRINK_ABOVE {
-                conn.out.shrink_to(limits::OUT_BUFFER_SHRINK_TO);
-            }
-        } else if conn.out_pos > limits::OUT_BUFFER_SHRINK_ABOVE {
-            conn.out.drain(..conn.out_pos);
-            conn.out_pos = 0;
-        }
+        conn.out.trim();
         let after = conn.pending_out();
+        if let Some(job) = conn.job() {
+            job.set_congested(after > watermark);
+        }
         if matches!(conn.state, State::Closing) && after == 0 {
             self.close(slot, "done");
             return;
@@ -657,11 +647,11 @@ impl Server {
                 };
                 // HTTP/1.0 has no chunked encoding: its stream ends by closing the connection.
                 let chunked = keep_alive;
-                let start = conn.out.len();
-                http::write_sse_head(&mut conn.out, chunked, &extra);
-                if conn.out_pos == start {
+                if conn.out.is_empty() {
                     conn.last_progress = now;
                 }
+                conn.out
+                    .extend_with(|b| http::write_sse_head(b, chunked, &extra));
                 conn.last_event = now;
                 conn.state = State::Streaming {
                     job,
@@ -671,11 +661,10 @@ impl Server {
             }
             (Reply::Event(data), State::Streaming { chunked, .. }) => {
                 let chunked = *chunked;
-                let start = conn.out.len();
-                http::write_body_piece(&mut conn.out, &data, chunked);
-                if conn.out_pos == start {
+                if conn.out.is_empty() {
                     conn.last_progress = now;
                 }
+                conn.out.push_piece(&data, chunked);
                 conn.last_event = now;
             }
             (
@@ -727,12 +716,13 @@ impl Server {
                     if let State::Streaming { chunked, .. } = conn.state
                         && now >= conn.last_event + self.cfg.heartbeat_interval
                     {
-                        let start = conn.out.len();
-                        http::write_body_piece(&mut conn.out, b": heartbeat\n\n", chunked);
-                        crate::metrics::M.heartbeats.inc();
-                        if conn.out_pos == start {
+                        if conn.out.is_empty() {
                             conn.last_progress = now;
                         }
+                        conn.out.extend_with(|b| {
+                            http::write_body_piece(b, b": heartbeat\n\n", chunked)
+                        });
+                        crate::metrics::M.heartbeats.inc();
                         conn.last_event = now;
                     }
                 }
@@ -813,7 +803,7 @@ fn push_out(conn: &mut Conn, bytes: &[u8], now: Instant) {
     if conn.pending_out() == 0 {
         conn.last_progress = now;
     }
-    conn.out.extend_from_slice(bytes);
+    conn.out.extend(bytes);
 }
 
 /// Run a server on its own thread (tests and embedders).

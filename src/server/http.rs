@@ -527,6 +527,12 @@ pub(crate) fn write_sse_head(out: &mut Vec<u8>, chunked: bool, extra: &[(&'stati
 }
 
 /// Append one body piece, framed as a chunk when `chunked`.
+/// The size line of one HTTP/1.1 chunk.
+pub(crate) fn write_chunk_head(out: &mut Vec<u8>, len: usize) {
+    push_hex(out, len);
+    out.extend_from_slice(b"\r\n");
+}
+
 pub(crate) fn write_body_piece(out: &mut Vec<u8>, data: &[u8], chunked: bool) {
     if data.is_empty() {
         return;

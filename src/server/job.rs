@@ -7,7 +7,7 @@
 //! through a flag plus hooks, which the worker uses to close its upstream socket at once.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::http::Response;
@@ -105,6 +105,10 @@ pub(crate) struct JobShared {
     queue: Mutex<Queue>,
     space: Condvar,
     stop: AtomicU8,
+    /// The connection's unsent output is above the watermark (published by the loop): the
+    /// worker reads no more upstream until it is not, so a paused reader holds at most the
+    /// watermark plus the one event that crossed it.
+    congested: AtomicBool,
     stop_hooks: Mutex<Vec<Box<dyn FnOnce() + Send>>>,
     capacity: usize,
     inbox: Arc<Inbox>,
@@ -142,6 +146,17 @@ impl JobShared {
         self.stop_reason().is_some()
     }
 
+    /// The loop's view of the connection's output: above the watermark or not.
+    pub(crate) fn set_congested(&self, on: bool) {
+        let was = self.congested.swap(on, Ordering::SeqCst);
+        if was && !on {
+            let q = lock(&self.queue);
+            if q.waiting > 0 {
+                self.space.notify_all();
+            }
+        }
+    }
+
     /// Take up to `max` queued replies, stopping once `budget` bytes are taken (at least
     /// one reply, however large). `closed` reports a worker that has gone away.
     pub(crate) fn drain(&self, max: usize, budget: usize, out: &mut Vec<Reply>) -> bool {
@@ -156,6 +171,11 @@ impl JobShared {
             n += 1;
         }
         q.bytes -= taken;
+        if taken > budget {
+            // The output will be above the watermark once these are written into it: say
+            // so before a waiting worker looks (the flush that brings it down clears it).
+            self.congested.store(true, Ordering::SeqCst);
+        }
         if n > 0 && q.waiting > 0 {
             self.space.notify_all();
         }
@@ -239,6 +259,32 @@ impl Outbox {
 
     pub(crate) fn stop_reason(&self) -> Option<StopReason> {
         self.shared.stop_reason()
+    }
+
+    /// Wait while the client's connection is above its output watermark (or until the job
+    /// is stopped). Called before reading upstream: a slow reader stops its run's upstream
+    /// reads instead of having the next event, however large, produced for it.
+    /// Held events are flushed first. The queue holding a whole queue's worth (one large
+    /// event) counts as behind too: the loop has not taken it yet.
+    pub(crate) fn wait_writable(&self) {
+        let s = &self.shared;
+        let mut q = lock(&s.queue);
+        loop {
+            // Held events must reach the loop, or nothing would ever drain.
+            if !q.notified && !q.items.is_empty() {
+                q.notified = true;
+                drop(q);
+                s.inbox.notify(s.clone());
+                q = lock(&s.queue);
+            }
+            let behind = s.congested.load(Ordering::SeqCst) || q.bytes >= limits::JOB_QUEUE_BYTES;
+            if !behind || s.is_stopped() {
+                return;
+            }
+            q.waiting += 1;
+            q = s.space.wait(q).unwrap_or_else(|e| e.into_inner());
+            q.waiting -= 1;
+        }
     }
 
     /// Hold events (`true`) until the next [`Outbox::flush`]; `false` flushes. Other replies
@@ -331,6 +377,7 @@ pub(crate) fn new_job(
         }),
         space: Condvar::new(),
         stop: AtomicU8::new(0),
+        congested: AtomicBool::new(false),
         stop_hooks: Mutex::new(Vec::new()),
         capacity: capacity.max(1),
         inbox: inbox.clone(),
@@ -441,6 +488,37 @@ mod tests {
         );
         assert!(wakes.load(Ordering::SeqCst) >= 2);
         drop(job);
+    }
+
+    #[test]
+    fn a_worker_reads_no_further_while_its_client_is_behind() {
+        let (inbox, _) = inbox();
+        let (job, out) = new_job(ID, 8, &inbox);
+        out.send(Reply::StartStream(Vec::new())).unwrap();
+        let mut got = Vec::new();
+        job.drain(10, usize::MAX, &mut got);
+        // A large event the loop takes past the watermark: congested until a flush clears it.
+        out.send(Reply::Event(vec![0; 2 * limits::JOB_QUEUE_BYTES].into()))
+            .unwrap();
+        job.drain(10, 1024, &mut got);
+        let passed = Arc::new(AtomicUsize::new(0));
+        let p = passed.clone();
+        let t = std::thread::spawn(move || {
+            out.wait_writable();
+            p.store(1, Ordering::SeqCst);
+            out.wait_writable(); // not behind: returns at once
+            p.store(2, Ordering::SeqCst);
+            out
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(passed.load(Ordering::SeqCst), 0, "waited while behind");
+        job.set_congested(false);
+        let out = t.join().unwrap();
+        assert_eq!(passed.load(Ordering::SeqCst), 2);
+        // A stopped job never waits.
+        job.set_congested(true);
+        job.stop(StopReason::ClientGone);
+        out.wait_writable();
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub(crate) mod conn;
 pub mod event_loop;
 pub mod http;
 pub(crate) mod job;
+pub(crate) mod out;
 pub mod timers;
 
 use std::time::Duration;

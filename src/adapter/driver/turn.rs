@@ -196,7 +196,7 @@ impl Run<'_, '_> {
         let mut committed = false;
         loop {
             if !st.has_ready() {
-                self.stream.flush();
+                self.stream.before_read();
             }
             let p = match st.next_payload() {
                 Ok(Some(p)) => p,
