@@ -137,6 +137,15 @@ catalog! {
         "AG-UI リクエストの本文がサイズ上限を超えています。",
         "O corpo da requisição AG-UI excede o tamanho permitido.",
     ],
+    SubscribeBodyTooLarge => [
+        "The subscribe request body is larger than allowed.",
+        "订阅请求的请求体超过了允许的大小。",
+        "El cuerpo de la solicitud de suscripción es mayor de lo permitido.",
+        "Le corps de la demande d'abonnement est plus grand que permis.",
+        "Der Text der Abonnementanfrage ist größer als erlaubt.",
+        "購読要求の本文が許可されたサイズを超えています。",
+        "O corpo do pedido de subscrição é maior do que o permitido.",
+    ],
     CancelBodyTooLarge => [
         "The cancel request body exceeds the size limit.",
         "取消请求的请求体超出了大小上限。",

@@ -271,9 +271,10 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
     }
     let (limit, msg, route) = match route {
         Route::Run => (cfg.max_run_body, Msg::RunBodyTooLarge, ROUTE_RUN),
+        // The subscribe body is as small as the cancel body: it shares that limit.
         Route::Subscribe { .. } => (
             cfg.max_cancel_body,
-            Msg::CancelBodyTooLarge,
+            Msg::SubscribeBodyTooLarge,
             ROUTE_SUBSCRIBE,
         ),
         _ => (cfg.max_cancel_body, Msg::CancelBodyTooLarge, ROUTE_CANCEL),

@@ -394,4 +394,11 @@ fn subscribe_errors_come_before_any_stream() {
         b"{",
     );
     assert_eq!(bad_json.error_code(), "INVALID_JSON");
+    // Its own size message, not the cancel route's.
+    let mut big = ids_body("err", "r1");
+    big["pad"] = json!("x".repeat(70 * 1024));
+    let r = subscribe(&s, &exec, &big, &[]);
+    assert_eq!(r.status, 413);
+    assert_eq!(r.error_code(), "REQUEST_TOO_LARGE");
+    assert!(r.text().contains("subscribe"), "{}", r.text());
 }

@@ -128,24 +128,37 @@ enum Body {
     Value(Value),
     /// A status update of the text-delta shape, read without building a `Value` (most of a
     /// run's frames; see [`Payload::from_delta_frame`]).
-    Delta(Box<Delta>),
+    Delta(Delta),
 }
 
 /// The fields of a text-delta status update; nothing else was in the frame.
 #[derive(Debug, Clone, PartialEq)]
 struct Delta {
-    task_id: Option<String>,
-    context_id: Option<String>,
-    state: Option<String>,
-    message: Option<DeltaMessage>,
-    session_id: Option<String>,
+    /// Every string field, one after the other: one allocation per frame.
+    strs: String,
+    /// Where each field is in `strs` (`None`: absent or null), indexed by the `F_*` constants.
+    spans: [Option<(u32, u32)>; 7],
+    /// `status.message` was an object.
+    has_message: bool,
 }
 
-#[derive(Debug, Clone, PartialEq)]
-struct DeltaMessage {
-    message_id: Option<String>,
-    role: Option<String>,
-    text: String,
+const F_TASK: usize = 0;
+const F_CONTEXT: usize = 1;
+const F_STATE: usize = 2;
+const F_SESSION: usize = 3;
+const F_MESSAGE_ID: usize = 4;
+const F_ROLE: usize = 5;
+const F_TEXT: usize = 6;
+
+impl Delta {
+    fn get(&self, f: usize) -> Option<&str> {
+        let (a, b) = self.spans[f]?;
+        self.strs.get(a as usize..b as usize)
+    }
+
+    fn non_empty(&self, f: usize) -> Option<&str> {
+        self.get(f).filter(|s| !s.is_empty())
+    }
 }
 
 // The text-delta frame as the kernel sends it, every field named: any other field (or a
@@ -282,30 +295,51 @@ impl Payload {
         let text = std::str::from_utf8(data).ok()?;
         let w: WireFrame<'_> = serde_json::from_str(text).ok()?;
         let u = w.result.status_update;
-        let message = u.status.message.map(|m| {
-            let mut text = String::new();
-            for t in m.parts.iter().flatten().filter_map(|p| p.text.as_deref()) {
-                text.push_str(t);
+        let session = u
+            .metadata
+            .and_then(|m| m.iac_code)
+            .and_then(|i| i.session_id);
+        let m = u.status.message;
+        let parts = || {
+            m.iter()
+                .flat_map(|m| m.parts.iter().flatten())
+                .filter_map(|p| p.text.as_deref())
+        };
+        let fields = [
+            u.task_id.as_deref(),
+            u.context_id.as_deref(),
+            u.status.state.as_deref(),
+            session.as_deref(),
+            m.as_ref().and_then(|m| m.message_id.as_deref()),
+            m.as_ref().and_then(|m| m.role.as_deref()),
+        ];
+        let size = fields.iter().flatten().map(|f| f.len()).sum::<usize>()
+            + parts().map(str::len).sum::<usize>();
+        // Offsets are u32: a frame is at most 16 MiB (limits::MAX_EVENT_BYTES).
+        u32::try_from(size).ok()?;
+        let mut d = Delta {
+            strs: String::with_capacity(size),
+            spans: [None; 7],
+            has_message: m.is_some(),
+        };
+        let push = |d: &mut Delta, f: usize, pieces: &mut dyn Iterator<Item = &str>| {
+            let start = d.strs.len() as u32;
+            for p in pieces {
+                d.strs.push_str(p);
             }
-            DeltaMessage {
-                message_id: m.message_id.map(Cow::into_owned),
-                role: m.role.map(Cow::into_owned),
-                text,
+            d.spans[f] = Some((start, d.strs.len() as u32));
+        };
+        for (f, v) in fields.iter().enumerate() {
+            if let Some(v) = v {
+                push(&mut d, f, &mut std::iter::once(*v));
             }
-        });
+        }
+        if m.is_some() {
+            push(&mut d, F_TEXT, &mut parts());
+        }
         Some(Payload::Event(A2aEvent {
             kind: Kind::StatusUpdate,
-            body: Body::Delta(Box::new(Delta {
-                task_id: u.task_id.map(Cow::into_owned),
-                context_id: u.context_id.map(Cow::into_owned),
-                state: u.status.state.map(Cow::into_owned),
-                message,
-                session_id: u
-                    .metadata
-                    .and_then(|m| m.iac_code)
-                    .and_then(|i| i.session_id)
-                    .map(Cow::into_owned),
-            })),
+            body: Body::Delta(d),
         }))
     }
 
@@ -343,10 +377,6 @@ fn non_empty_str(v: Option<&Value>) -> Option<&str> {
     v.and_then(Value::as_str).filter(|s| !s.is_empty())
 }
 
-fn non_empty(s: Option<&String>) -> Option<&str> {
-    s.map(String::as_str).filter(|s| !s.is_empty())
-}
-
 impl A2aEvent {
     pub fn new(kind: Kind, obj: Value) -> A2aEvent {
         A2aEvent {
@@ -371,14 +401,14 @@ impl A2aEvent {
     pub fn task_id(&self) -> Option<&str> {
         match &self.body {
             Body::Value(v) => non_empty_str(v.get("taskId")).or_else(|| non_empty_str(v.get("id"))),
-            Body::Delta(d) => non_empty(d.task_id.as_ref()),
+            Body::Delta(d) => d.non_empty(F_TASK),
         }
     }
 
     pub(crate) fn context_id(&self) -> Option<&str> {
         match &self.body {
             Body::Value(v) => non_empty_str(v.get("contextId")),
-            Body::Delta(d) => non_empty(d.context_id.as_ref()),
+            Body::Delta(d) => d.non_empty(F_CONTEXT),
         }
     }
 
@@ -393,7 +423,7 @@ impl A2aEvent {
                 .get("state")
                 .and_then(Value::as_str)
                 .map(TaskState::parse),
-            Body::Delta(d) => d.state.as_deref().map(TaskState::parse),
+            Body::Delta(d) => d.get(F_STATE).map(TaskState::parse),
         }
     }
 
@@ -414,10 +444,10 @@ impl A2aEvent {
                     text: Cow::Owned(text),
                 })
             }
-            Body::Delta(d) => d.message.as_ref().map(|m| StatusMessage {
-                role: m.role.as_deref(),
-                message_id: non_empty(m.message_id.as_ref()),
-                text: Cow::Borrowed(&m.text),
+            Body::Delta(d) => d.has_message.then(|| StatusMessage {
+                role: d.get(F_ROLE),
+                message_id: d.non_empty(F_MESSAGE_ID),
+                text: Cow::Borrowed(d.get(F_TEXT).unwrap_or("")),
             }),
         }
     }
@@ -432,7 +462,7 @@ impl A2aEvent {
     /// `iac_code.pipelineBatch.events[i].iacCodeSessionId`.
     pub fn session_id(&self) -> Option<&str> {
         if let Body::Delta(d) = &self.body {
-            return non_empty(d.session_id.as_ref());
+            return d.non_empty(F_SESSION);
         }
         let iac = self.iac()?;
         if let Some(s) = non_empty_str(iac.get("iacCodeSessionId")) {

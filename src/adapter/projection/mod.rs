@@ -270,14 +270,20 @@ impl<'e> Mapper<'e> {
                 message_id: id.clone(),
             });
         }
-        self.current = Some(id.clone());
+        // The same message as the last delta (the usual case): no new copies of its id.
+        if self.current.as_deref() != Some(id.as_str()) {
+            self.current = Some(id.clone());
+        }
+        if record {
+            match self.buffers.get_mut(&id) {
+                Some(b) => b.push(text),
+                None => self.buffers.entry(id.clone()).or_default().push(text),
+            }
+        }
         self.emit(Event::TextContent {
-            message_id: id.clone(),
+            message_id: id,
             delta: text.to_string(),
         });
-        if record {
-            self.buffers.entry(id).or_default().push(text);
-        }
         self.text_emitted = true;
     }
 
