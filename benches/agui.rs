@@ -302,8 +302,16 @@ fn paced_floor(kernel: &Proc, n: u64, rate: u64) -> (f64, f64) {
 }
 
 /// Open `n` long streams; returns them (kept open) once each has its first event.
-fn open_streams(addr: SocketAddr, dir: &str, n: usize, text: &str, tag: &str) -> Vec<TcpStream> {
+/// Open `n` streaming runs; the streams and how many of them started (`RUN_STARTED` read).
+fn open_streams(
+    addr: SocketAddr,
+    dir: &str,
+    n: usize,
+    text: &str,
+    tag: &str,
+) -> (Vec<TcpStream>, usize) {
     let mut out = Vec::with_capacity(n);
+    let mut started = 0;
     for i in 0..n {
         let mut s = post(addr, "/", &run_body(dir, &format!("{tag}-{i}"), text), "");
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -316,9 +324,10 @@ fn open_streams(addr: SocketAddr, dir: &str, n: usize, text: &str, tag: &str) ->
             }
             got.extend_from_slice(&buf[..k]);
         }
+        started += usize::from(got.windows(12).any(|w| w == b"RUN_STARTED\""));
         out.push(s);
     }
-    out
+    (out, started)
 }
 
 fn bench() {
@@ -476,7 +485,8 @@ fn bench() {
 
     for streams in [100usize, 1000] {
         let base = rss_kib(a.child.id());
-        let open = open_streams(a.addr, &dir, streams, "wait 30", &format!("rss{streams}"));
+        let (open, started) =
+            open_streams(a.addr, &dir, streams, "wait 30", &format!("rss{streams}"));
         std::thread::sleep(Duration::from_millis(500));
         let with = rss_kib(a.child.id());
         let per = (with.saturating_sub(base)) as f64 / streams as f64;
@@ -495,6 +505,13 @@ fn bench() {
             per,
         );
         if streams == 1000 {
+            add(
+                "concurrent streaming runs held",
+                started.to_string(),
+                "1 000, no regression",
+                Some(started == streams),
+                started as f64,
+            );
             // Beyond the cap: a clear 503, never a hang.
             let mut s = post(a.addr, "/", &run_body(&dir, "over-cap", "hello"), "");
             s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
