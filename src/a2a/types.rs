@@ -387,10 +387,6 @@ impl A2aEvent {
 
     /// The object, unless it was a text delta read without building one.
     pub fn value(&self) -> Option<&Value> {
-        self.obj()
-    }
-
-    fn obj(&self) -> Option<&Value> {
         match &self.body {
             Body::Value(v) => Some(v),
             Body::Delta(_) => None,
@@ -413,7 +409,7 @@ impl A2aEvent {
     }
 
     fn status(&self) -> Option<&Value> {
-        self.obj()?.get("status").filter(|s| s.is_object())
+        self.value()?.get("status").filter(|s| s.is_object())
     }
 
     pub fn state(&self) -> Option<TaskState> {
@@ -432,16 +428,10 @@ impl A2aEvent {
         match &self.body {
             Body::Value(_) => {
                 let m = self.status()?.get("message")?.as_object()?;
-                let mut text = String::new();
-                if let Some(Value::Array(ps)) = m.get("parts") {
-                    for t in ps.iter().filter_map(|p| p.get("text")?.as_str()) {
-                        text.push_str(t);
-                    }
-                }
                 Some(StatusMessage {
                     role: m.get("role").and_then(Value::as_str),
                     message_id: non_empty_str(m.get("messageId")),
-                    text: Cow::Owned(text),
+                    text: Cow::Owned(parts_text(m.get("parts"))),
                 })
             }
             Body::Delta(d) => d.has_message.then(|| StatusMessage {
@@ -455,7 +445,7 @@ impl A2aEvent {
     /// `metadata.iac_code` when it is an object. A text delta's `iac_code` holds only the
     /// session id, which [`A2aEvent::session_id`] answers: here it is `None`.
     pub fn iac(&self) -> Option<&Map<String, Value>> {
-        self.obj()?.get("metadata")?.get("iac_code")?.as_object()
+        self.value()?.get("metadata")?.get("iac_code")?.as_object()
     }
 
     /// First non-empty of `iac_code.iacCodeSessionId`, `iac_code.pipeline.iacCodeSessionId`,
@@ -483,12 +473,23 @@ impl A2aEvent {
 
     /// The artifact of an artifactUpdate.
     pub(crate) fn artifact(&self) -> Option<&Map<String, Value>> {
-        self.obj()?.get("artifact")?.as_object()
+        self.value()?.get("artifact")?.as_object()
     }
 
     pub(crate) fn history(&self) -> Option<&Vec<Value>> {
-        self.obj()?.get("history")?.as_array()
+        self.value()?.get("history")?.as_array()
     }
+}
+
+/// The `text` of every part of a message's `parts`, joined.
+pub(crate) fn parts_text(parts: Option<&Value>) -> String {
+    let mut s = String::new();
+    if let Some(Value::Array(ps)) = parts {
+        for t in ps.iter().filter_map(|p| p.get("text")?.as_str()) {
+            s.push_str(t);
+        }
+    }
+    s
 }
 
 /// For tests and the `delta_frame` fuzz target: when the typed read of `data` succeeds, the

@@ -14,6 +14,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use super::conn::{BodyRead, Conn, State};
 use super::http::{self, ChunkError, ChunkedDecoder, Framing, Response};
 use super::job::{self, ConnId, Inbox, JobShared, Reply, StopReason};
+use super::out::OutBuf;
 use super::timers::{Clock, TimerKind, TimerSet};
 use super::{Handler, HeadDecision, Request, ServerConfig};
 use crate::limits;
@@ -464,7 +465,7 @@ impl Server {
                 let body_timeout = self.cfg.body_timeout;
                 let Some(conn) = self.conn(slot) else { return };
                 if head.expect_continue && head.has_body() && conn.inbuf.is_empty() {
-                    push_out(conn, http::CONTINUE_100, now);
+                    push_out(conn, now, |o| o.extend(http::CONTINUE_100));
                 }
                 conn.read_deadline = Some(now + body_timeout);
                 conn.state = State::ReadingBody(Box::new(BodyRead {
@@ -514,10 +515,9 @@ impl Server {
         let draining = self.draining();
         let Some(conn) = self.conn(slot) else { return };
         let keep = keep_alive && !r.close && !draining;
-        if conn.out.is_empty() {
-            conn.last_progress = now;
-        }
-        conn.out.extend_with(|b| r.write_to(b, keep, head_only));
+        push_out(conn, now, |o| {
+            o.extend_with(|b| r.write_to(b, keep, head_only))
+        });
         if keep {
             conn.state = State::ReadingHead { started: false };
             conn.read_deadline = Some(now + keepalive_timeout);
@@ -647,11 +647,9 @@ impl Server {
                 };
                 // HTTP/1.0 has no chunked encoding: its stream ends by closing the connection.
                 let chunked = keep_alive;
-                if conn.out.is_empty() {
-                    conn.last_progress = now;
-                }
-                conn.out
-                    .extend_with(|b| http::write_sse_head(b, chunked, &extra));
+                push_out(conn, now, |o| {
+                    o.extend_with(|b| http::write_sse_head(b, chunked, &extra))
+                });
                 conn.last_event = now;
                 conn.state = State::Streaming {
                     job,
@@ -661,10 +659,7 @@ impl Server {
             }
             (Reply::Event(data), State::Streaming { chunked, .. }) => {
                 let chunked = *chunked;
-                if conn.out.is_empty() {
-                    conn.last_progress = now;
-                }
-                conn.out.push_piece(&data, chunked);
+                push_out(conn, now, |o| o.push_piece(data, chunked));
                 conn.last_event = now;
             }
             (
@@ -677,7 +672,7 @@ impl Server {
             ) => {
                 let (keep, chunked) = (*keep_alive && *chunked && !draining, *chunked);
                 if chunked {
-                    push_out(conn, http::LAST_CHUNK, now);
+                    push_out(conn, now, |o| o.extend(http::LAST_CHUNK));
                 }
                 if keep {
                     conn.state = State::ReadingHead { started: false };
@@ -716,11 +711,10 @@ impl Server {
                     if let State::Streaming { chunked, .. } = conn.state
                         && now >= conn.last_event + self.cfg.heartbeat_interval
                     {
-                        if conn.out.is_empty() {
-                            conn.last_progress = now;
-                        }
-                        conn.out.extend_with(|b| {
-                            http::write_body_piece(b, b": heartbeat\n\n", chunked)
+                        push_out(conn, now, |o| {
+                            o.extend_with(|b| {
+                                http::write_body_piece(b, b": heartbeat\n\n", chunked)
+                            })
                         });
                         crate::metrics::M.heartbeats.inc();
                         conn.last_event = now;
@@ -799,11 +793,12 @@ impl Server {
     }
 }
 
-fn push_out(conn: &mut Conn, bytes: &[u8], now: Instant) {
-    if conn.pending_out() == 0 {
+/// Add output with `f`; the write-stall clock starts when output becomes pending.
+fn push_out(conn: &mut Conn, now: Instant, f: impl FnOnce(&mut OutBuf)) {
+    if conn.out.is_empty() {
         conn.last_progress = now;
     }
-    conn.out.extend(bytes);
+    f(&mut conn.out);
 }
 
 /// Run a server on its own thread (tests and embedders).

@@ -8,7 +8,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use super::http::Response;
 
@@ -115,6 +115,14 @@ pub(crate) struct JobShared {
 }
 
 impl JobShared {
+    /// Put the job on the inbox ready list and wake the loop (the caller saw it was not
+    /// there yet); the queue lock is released first.
+    fn mark_ready(self: &Arc<Self>, mut q: MutexGuard<'_, Queue>) {
+        q.notified = true;
+        drop(q);
+        self.inbox.notify(self.clone());
+    }
+
     /// Ask the worker to stop and run its stop hooks (once). `ClientGone` wins over
     /// `Shutdown` when both happen.
     pub(crate) fn stop(&self, reason: StopReason) {
@@ -190,11 +198,9 @@ impl JobShared {
 
     /// Put the job back on the ready list (used when the loop stopped draining early).
     pub(crate) fn renotify(self: &Arc<Self>) {
-        let mut q = lock(&self.queue);
+        let q = lock(&self.queue);
         if !q.notified && (!q.items.is_empty() || q.closed) {
-            q.notified = true;
-            drop(q);
-            self.inbox.notify(self.clone());
+            self.mark_ready(q);
         }
     }
 }
@@ -229,9 +235,7 @@ impl Outbox {
             }
             // Held events must reach the loop before this worker waits for the room they take.
             if !q.notified {
-                q.notified = true;
-                drop(q);
-                s.inbox.notify(s.clone());
+                s.mark_ready(q);
                 q = lock(&s.queue);
                 continue;
             }
@@ -250,9 +254,7 @@ impl Outbox {
         q.bytes += reply.size();
         q.items.push_back(reply);
         if !q.notified && !hold {
-            q.notified = true;
-            drop(q);
-            s.inbox.notify(s.clone());
+            s.mark_ready(q);
         }
         Ok(())
     }
@@ -272,9 +274,7 @@ impl Outbox {
         loop {
             // Held events must reach the loop, or nothing would ever drain.
             if !q.notified && !q.items.is_empty() {
-                q.notified = true;
-                drop(q);
-                s.inbox.notify(s.clone());
+                s.mark_ready(q);
                 q = lock(&s.queue);
             }
             let behind = s.congested.load(Ordering::SeqCst) || q.bytes >= limits::JOB_QUEUE_BYTES;
@@ -299,11 +299,9 @@ impl Outbox {
     /// Wake the loop for what is queued (the worker is about to wait for upstream).
     pub(crate) fn flush(&self) {
         let s = &self.shared;
-        let mut q = lock(&s.queue);
+        let q = lock(&s.queue);
         if !q.notified && !q.items.is_empty() {
-            q.notified = true;
-            drop(q);
-            s.inbox.notify(s.clone());
+            s.mark_ready(q);
         }
     }
 
@@ -337,9 +335,7 @@ impl Drop for Outbox {
         let mut q = lock(&s.queue);
         q.closed = true;
         if !q.notified {
-            q.notified = true;
-            drop(q);
-            s.inbox.notify(s.clone());
+            s.mark_ready(q);
         }
     }
 }

@@ -73,15 +73,15 @@ impl OutBuf {
     }
 
     /// One body piece of a stream (HTTP/1.1 chunk framing when `chunked`).
-    pub(crate) fn push_piece(&mut self, data: &Frame, chunked: bool) {
+    pub(crate) fn push_piece(&mut self, data: Frame, chunked: bool) {
         if data.len() < SHARE_FROM {
-            return self.extend_with(|b| super::http::write_body_piece(b, data, chunked));
+            return self.extend_with(|b| super::http::write_body_piece(b, &data, chunked));
         }
         if chunked {
             self.extend_with(|b| super::http::write_chunk_head(b, data.len()));
         }
         self.len += data.len();
-        self.segs.push_back(Seg::Shared(data.clone()));
+        self.segs.push_back(Seg::Shared(data));
         if chunked {
             self.extend(b"\r\n");
         }
@@ -130,25 +130,13 @@ impl OutBuf {
                 self.spare = b;
             }
         }
-        // Empty byte runs left in front (nothing was written into them) go too.
-        while self
-            .segs
-            .front()
-            .is_some_and(|s| s.as_slice().len() == self.pos)
-        {
-            self.segs.pop_front();
-            self.pos = 0;
-        }
     }
 
-    /// All written: let go of memory beyond the spare run.
+    /// All written: shrink the segment ring back.
     pub(crate) fn trim(&mut self) {
-        if self.len == 0 {
-            self.segs.clear();
-            self.pos = 0;
-            if self.segs.capacity() > 8 {
-                self.segs.shrink_to(8);
-            }
+        // Written segments are already gone (`consume`); only the ring's capacity is left.
+        if self.len == 0 && self.segs.capacity() > 8 {
+            self.segs.shrink_to(8);
         }
     }
 }
@@ -187,7 +175,7 @@ mod tests {
                 o.extend(b"HEAD\r\n\r\n");
                 want.extend_from_slice(b"HEAD\r\n\r\n");
                 for f in [&small, &big, &small, &big, &big] {
-                    o.push_piece(f, chunked);
+                    o.push_piece(f.clone(), chunked);
                     crate::server::http::write_body_piece(&mut want, f, chunked);
                 }
                 assert_eq!(o.len(), want.len());
@@ -210,7 +198,7 @@ mod tests {
     fn a_large_frame_is_held_once_not_copied() {
         let big: Frame = Arc::new(vec![b'x'; 8 << 20]);
         let mut o = OutBuf::default();
-        o.push_piece(&big, true);
+        o.push_piece(big.clone(), true);
         assert_eq!(Arc::strong_count(&big), 2, "shared with the output");
         let mut w = Trickle {
             got: Vec::new(),
@@ -231,7 +219,7 @@ mod tests {
             max: 90,
         };
         for _ in 0..100_000 {
-            o.push_piece(&ev, true);
+            o.push_piece(ev.clone(), true);
             o.write_to(&mut w).unwrap();
         }
         // Output keeps growing by 10 bytes per event here; no single run holds it all.

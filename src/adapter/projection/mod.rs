@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use super::env::Env;
-use crate::a2a::types::{A2aEvent, as_int};
+use crate::a2a::types::{A2aEvent, as_int, parts_text};
 use crate::agui::events::{Event, Stamped, Usage};
 use crate::json;
 
@@ -656,18 +656,6 @@ impl<'e> Mapper<'e> {
             });
         }
     }
-}
-
-fn parts_text(parts: Option<&Value>) -> String {
-    let mut s = String::new();
-    if let Some(Value::Array(ps)) = parts {
-        for p in ps {
-            if let Some(t) = p.get("text").and_then(Value::as_str) {
-                s.push_str(t);
-            }
-        }
-    }
-    s
 }
 
 fn is_agent(m: &Map<String, Value>) -> bool {
