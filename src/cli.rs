@@ -1,7 +1,6 @@
 //! The binary's entry point: configuration, logging, the kernel, the server, shutdown.
 
 use std::ffi::OsString;
-use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -46,6 +45,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
     };
     crate::logging::init(cfg.debug, cfg.log_stdout, cfg.log_format);
+    crate::notify::init(std::env::var("NOTIFY_SOCKET").ok());
     for w in &cfg.warnings {
         log::warn!("{w}");
     }
@@ -54,7 +54,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         return match serve_demo_kernel(port) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("iac-agui: {e}");
+                crate::logging::fatal(&e);
                 ExitCode::from(EXIT_FAILURE)
             }
         };
@@ -62,7 +62,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     match serve(cfg) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("iac-agui: {e}");
+            crate::logging::fatal(&e);
             ExitCode::from(EXIT_FAILURE)
         }
     }
@@ -153,7 +153,7 @@ fn serve_demo_kernel(port: u16) -> Result<(), String> {
         },
     )
     .map_err(|e| format!("cannot start the demo kernel: {e}"))?;
-    eprintln!("iac-agui demo kernel listening on {}", kernel.base_url());
+    crate::logging::ready("demo kernel", VERSION, kernel.base_url().trim_end_matches('/'));
     let mut signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGINT,
@@ -395,11 +395,11 @@ fn serve_with(
         start_idle_monitor(cfg.idle_shutdown, shared, jobs, server.shutdown_handle())?;
     }
     // One stable line that scripts and tests can wait for.
-    eprintln!("iac-agui {VERSION} listening on http://{local}");
+    crate::logging::ready("iac-agui", VERSION, &format!("http://{local}"));
+    crate::notify::ready();
     if cfg.console {
         log::info!("browser console on http://{local}/console");
     }
-    let _ = std::io::stderr().flush();
     server.run().map_err(|e| format!("server failed: {e}"))?;
     log::info!("stopped");
     Ok(())
@@ -448,6 +448,7 @@ fn install_signal_handler(handle: crate::server::ShutdownHandle) -> Result<(), S
             // The first signal drains, a second one stops at once.
             for sig in signals.forever().take(2) {
                 log::info!("signal {sig} received");
+                crate::notify::stopping();
                 handle.shutdown();
             }
         })

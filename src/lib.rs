@@ -17,6 +17,7 @@ pub mod kernel;
 pub mod limits;
 pub mod logging;
 pub mod metrics;
+mod notify;
 pub mod rfc3339;
 pub mod routes;
 pub mod server;

@@ -5,6 +5,11 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::io::{self, Write};
+use std::sync::OnceLock;
+
+/// The format chosen at start-up, for the lines written outside the logger (the ready line,
+/// a fatal error, the kernel's relayed output, a panic).
+static FORMAT: OnceLock<LogFormat> = OnceLock::new();
 
 /// How log records are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +70,24 @@ pub(crate) fn escape(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Serialized JSON with DEL, C1 controls and U+2028/U+2029 written as `\uXXXX`. They can
+/// only stand inside strings there, where the escape means the same character.
+fn escape_json_extra(json: &str) -> Cow<'_, str> {
+    let bad = |c: char| matches!(c, '\u{7f}'..='\u{9f}' | '\u{2028}' | '\u{2029}');
+    if !json.contains(bad) {
+        return Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 12);
+    for c in json.chars() {
+        if bad(c) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// One log line in `format`, the message and every field escaped.
 pub fn write_line(
     out: &mut impl Write,
@@ -86,7 +109,8 @@ pub fn write_line(
                 match v {
                     Field::Num(n) => write!(out, " {k}={n}")?,
                     Field::Str(s) if s.is_empty() || s.contains([' ', '"', '=']) => {
-                        write!(out, " {k}={}", serde_json::Value::String(s.clone()))?
+                        let quoted = serde_json::to_string(s).unwrap_or_default();
+                        write!(out, " {k}={}", escape_json_extra(&quoted))?
                     }
                     Field::Str(s) => write!(out, " {k}={}", escape(s))?,
                 }
@@ -106,15 +130,108 @@ pub fn write_line(
                 };
                 o.insert((*k).into(), v);
             }
-            // serde_json escapes control characters: one object per line.
-            serde_json::to_writer(&mut *out, &o)?;
+            // serde_json escapes C0 controls; DEL, C1 and the Unicode line separators (which
+            // some collectors split on) are escaped here: one object per line.
+            let line = serde_json::to_string(&o).unwrap_or_default();
+            out.write_all(escape_json_extra(&line).as_bytes())?;
             writeln!(out)
         }
     }
 }
 
+/// The log format in force (text before `init`).
+pub(crate) fn format() -> LogFormat {
+    FORMAT.get().copied().unwrap_or(LogFormat::Text)
+}
+
+/// One line on stderr in the log format, whatever the level filter says: lines that scripts
+/// and collectors wait for (the ready line) or must never lose (a fatal error).
+pub(crate) fn direct(
+    level: log::Level,
+    target: &str,
+    text_line: &dyn std::fmt::Display,
+    msg: &str,
+    fields: &[(&'static str, Field)],
+) {
+    let mut buf = Vec::with_capacity(128);
+    let _ = match format() {
+        LogFormat::Text => writeln!(buf, "{}", escape(&text_line.to_string())),
+        LogFormat::Json => write_line(
+            &mut buf,
+            LogFormat::Json,
+            &now_rfc3339(),
+            level,
+            target,
+            &format_args!("{msg}"),
+            fields,
+        ),
+    };
+    // One write of the whole line: records of other threads never interleave with it.
+    let mut err = io::stderr().lock();
+    let _ = err.write_all(&buf);
+    let _ = err.flush();
+}
+
+/// The ready line: `iac-agui VERSION listening on URL` in text; in JSON the fixed message
+/// `listening` with the URL and version as fields.
+pub(crate) fn ready(what: &str, version: &str, url: &str) {
+    let text = if what == "iac-agui" {
+        format!("iac-agui {version} listening on {url}")
+    } else {
+        format!("iac-agui {what} listening on {url}")
+    };
+    let msg = if what == "iac-agui" {
+        "listening".to_string()
+    } else {
+        format!("{what} listening")
+    };
+    direct(
+        log::Level::Info,
+        "iac_agui",
+        &text,
+        &msg,
+        &[
+            ("version", Field::Str(version.into())),
+            ("url", Field::Str(url.into())),
+        ],
+    );
+}
+
+/// A fatal start-up or run-time error, just before the process exits.
+pub(crate) fn fatal(e: &dyn std::fmt::Display) {
+    let msg = e.to_string();
+    direct(
+        log::Level::Error,
+        "iac_agui",
+        &format_args!("iac-agui: {msg}"),
+        &msg,
+        &[],
+    );
+}
+
+/// A line the managed kernel wrote on its stdout or stderr, as one record of ours (JSON
+/// mode pipes the child's output through this, so every line on stderr stays JSON).
+pub(crate) fn kernel_line(stream: &'static str, line: &str) {
+    direct(
+        log::Level::Info,
+        "iac_agui::kernel",
+        &line,
+        line,
+        &[("stream", Field::Str(stream.into()))],
+    );
+}
+
+/// The wall clock as RFC 3339 with milliseconds in UTC, as env_logger writes it.
+fn now_rfc3339() -> String {
+    crate::rfc3339::format_millis(std::time::SystemTime::now())
+}
+
 /// Install the logger: info by default, debug with `-d`, `RUST_LOG` overrides.
 pub(crate) fn init(debug: bool, stdout: bool, format: LogFormat) {
+    let _ = FORMAT.set(format);
+    if format == LogFormat::Json {
+        install_json_panic_hook();
+    }
     let line_format = format;
     let default = if debug { "debug" } else { "info" };
     let mut b =
@@ -142,6 +259,35 @@ pub(crate) fn init(debug: bool, stdout: bool, format: LogFormat) {
         env_logger::Target::Stderr
     });
     let _ = b.try_init();
+}
+
+/// In JSON mode a panic (caught per run by the handler, so the server goes on) is reported as
+/// one JSON record instead of the default hook's plain lines.
+fn install_json_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let thread = std::thread::current();
+        let msg = if let Some(s) = info.payload().downcast_ref::<&str>() {
+            (*s).to_string()
+        } else if let Some(s) = info.payload().downcast_ref::<String>() {
+            s.clone()
+        } else {
+            "panic".to_string()
+        };
+        let location = info
+            .location()
+            .map(|l| format!("{}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        direct(
+            log::Level::Error,
+            "iac_agui::panic",
+            &"",
+            &format!("panic: {msg}"),
+            &[
+                ("thread", Field::Str(thread.name().unwrap_or("?").into())),
+                ("location", Field::Str(location)),
+            ],
+        );
+    }));
 }
 
 #[cfg(test)]
@@ -173,6 +319,36 @@ mod tests {
         assert_eq!(escape("plain ü 日本"), "plain ü 日本");
         assert!(matches!(escape("plain"), Cow::Borrowed(_)));
         assert_eq!(escape("a\u{7f}\u{1b}[31m"), "a\\u{7f}\\u{1b}[31m");
+    }
+
+    #[test]
+    fn unicode_line_separators_are_escaped_in_quoted_and_json_values() {
+        let hostile = "a b\u{2028}c\u{2029}d\u{85}e\u{7f}";
+        let fields = vec![("run_id", Field::Str(hostile.into()))];
+        for format in [LogFormat::Text, LogFormat::Json] {
+            let mut out = Vec::new();
+            write_line(
+                &mut out,
+                format,
+                &"ts",
+                log::Level::Info,
+                "t",
+                &format_args!("m {hostile}"),
+                &fields,
+            )
+            .unwrap();
+            let text = String::from_utf8(out).unwrap();
+            for c in ['\u{2028}', '\u{2029}', '\u{85}', '\u{7f}'] {
+                assert!(!text.contains(c), "{format:?} kept U+{:04X}: {text}", c as u32);
+            }
+            if format == LogFormat::Json {
+                let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+                assert_eq!(v["run_id"], hostile, "the escape means the same string");
+                assert_eq!(v["msg"], format!("m {hostile}"));
+            } else {
+                assert!(text.contains(r#"run_id="a b\u2028c\u2029d\u0085e\u007f""#), "{text}");
+            }
+        }
     }
 
     #[test]

@@ -13,6 +13,16 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 /// UTC with microseconds (the demo kernel's timestamps), e.g. `2026-11-30T00:10:05.838980Z`.
 #[cfg(any(test, feature = "demo"))]
 pub(crate) fn format_micros(t: std::time::SystemTime) -> String {
+    format_frac(t, 6)
+}
+
+/// UTC with milliseconds (log records, as env_logger writes them), e.g.
+/// `2026-11-30T00:10:05.838Z`.
+pub(crate) fn format_millis(t: std::time::SystemTime) -> String {
+    format_frac(t, 3)
+}
+
+fn format_frac(t: std::time::SystemTime, digits: usize) -> String {
     let d = t
         .duration_since(std::time::SystemTime::UNIX_EPOCH)
         .unwrap_or_default();
@@ -28,12 +38,16 @@ pub(crate) fn format_micros(t: std::time::SystemTime) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = if month <= 2 { y + 1 } else { y };
+    let frac = if digits == 3 {
+        format!("{:03}", d.subsec_millis())
+    } else {
+        format!("{:06}", d.subsec_micros())
+    };
     format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{frac}Z",
         rem / 3600,
         rem % 3600 / 60,
         rem % 60,
-        d.subsec_micros()
     )
 }
 

@@ -52,10 +52,11 @@ fn start_logged(
     let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let addr = loop {
         let line = lines.next().expect("ready line").unwrap();
-        if let Some(rest) = line.split("listening on http://").nth(1) {
-            break rest.trim().parse().unwrap();
-        }
+        let ready = common::procs::ready_line_addr(&line);
         log.lock().unwrap().push(line);
+        if let Some(addr) = ready {
+            break addr;
+        }
     };
     // Keep draining stderr so the child never blocks on a full pipe.
     let sink = log.clone();
@@ -476,12 +477,9 @@ fn one_access_line_per_request_in_json_with_no_secret() {
     )));
     let lines = log.lock().unwrap().clone();
     for l in &lines {
-        // Every record after the ready line is one JSON object (the ready line is plain).
-        if !l.contains("listening on http://") {
-            let v: serde_json::Value =
-                serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
-            assert!(v["ts"].is_string() && v["level"].is_string() && v["msg"].is_string());
-        }
+        // Every line, the ready line included, is one JSON object.
+        let v: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+        assert!(v["ts"].is_string() && v["level"].is_string() && v["msg"].is_string());
         assert!(
             !l.contains("CANARY-ACCESS"),
             "a secret reached the log: {l}"
@@ -582,5 +580,159 @@ fn the_console_exists_only_with_console_or_demo_and_has_a_strict_policy() {
     assert_eq!(absent.status, 404);
     let _ = plain.kill();
     let _ = plain.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Wait for `child` to exit 0 and parse `lines`: each must be one JSON log record.
+fn json_lines_until_exit(child: &mut Child, lines: Vec<String>) -> Vec<serde_json::Value> {
+    let status = wait_exit(child, Duration::from_secs(20)).expect("exited");
+    assert_eq!(status.code(), Some(0));
+    lines
+        .iter()
+        .map(|l| {
+            let v: serde_json::Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+            assert!(
+                v["ts"].is_string() && v["level"].is_string() && v["msg"].is_string(),
+                "{l}"
+            );
+            v
+        })
+        .collect()
+}
+
+fn sigterm(child: &Child) {
+    let ok = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+#[test]
+fn json_logs_are_json_from_start_through_a_run_and_a_drain_to_exit() {
+    let dir = common::tempdir("cli-json-all");
+    let (mut child, addr, log) = start_logged(
+        &["--log-format", "json"],
+        &[
+            ("IAC_CODE_AGUI_STATE_DIR", dir.join("s").to_str().unwrap()),
+            ("IAC_CODE_AGUI_ALLOWED_CWDS", dir.to_str().unwrap()),
+        ],
+    );
+    let body = serde_json::json!({"threadId": "t-json", "runId": "r1", "state": {}, "tools": [],
+        "context": [], "messages": [{"id": "m", "role": "user", "content": "think hello"}],
+        "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "ros", "cwd": dir}}});
+    let r = common::post_json(addr, "/", &[], &serde_json::to_vec(&body).unwrap());
+    assert_eq!(r.status, 200);
+    sigterm(&child);
+    let _ = wait_exit(&mut child, Duration::from_secs(20));
+    // The exit's own line is read by the drain thread a moment after the exit.
+    let said_stopped = || log.lock().unwrap().iter().any(|l| l.contains("\"stopped\""));
+    assert!(common::wait_until(Duration::from_secs(5), said_stopped));
+    let lines = log.lock().unwrap().clone();
+    let recs = json_lines_until_exit(&mut child, lines);
+    let ready: Vec<_> = recs.iter().filter(|v| v["msg"] == "listening").collect();
+    assert_eq!(ready.len(), 1, "{recs:?}");
+    assert_eq!(ready[0]["url"], format!("http://{addr}"));
+    assert_eq!(ready[0]["version"], env!("CARGO_PKG_VERSION"));
+    assert!(recs.iter().any(|v| v["target"] == "iac_agui::access"));
+    assert!(recs.iter().any(|v| v["msg"].as_str().unwrap().contains("signal")));
+    assert!(recs.iter().any(|v| v["msg"] == "stopped"), "{recs:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn json_logs_relay_the_managed_kernels_output_as_records() {
+    let dir = common::tempdir("cli-json-kernel");
+    let mut child = bin()
+        .args(["--port", "0", "--log-format", "json"])
+        .env("IAC_CODE_AGUI_STATE_DIR", dir.join("s"))
+        .env(
+            "IAC_CODE_AGUI_KERNEL_CMD",
+            "env STUB_MODE=ok python3 tests/support/stub_kernel.py",
+        )
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = log.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for l in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if common::procs::ready_line_addr(&l).is_some() {
+                let _ = tx.send(());
+            }
+            sink.lock().unwrap().push(l);
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(20)).expect("ready");
+    sigterm(&child);
+    let _ = wait_exit(&mut child, Duration::from_secs(20));
+    reader.join().unwrap();
+    let lines = log.lock().unwrap().clone();
+    let recs = json_lines_until_exit(&mut child, lines);
+    let kernel: Vec<_> = recs
+        .iter()
+        .filter(|v| v["target"] == "iac_agui::kernel")
+        .collect();
+    assert!(
+        kernel
+            .iter()
+            .any(|v| v["msg"].as_str().unwrap().starts_with("stub kernel starting")
+                && v["stream"] == "stderr"),
+        "{recs:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn json_logs_report_a_start_up_failure_as_a_record() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port().to_string();
+    let out = bin()
+        .args(["--demo", "--port", &port, "--log-format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stderr).unwrap();
+    assert!(!text.is_empty());
+    for l in text.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+        assert!(v["msg"].is_string());
+    }
+    assert!(text.contains("cannot listen"), "{text}");
+}
+
+#[test]
+fn systemd_notify_gets_ready_then_stopping() {
+    let dir = common::tempdir("cli-notify");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("notify.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let (child, _addr, _log) = start_logged(
+        &[],
+        &[
+            ("IAC_CODE_AGUI_STATE_DIR", dir.join("s").to_str().unwrap()),
+            ("NOTIFY_SOCKET", path.to_str().unwrap()),
+        ],
+    );
+    let mut buf = [0u8; 256];
+    let n = sock.recv(&mut buf).expect("READY=1");
+    let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(msg.lines().any(|l| l == "READY=1"), "{msg}");
+    sigterm(&child);
+    let n = sock.recv(&mut buf).expect("STOPPING=1");
+    let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(msg.lines().any(|l| l == "STOPPING=1"), "{msg}");
+    let mut child = child;
+    assert_eq!(
+        wait_exit(&mut child, Duration::from_secs(20)).and_then(|s| s.code()),
+        Some(0)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -26,8 +26,8 @@ fn start(url: &str, dir: &std::path::Path) -> (Child, std::net::SocketAddr) {
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let addr = loop {
         let l = lines.next().unwrap().unwrap();
-        if let Some(r) = l.split("listening on http://").nth(1) {
-            break r.trim().parse().unwrap();
+        if let Some(addr) = common::procs::ready_line_addr(&l) {
+            break addr;
         }
     };
     std::thread::spawn(move || for _ in lines {});

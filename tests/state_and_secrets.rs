@@ -286,8 +286,8 @@ fn spawn_traced(
     let addr = loop {
         let l = rx.recv_timeout(Duration::from_secs(10)).unwrap();
         log.push(l.clone());
-        if let Some(rest) = l.split("listening on http://").nth(1) {
-            break rest.trim().parse().unwrap();
+        if let Some(addr) = common::procs::ready_line_addr(&l) {
+            break addr;
         }
     };
     (child, addr, rx, log)

@@ -21,15 +21,27 @@ pub struct KernelSpec {
 
 impl KernelSpec {
     pub(crate) fn from_env(get: impl Fn(&str) -> Option<String>) -> KernelSpec {
-        let cmd = get("IAC_CODE_AGUI_KERNEL_CMD")
-            .filter(|s| !s.trim().is_empty())
-            .unwrap_or_else(|| "iac-code".into());
+        let command = match get("IAC_CODE_AGUI_KERNEL_CMD").filter(|s| !s.trim().is_empty()) {
+            Some(cmd) => cmd.split_whitespace().map(str::to_string).collect(),
+            None => vec![default_kernel_program()],
+        };
         KernelSpec {
-            command: cmd.split_whitespace().map(str::to_string).collect(),
+            command,
             startup_timeout: crate::limits::KERNEL_STARTUP_TIMEOUT,
             stop_grace: crate::limits::KERNEL_STOP_GRACE,
         }
     }
+}
+
+/// `iac-code` beside this executable when there is one (the wheel installs both into one
+/// environment's `bin/`, which need not be on `PATH`), else `iac-code` from `PATH`.
+fn default_kernel_program() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join("iac-code")))
+        .filter(|p| p.is_file())
+        .and_then(|p| p.to_str().map(str::to_string))
+        .unwrap_or_else(|| "iac-code".into())
 }
 
 /// A running kernel child. Dropping it stops the child.
@@ -69,6 +81,12 @@ impl ManagedKernel {
             ])
             .env("IACCODE_A2A_HTTP_TOKEN", &token)
             .stdin(Stdio::null());
+        // With JSON logs every line on stderr must be a JSON object: the child's output is
+        // relayed line by line as records of ours instead of being inherited.
+        let relay = crate::logging::format() == crate::logging::LogFormat::Json;
+        if relay {
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        }
         if let Some(allowed) = env("IAC_CODE_AGUI_ALLOWED_CWDS").filter(|s| !s.is_empty())
             && env("IACCODE_A2A_ALLOWED_CWDS").is_none_or(|s| s.is_empty())
         {
@@ -89,10 +107,16 @@ impl ManagedKernel {
     /// Start the child (again) and wait until it is ready.
     fn spawn(&mut self) -> Result<(), String> {
         let program = self.command.get_program().to_string_lossy().into_owned();
-        let child = self
+        let mut child = self
             .command
             .spawn()
             .map_err(|e| format!("Cannot start the local A2A process ({program}): {e}"))?;
+        if let Some(out) = child.stdout.take() {
+            relay_lines("stdout", out);
+        }
+        if let Some(err) = child.stderr.take() {
+            relay_lines("stderr", err);
+        }
         self.child = Some(child);
         self.wait_ready(self.startup_timeout)
     }
@@ -178,8 +202,95 @@ impl Drop for ManagedKernel {
     }
 }
 
+/// Longest kernel output line relayed whole; the rest of a longer line is dropped (marked).
+const RELAY_LINE_MAX: usize = 16 * 1024;
+
+/// Relay a pipe of the child line by line until it closes (the child exited).
+fn relay_lines(stream: &'static str, pipe: impl std::io::Read + Send + 'static) {
+    let spawned = std::thread::Builder::new()
+        .name(format!("iac-agui-kernel-{stream}"))
+        .stack_size(64 * 1024)
+        .spawn(move || {
+            let mut r = std::io::BufReader::with_capacity(4096, pipe);
+            let mut line = Vec::with_capacity(256);
+            loop {
+                line.clear();
+                match read_line_bounded(&mut r, &mut line, RELAY_LINE_MAX) {
+                    Ok(None) => return,
+                    Ok(Some(cut)) => {
+                        let mut text = String::from_utf8_lossy(&line).into_owned();
+                        if cut {
+                            text.push_str(" […]");
+                        }
+                        crate::logging::kernel_line(stream, text.trim_end_matches('\r'));
+                    }
+                    Err(_) => return,
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        log::warn!("cannot relay the local A2A process's {stream}: {e}");
+    }
+}
+
+/// One line without its `\n` into `out`, at most `max` bytes kept (the rest is read and
+/// dropped). `None` at the end of the stream; `Some(true)` when the line was cut.
+fn read_line_bounded(
+    r: &mut impl std::io::BufRead,
+    out: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Option<bool>> {
+    let mut cut = false;
+    let mut any = false;
+    loop {
+        let buf = r.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(any.then_some(cut));
+        }
+        any = true;
+        let (take, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (i, true),
+            None => (buf.len(), false),
+        };
+        let room = max.saturating_sub(out.len());
+        if take > room {
+            cut = true;
+        }
+        out.extend_from_slice(&buf[..take.min(room)]);
+        r.consume(if done { take + 1 } else { take });
+        if done {
+            return Ok(Some(cut));
+        }
+    }
+}
+
 fn free_port() -> std::io::Result<u16> {
     // The reference's approach, with the same small race: bind, read, release.
     let l = TcpListener::bind("127.0.0.1:0")?;
     Ok(l.local_addr()?.port())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relayed_lines_are_bounded_and_split_on_newlines() {
+        let data = format!("one\r\n{}\nlast", "x".repeat(100));
+        let mut r = std::io::BufReader::with_capacity(7, data.as_bytes());
+        let mut line = Vec::new();
+        let mut got = Vec::new();
+        while let Some(cut) = read_line_bounded(&mut r, &mut line, 10).unwrap() {
+            got.push((String::from_utf8(line.clone()).unwrap(), cut));
+            line.clear();
+        }
+        assert_eq!(
+            got,
+            [
+                ("one\r".to_string(), false),
+                ("x".repeat(10), true),
+                ("last".to_string(), false)
+            ]
+        );
+    }
 }

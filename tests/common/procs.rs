@@ -84,6 +84,25 @@ pub fn adapter(dir: &std::path::Path, port: u16, extra: &[&str]) -> (Child, Sock
     (adapter, addr)
 }
 
+/// The address of the adapter's ready line in either log format: text
+/// `iac-agui VERSION listening on http://ADDR`, or the JSON record with the fixed message
+/// `listening` and the URL as its `url` field. A managed kernel's own lines never match.
+pub fn ready_line_addr(line: &str) -> Option<SocketAddr> {
+    let url = if line.starts_with('{') {
+        let v: serde_json::Value = serde_json::from_str(line).ok()?;
+        if v["msg"] != "listening" || v["target"] != "iac_agui" {
+            return None;
+        }
+        v["url"].as_str()?.to_string()
+    } else {
+        if !line.starts_with("iac-agui ") || line.contains("kernel") {
+            return None;
+        }
+        format!("http://{}", line.split("listening on http://").nth(1)?)
+    };
+    url.strip_prefix("http://")?.trim().parse().ok()
+}
+
 /// Wait for an adapter's "listening on http://ADDR" line (its stderr must be piped); the
 /// rest of its stderr is drained in the background.
 pub fn ready_addr(adapter: &mut Child) -> SocketAddr {
@@ -91,11 +110,8 @@ pub fn ready_addr(adapter: &mut Child) -> SocketAddr {
     let addr = loop {
         let l = lines.next().expect("ready line").unwrap();
         // A managed kernel shares the adapter's stderr: only the adapter's own line counts.
-        if l.starts_with("iac-agui ")
-            && !l.contains("kernel")
-            && let Some(rest) = l.split("listening on http://").nth(1)
-        {
-            break rest.trim().parse().unwrap();
+        if let Some(addr) = ready_line_addr(&l) {
+            break addr;
         }
     };
     std::thread::spawn(move || for _ in lines {});

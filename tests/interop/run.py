@@ -65,6 +65,20 @@ def wait_http(port, path, token=None, timeout=60):
     return False
 
 
+def ready_url(line):
+    """The URL of iac-agui's ready line in either log format (text, or the JSON record)."""
+    line = line.strip()
+    if line.startswith("{"):
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            return None
+        return rec.get("url") if rec.get("msg") == "listening" and rec.get("target") == "iac_agui" else None
+    if line.startswith("iac-agui ") and " listening on http://" in line and "kernel" not in line:
+        return line.split(" listening on ", 1)[1]
+    return None
+
+
 def parse_sse(raw, scenario, first_id=0):
     """Events of an SSE body; each must be `id: N` + `data: …`, numbered from `first_id`."""
     events = []
@@ -132,10 +146,13 @@ class Adapter:
         env.update(work.env)
         env["IAC_CODE_AGUI_STATE_DIR"] = os.path.join(work.dir, "state")
         env["RUST_LOG"] = "info"
-        cmd = [args.bin, "--port", "0", "--agui-protocol", args.protocol]
+        cmd = [args.bin, "--port", "0", "--agui-protocol", args.protocol, "--log-format", args.log_format]
         if kernel_url:
             cmd += ["--a2a-url", kernel_url]
             env["IAC_CODE_AGUI_A2A_TOKEN"] = kernel_token
+        elif args.kernel_beside_bin:
+            # The installed layout: iac-agui must find the iac-code beside it by itself.
+            env.pop("IAC_CODE_AGUI_KERNEL_CMD", None)
         else:
             env["IAC_CODE_AGUI_KERNEL_CMD"] = args.iac_code
         self.log = open(os.path.join(work.dir, f"agui-{time.time():.0f}.log"), "w")
@@ -147,8 +164,9 @@ class Adapter:
             if not line:
                 break
             self.log.write(line)
-            if "listening on http://" in line:
-                self.port = int(line.rsplit(":", 1)[1])
+            url = ready_url(line)
+            if url:
+                self.port = int(url.rsplit(":", 1)[1])
                 break
         if not self.port:
             raise Failure(f"INTEROP FAILED [startup]: iac-agui did not start (exit {self.proc.poll()}); see {self.log.name}")
@@ -548,6 +566,9 @@ def main():
     p.add_argument("--mode", choices=["managed", "external"], default="managed")
     p.add_argument("--protocol", choices=["0.1", "1.0"], default="0.1")
     p.add_argument("--only", default="")
+    p.add_argument("--log-format", choices=["text", "json"], default="text")
+    p.add_argument("--kernel-beside-bin", action="store_true",
+                   help="managed mode without IAC_CODE_AGUI_KERNEL_CMD: iac-agui finds iac-code itself")
     args = p.parse_args()
     llm = subprocess.Popen([sys.executable, os.path.join(HERE, "fake_llm.py")], stdout=subprocess.PIPE, text=True)
     llm_port = int(llm.stdout.readline())

@@ -27,6 +27,8 @@ if mode == "never-ready":
 if mode == "ignore-term":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 port = int(args[args.index("--port") + 1])
+# Plain text on stderr, as a real kernel logs: with JSON logs the adapter must relay it.
+print(f"stub kernel starting on port {port}", file=sys.stderr, flush=True)
 
 
 class H(http.server.BaseHTTPRequestHandler):
