@@ -1,19 +1,23 @@
-# iac-agui as a minimal container: a fully static binary in an otherwise empty image.
-# docs/operations.md explains every line. Build: docker build -t iac-agui .
+# iac-agui as a minimal container: the release's static binary in an otherwise empty image.
+# docs/operations.md explains every line. Build the release first, then the image:
+#   make dist && docker build -t iac-agui .
+# No Rust toolchain is involved: the image is made from dist/'s tarball, checked against
+# dist/SHA256SUMS.
 
-# Build stage: the static binary (static glibc, `make static`), and the two directories the
-# server writes to, owned by the unprivileged user of the final image.
-FROM rust:1-bookworm AS build
-WORKDIR /src
-COPY . .
-RUN make static \
+# Unpack stage: the verified binary, and the two directories the server writes to, owned by
+# the unprivileged user of the final image.
+FROM debian:bookworm-slim AS unpack
+COPY dist/SHA256SUMS dist/iac-agui-*-x86_64-unknown-linux-gnu.tar.gz /dist/
+RUN cd /dist \
+ && sha256sum --check --ignore-missing --strict SHA256SUMS \
+ && tar -xzf iac-agui-*-x86_64-unknown-linux-gnu.tar.gz --strip-components=1 \
  && mkdir -p /out/workspace /out/state \
- && cp target/x86_64-unknown-linux-gnu/release/iac-agui /out/iac-agui
+ && cp /dist/iac-agui /out/iac-agui
 
 FROM scratch
-COPY --from=build /out/iac-agui /iac-agui
-COPY --from=build --chown=10001:10001 /out/workspace /workspace
-COPY --from=build --chown=10001:10001 /out/state /state
+COPY --from=unpack /out/iac-agui /iac-agui
+COPY --from=unpack --chown=10001:10001 /out/workspace /workspace
+COPY --from=unpack --chown=10001:10001 /out/state /state
 # Never root: a numeric user needs no /etc/passwd.
 USER 10001:10001
 # Workspaces live under /workspace, and only there (not the process cwd).
@@ -22,6 +26,7 @@ ENV IAC_CODE_AGUI_HOST=0.0.0.0 \
     IAC_CODE_AGUI_PORT=8000 \
     IAC_CODE_AGUI_ALLOWED_CWDS=/workspace \
     IAC_CODE_AGUI_STATE_DIR=/state \
+    IAC_CODE_AGUI_LOG_FORMAT=json \
     HOME=/state
 # Thread state survives the container.
 VOLUME ["/state"]

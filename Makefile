@@ -1,7 +1,7 @@
 # iac-agui — common tasks. `make test` is what CI runs.
 CARGO ?= cargo
 
-.PHONY: all build release run test test-fast interop lint fmt fuzz fuzz-smoke fuzz-build bench load fleet browser-test static static-check clean
+.PHONY: all build release run test test-fast interop lint fmt fuzz fuzz-smoke fuzz-build bench load fleet browser-test static static-check dist dist-check clean
 
 all: build
 
@@ -72,14 +72,25 @@ fleet:
 browser-test:
 	tests/browser/run.sh
 
-# A fully static binary (static glibc; musl is not available on this machine kind).
+# A fully static binary (static glibc; musl is not available on this machine kind), built
+# exactly as the release is (the same flags, so `make dist` reuses it).
 static:
-	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --release --target x86_64-unknown-linux-gnu
-	@ls -l target/x86_64-unknown-linux-gnu/release/iac-agui
+	DIST_ONLY_BUILD=1 packaging/dist.sh
 
-# Build the static binary and check it (ldd/file; a demo run inside an empty chroot).
-static-check:
-	tests/static_check.sh
+# The release artifacts in dist/: the static binary's tarball (with README, operations guide,
+# example config, systemd unit), the wheel, a CycloneDX SBOM and SHA256SUMS; reproducible.
+dist:
+	packaging/dist.sh
+
+# Every claim about the artifacts: sums, reproducibility (two builds), contents, SBOM,
+# auditwheel and a pip install beside iac-code 0.16.0 with a managed kernel, the systemd
+# unit (systemd-analyze verify), the container image's root (tests/dist/).
+dist-check:
+	tests/dist/run.sh
+
+# The old name of the image part of dist-check.
+static-check: dist
+	python3 tests/dist/image_check.py dist
 
 clean:
 	$(CARGO) clean

@@ -11,6 +11,7 @@ mod identity;
 pub mod interrupts;
 pub mod projection;
 mod reconcile;
+pub(crate) mod schema;
 pub mod replay;
 pub(crate) mod shared;
 mod subscribe;

@@ -190,9 +190,7 @@ pub(crate) fn validate(
         }
         if e.status != ResumeStatus::Cancelled || permission {
             let schema = interrupts::interrupt(&e.interrupt_id, &p.value)["responseSchema"].clone();
-            let ok = jsonschema::draft202012::new(&schema)
-                .map(|v| v.is_valid(payload.as_ref().unwrap_or(&Value::Null)))
-                .unwrap_or(false);
+            let ok = super::schema::is_valid(&schema, payload.as_ref().unwrap_or(&Value::Null));
             if !ok {
                 return Err((Code::ResumePayloadInvalid, Msg::ResumePayloadInvalid));
             }

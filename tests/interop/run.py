@@ -170,7 +170,8 @@ class Adapter:
                 break
         if not self.port:
             raise Failure(f"INTEROP FAILED [startup]: iac-agui did not start (exit {self.proc.poll()}); see {self.log.name}")
-        threading.Thread(target=self._drain, daemon=True).start()
+        self.drain = threading.Thread(target=self._drain, daemon=True)
+        self.drain.start()
 
     def _drain(self):
         for line in self.proc.stderr:
@@ -185,6 +186,26 @@ class Adapter:
             raise Failure("INTEROP FAILED [shutdown]: iac-agui ignored SIGTERM")
         if code != 0:
             raise Failure(f"INTEROP FAILED [shutdown]: iac-agui exited {code}")
+        if self.args.check_json_log:
+            self.check_json_log()
+
+    def check_json_log(self):
+        """With --log-format json every line iac-agui wrote on stderr (the kernel's relayed
+        output included) is one JSON object with ts, level and msg."""
+        self.drain.join(10)  # the last lines are read after the exit, until the pipe closes
+        self.log.flush()
+        n = 0
+        with open(self.log.name, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    raise Failure(f"INTEROP FAILED [json-log]: not a JSON line: {line[:200]!r}")
+                if not all(isinstance(rec.get(k), str) for k in ("ts", "level", "msg")):
+                    raise Failure(f"INTEROP FAILED [json-log]: a record without ts/level/msg: {line[:200]!r}")
+                n += 1
+        if n == 0:
+            raise Failure("INTEROP FAILED [json-log]: no log lines")
 
     def request(self, path, body, timeout=120):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
@@ -567,6 +588,8 @@ def main():
     p.add_argument("--protocol", choices=["0.1", "1.0"], default="0.1")
     p.add_argument("--only", default="")
     p.add_argument("--log-format", choices=["text", "json"], default="text")
+    p.add_argument("--check-json-log", action="store_true",
+                   help="at shutdown, every stderr line of iac-agui must be a JSON record")
     p.add_argument("--kernel-beside-bin", action="store_true",
                    help="managed mode without IAC_CODE_AGUI_KERNEL_CMD: iac-agui finds iac-code itself")
     args = p.parse_args()
@@ -598,7 +621,7 @@ def main():
         if args.protocol == "1.0":
             scenarios = [scenario_plain, scenario_permission, scenario_busy_and_cancel]
         for sc in scenarios:
-            if args.only and args.only not in sc.__name__:
+            if args.only and not any(o in sc.__name__ for o in args.only.split(",")):
                 continue
             t0 = time.time()
             sc(a, w)

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# make dist: the static release binary, packed reproducibly, with its wheel, SBOM and sums.
+#   dist/iac-agui-<v>-x86_64-unknown-linux-gnu.tar.gz   binary, README, operations guide,
+#                                                       example config, systemd unit
+#   dist/iac_agui-<v>-py3-none-<platform tags>.whl      the same binary for pip/pipx/uv
+#   dist/iac-agui-<v>.cdx.json                          CycloneDX SBOM of the linked crates
+#   dist/SHA256SUMS
+# Reproducible: the same commit gives the same tarball and wheel bytes (docs/operations.md,
+# "Release artifacts", says what is pinned). DIST_TARGET_DIR builds in another target
+# directory (the reproducibility check builds twice from scratch).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TRIPLE=x86_64-unknown-linux-gnu
+VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+NAME=iac-agui-$VERSION-$TRIPLE
+OUT=${DIST_DIR:-dist}
+TARGET_DIR=${DIST_TARGET_DIR:-target}
+# Every date in the artifacts is the commit's date (a dirty tree: still the commit's).
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 315532800)}
+# Build paths never reach the binary: the checkout, the cargo home and the target directory
+# are remapped to fixed names (panic locations and std paths are then the same anywhere).
+CARGO_HOME_DIR=${CARGO_HOME:-$HOME/.cargo}
+export RUSTFLAGS="-C target-feature=+crt-static --remap-path-prefix=$PWD=/iac-agui --remap-path-prefix=$CARGO_HOME_DIR=/cargo"
+export CARGO_TARGET_DIR=$TARGET_DIR
+cargo build --release --locked --target $TRIPLE
+BIN=$TARGET_DIR/$TRIPLE/release/iac-agui
+if [ -n "${DIST_ONLY_BUILD:-}" ]; then ls -l "$BIN"; exit 0; fi
+
+rm -rf "$OUT"
+STAGE=$OUT/.stage/$NAME
+mkdir -p "$STAGE"
+install -m 0755 "$BIN" "$STAGE/iac-agui"
+install -m 0644 README.md "$STAGE/README.md"
+install -m 0644 docs/operations.md "$STAGE/operations.md"
+install -m 0644 packaging/iac-agui.example.yaml "$STAGE/iac-agui.example.yaml"
+install -m 0644 packaging/iac-agui.service "$STAGE/iac-agui.service"
+# GNU tar with every varying field fixed: name order, owner, mtimes, no pax atime/ctime;
+# gzip without the name and time of its input.
+tar --sort=name --format=gnu --owner=0 --group=0 --numeric-owner \
+    --mtime="@$SOURCE_DATE_EPOCH" --mode='u+rw,go+r,go-w' \
+    -C "$OUT/.stage" -cf - "$NAME" | gzip -9 -n > "$OUT/$NAME.tar.gz"
+rm -rf "$OUT/.stage"
+
+# Platform tags: a static binary needs no particular libc (auditwheel's check in
+# tests/dist/run.sh confirms it has no versioned symbol and no shared library).
+python3 packaging/wheel.py --bin "$BIN" --out "$OUT" \
+  --tag manylinux_2_5_x86_64 --tag manylinux1_x86_64 --tag musllinux_1_1_x86_64 >/dev/null
+
+# The SBOM of exactly what the release build links: normal dependencies of the default
+# features for this target (no dev or build dependencies).
+command -v cargo-cyclonedx >/dev/null || cargo install cargo-cyclonedx --locked --version 0.5.9
+python3 packaging/sbom.py --out "$OUT/iac-agui-$VERSION.cdx.json" --target $TRIPLE
+
+(cd "$OUT" && sha256sum -- *.tar.gz *.whl *.cdx.json > SHA256SUMS)
+ls -l "$OUT"

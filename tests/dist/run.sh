@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# make dist-check: the release artifacts are what docs/operations.md says they are.
+#  1. make dist; SHA256SUMS verifies; the binary is static, <= 5 MiB, and says its version.
+#  2. Reproducible: a second `make dist` from a copy of the tree in another directory, with
+#     another target directory and a cold build, gives the same tarball and wheel bytes.
+#  3. The tarball holds exactly the binary, README, operations guide, example config, unit.
+#  4. The SBOM lists every crate the release build links (cargo tree), at its locked version.
+#  5. The wheel passes auditwheel's check (pinned from PyPI) and installs with pip into a fresh
+#     venv beside iac-code 0.16.0: --version, then a managed kernel found beside the binary,
+#     a plain run and a permission resume with JSON logs, and no kernel left behind.
+#  6. systemd-analyze verify accepts the unit (systemd is installed from Debian when missing).
+#  7. The container image's root, assembled from the Dockerfile, serves a demo run (image_check.sh).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+TRIPLE=x86_64-unknown-linux-gnu
+VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+NAME=iac-agui-$VERSION-$TRIPLE
+WORK=target/dist-check
+MAX_SIZE=$((5 * 1024 * 1024))
+fail() { echo "dist-check FAILED: $*" >&2; exit 1; }
+export SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)
+rm -rf "$WORK"; mkdir -p "$WORK"
+
+echo "== 1. make dist"
+bash packaging/dist.sh >/dev/null
+(cd dist && sha256sum -c --quiet SHA256SUMS) || fail "SHA256SUMS does not verify"
+tar -xzf "dist/$NAME.tar.gz" -C "$WORK"
+BIN=$WORK/$NAME/iac-agui
+file "$BIN" | grep -Eq "statically linked|static-pie linked" || fail "not static: $(file "$BIN")"
+SIZE=$(stat -c %s "$BIN")
+[ "$SIZE" -le "$MAX_SIZE" ] || fail "the static binary is $SIZE bytes, over 5 MiB"
+[ "$("$BIN" --version)" = "iac-agui $VERSION" ] || fail "--version says $("$BIN" --version)"
+echo "static binary: $SIZE bytes"
+
+echo "== 2. reproducible"
+COPY=$WORK/copy
+mkdir -p "$COPY"
+git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -C "$COPY" -xf -
+(cd "$COPY" && DIST_TARGET_DIR="$PWD/target" bash packaging/dist.sh >/dev/null)
+for f in "$NAME.tar.gz" "iac_agui-$VERSION-"*.whl "iac-agui-$VERSION.cdx.json"; do
+  for g in dist/$f; do
+    cmp "$g" "$COPY/$g" || fail "$g differs between two builds"
+  done
+done
+rm -rf "$COPY"
+echo "two builds, same bytes: $(cd dist && sha256sum "$NAME.tar.gz" | cut -c1-16)…"
+
+echo "== 3. tarball contents"
+LIST=$(tar -tzvf "dist/$NAME.tar.gz" | awk '{print $1, $2, $6}')
+WANT="drwxr-xr-x 0/0 $NAME/
+-rw-r--r-- 0/0 $NAME/README.md
+-rw-r--r-- 0/0 $NAME/iac-agui.example.yaml
+-rw-r--r-- 0/0 $NAME/iac-agui.service
+-rwxr-xr-x 0/0 $NAME/iac-agui
+-rw-r--r-- 0/0 $NAME/operations.md"
+[ "$LIST" = "$WANT" ] || fail "tarball contents: $LIST"
+# The example configuration is one the binary accepts without a warning.
+OUT=$("$BIN" --config "$WORK/$NAME/iac-agui.example.yaml" --demo --port 0 --state-dir "$WORK/state" \
+      --idle-shutdown 1 2>&1) || fail "the example config does not start: $OUT"
+! echo "$OUT" | grep -qi "warn" || fail "the example config warns: $OUT"
+
+echo "== 4. SBOM"
+python3 - "dist/iac-agui-$VERSION.cdx.json" "$TRIPLE" <<'PY' || fail "SBOM"
+import json, subprocess, sys
+bom = json.load(open(sys.argv[1]))
+listed = {(c["name"], c["version"]) for c in bom["components"]}
+tree = subprocess.run(["cargo", "tree", "-e", "normal", "--target", sys.argv[2], "--prefix", "none",
+                       "--format", "{p}", "--locked"], check=True, capture_output=True, text=True).stdout
+linked = {(l.split()[0], l.split()[1][1:]) for l in tree.splitlines() if l.strip()} - {("iac-agui", bom["metadata"]["component"]["version"])}
+missing = linked - listed
+extra = listed - linked
+if missing or extra:
+    sys.exit(f"missing {sorted(missing)}, not linked {sorted(extra)}")
+lock = open("Cargo.lock").read()
+for name, version in listed:
+    if f'name = "{name}"\nversion = "{version}"' not in lock:
+        sys.exit(f"{name} {version} is not in Cargo.lock")
+print(f"sbom: {len(listed)} crates, every linked one")
+PY
+
+echo "== 5. wheel"
+TOOLS=$WORK/../dist-tools
+AUDITWHEEL_PIN="auditwheel==6.4.2"
+if [ "$(cat "$TOOLS/pin.txt" 2>/dev/null)" != "$AUDITWHEEL_PIN" ]; then
+  rm -rf "$TOOLS"; python3 -m venv "$TOOLS"
+  "$TOOLS/bin/pip" install -q --disable-pip-version-check "$AUDITWHEEL_PIN" || fail "cannot install $AUDITWHEEL_PIN"
+  echo "$AUDITWHEEL_PIN" > "$TOOLS/pin.txt"
+fi
+WHEEL=$(ls dist/iac_agui-"$VERSION"-*.whl)
+SHOW=$("$TOOLS/bin/auditwheel" show "$WHEEL" 2>&1)
+echo "$SHOW" | grep -q 'consistent with the following platform tag: "manylinux_2_5_x86_64"' \
+  || fail "auditwheel: $SHOW"
+echo "$SHOW" | grep -q "requires no external shared libraries" || fail "auditwheel: $SHOW"
+case "$WHEEL" in *manylinux_2_5_x86_64*) ;; *) fail "the wheel is not tagged manylinux_2_5: $WHEEL" ;; esac
+VENV=$WORK/venv
+python3 -m venv "$VENV"
+"$VENV/bin/pip" install -q --disable-pip-version-check "iac-code[a2a]==0.16.0" \
+  "a2a-sdk[http-server,signing]==1.1.5" "ag-ui-protocol==0.1.20" "$WHEEL" || fail "pip install"
+[ "$("$VENV/bin/iac-agui" --version)" = "iac-agui $VERSION" ] || fail "the installed iac-agui"
+cmp "$VENV/bin/iac-agui" "$BIN" || fail "pip installed another binary than the tarball's"
+# Not on PATH, no IAC_CODE_AGUI_KERNEL_CMD: iac-agui must find the venv's iac-code itself.
+env -u IAC_CODE_AGUI_KERNEL_CMD PATH=/usr/bin:/bin "$VENV/bin/python" tests/interop/run.py \
+  --bin "$VENV/bin/iac-agui" --iac-code "$VENV/bin/iac-code" --mode managed --kernel-beside-bin \
+  --only scenario_plain,scenario_permission --log-format json --check-json-log \
+  || fail "the installed wheel with its managed kernel"
+if pgrep -f "$VENV/bin/iac-code a2a" >/dev/null; then fail "a kernel outlived iac-agui"; fi
+
+echo "== 6. systemd unit"
+command -v systemd-analyze >/dev/null || { apt-get update -qq && apt-get install -y -qq systemd >/dev/null; }
+sed "s#^ExecStart=/usr/local/bin/iac-agui#ExecStart=$PWD/$BIN#" packaging/iac-agui.service > "$WORK/iac-agui.service"
+systemd-analyze verify "$WORK/iac-agui.service" || fail "systemd-analyze verify"
+grep -q '^TimeoutStopSec=45$' packaging/iac-agui.service || fail "TimeoutStopSec must cover the 30 s drain + 5 s kernel stop"
+
+echo "== 7. container image"
+python3 tests/dist/image_check.py dist || fail "the container image"
+echo "dist-check: 7 passed, 0 failed"
