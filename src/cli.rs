@@ -153,7 +153,11 @@ fn serve_demo_kernel(port: u16) -> Result<(), String> {
         },
     )
     .map_err(|e| format!("cannot start the demo kernel: {e}"))?;
-    crate::logging::ready("demo kernel", VERSION, kernel.base_url().trim_end_matches('/'));
+    crate::logging::ready(
+        "demo kernel",
+        VERSION,
+        kernel.base_url().trim_end_matches('/'),
+    );
     let mut signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGINT,

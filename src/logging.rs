@@ -339,14 +339,21 @@ mod tests {
             .unwrap();
             let text = String::from_utf8(out).unwrap();
             for c in ['\u{2028}', '\u{2029}', '\u{85}', '\u{7f}'] {
-                assert!(!text.contains(c), "{format:?} kept U+{:04X}: {text}", c as u32);
+                assert!(
+                    !text.contains(c),
+                    "{format:?} kept U+{:04X}: {text}",
+                    c as u32
+                );
             }
             if format == LogFormat::Json {
                 let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
                 assert_eq!(v["run_id"], hostile, "the escape means the same string");
                 assert_eq!(v["msg"], format!("m {hostile}"));
             } else {
-                assert!(text.contains(r#"run_id="a b\u2028c\u2029d\u0085e\u007f""#), "{text}");
+                assert!(
+                    text.contains(r#"run_id="a b\u2028c\u2029d\u0085e\u007f""#),
+                    "{text}"
+                );
             }
         }
     }

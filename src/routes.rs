@@ -130,9 +130,15 @@ fn host_name(h: &str) -> Option<String> {
     let port_ok = port.is_empty()
         || port
             .strip_prefix(':')
-            .is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit()));
-    let name = name.trim_end_matches('.');
-    if name.is_empty() || !port_ok || name.contains(|c: char| c.is_whitespace() || c == '@') {
+            .is_some_and(|p| p.is_empty() || p.parse::<u16>().is_ok());
+    // One trailing dot names the DNS root (`localhost.`); more, or an empty label, is no name.
+    let name = name.strip_suffix('.').unwrap_or(name);
+    let empty_label = !name.starts_with('[') && name.split('.').any(str::is_empty);
+    if name.is_empty()
+        || empty_label
+        || !port_ok
+        || name.contains(|c: char| c.is_whitespace() || c == '@')
+    {
         return None;
     }
     Some(name.to_ascii_lowercase())
@@ -419,6 +425,9 @@ mod tests {
             "127.0.0.1.evil.example",
             "localhost:80x",
             "localhost@evil",
+            "localhost..",
+            "local..host",
+            ".localhost",
             "::1",
             "",
             "127.0.0.2",

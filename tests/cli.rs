@@ -265,7 +265,12 @@ fn a_loopback_listener_refuses_foreign_host_names() {
     ] {
         assert_eq!(get_health(addr, ok).status, 200, "{ok}");
     }
-    for bad in ["evil.example", &format!("evil.example:{}", addr.port())] {
+    for bad in [
+        "evil.example",
+        &format!("evil.example:{}", addr.port()),
+        "localhost..",
+        "local..host",
+    ] {
         let r = get_health(addr, bad);
         assert_eq!(r.status, 421, "{bad}");
         assert_eq!(r.error_code(), "HOST_NOT_ALLOWED");
@@ -627,7 +632,12 @@ fn json_logs_are_json_from_start_through_a_run_and_a_drain_to_exit() {
     sigterm(&child);
     let _ = wait_exit(&mut child, Duration::from_secs(20));
     // The exit's own line is read by the drain thread a moment after the exit.
-    let said_stopped = || log.lock().unwrap().iter().any(|l| l.contains("\"stopped\""));
+    let said_stopped = || {
+        log.lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("\"stopped\""))
+    };
     assert!(common::wait_until(Duration::from_secs(5), said_stopped));
     let lines = log.lock().unwrap().clone();
     let recs = json_lines_until_exit(&mut child, lines);
@@ -636,7 +646,10 @@ fn json_logs_are_json_from_start_through_a_run_and_a_drain_to_exit() {
     assert_eq!(ready[0]["url"], format!("http://{addr}"));
     assert_eq!(ready[0]["version"], env!("CARGO_PKG_VERSION"));
     assert!(recs.iter().any(|v| v["target"] == "iac_agui::access"));
-    assert!(recs.iter().any(|v| v["msg"].as_str().unwrap().contains("signal")));
+    assert!(
+        recs.iter()
+            .any(|v| v["msg"].as_str().unwrap().contains("signal"))
+    );
     assert!(recs.iter().any(|v| v["msg"] == "stopped"), "{recs:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -678,10 +691,11 @@ fn json_logs_relay_the_managed_kernels_output_as_records() {
         .filter(|v| v["target"] == "iac_agui::kernel")
         .collect();
     assert!(
-        kernel
-            .iter()
-            .any(|v| v["msg"].as_str().unwrap().starts_with("stub kernel starting")
-                && v["stream"] == "stderr"),
+        kernel.iter().any(|v| v["msg"]
+            .as_str()
+            .unwrap()
+            .starts_with("stub kernel starting")
+            && v["stream"] == "stderr"),
         "{recs:?}"
     );
     let _ = std::fs::remove_dir_all(&dir);

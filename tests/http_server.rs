@@ -530,6 +530,11 @@ fn request_smuggling_shapes_are_rejected_and_closed() {
         b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n",
         b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: -1\r\n\r\n",
         b"GET / HTTP/1.1\r\nHost: x\r\n\rX: y\r\n\r\n",
+        // RFC 9112 §3.2: two Host fields (whichever comes first) or an invalid Host value.
+        b"GET /health HTTP/1.1\r\nHost: localhost\r\nHost: evil.example\r\n\r\n",
+        b"GET /health HTTP/1.1\r\nHost: evil.example\r\nHost: localhost\r\n\r\n",
+        b"GET /health HTTP/1.1\r\nHost: localhost:99999999999999999999\r\n\r\n",
+        b"GET /health HTTP/1.1\r\nHost: localhost@evil.example\r\n\r\n",
     ];
     for shape in shapes {
         let mut s = srv.connect();

@@ -113,10 +113,14 @@ mod tests {
             build(json!({"kind": "permission"})),
             build(json!({"kind": "ask_user_question", "options": [
                 {"id": "a", "label": "A"}, {"id": "b", "label": "B"}]})),
-            build(json!({"kind": "ask_user_question", "allowFreeText": true, "options": [
-                {"id": "a", "label": "A"}, {"id": "a", "label": "again"}]})),
+            build(
+                json!({"kind": "ask_user_question", "allowFreeText": true, "options": [
+                {"id": "a", "label": "A"}, {"id": "a", "label": "again"}]}),
+            ),
             build(json!({"kind": "ask_user_question"})),
-            build(json!({"kind": "ask_user_question", "options": ["x", 3, {"candidate_index": 1}]})),
+            build(
+                json!({"kind": "ask_user_question", "options": ["x", 3, {"candidate_index": 1}]}),
+            ),
         ]
     }
 

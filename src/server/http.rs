@@ -135,9 +135,14 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(RequestHead, usize)>, HttpError>
         && out
             .iter()
             .any(|(n, v)| n == "expect" && v.eq_ignore_ascii_case(b"100-continue"));
-    if minor_version == 1 && !out.iter().any(|(n, _)| n == "host") {
-        // RFC 9112 §3.2: a 1.1 request without Host is malformed.
-        return Err(HttpError::BadRequest);
+    // RFC 9112 §3.2: a 1.1 request without Host, any request with two Host fields or an
+    // invalid Host value is malformed.
+    let mut hosts = out.iter().filter(|(n, _)| n == "host");
+    match (hosts.next(), hosts.next()) {
+        (None, _) if minor_version == 1 => return Err(HttpError::BadRequest),
+        (Some(_), Some(_)) => return Err(HttpError::BadRequest),
+        (Some((_, v)), None) if !valid_host(v) => return Err(HttpError::BadRequest),
+        _ => {}
     }
     Ok(Some((
         RequestHead {
@@ -151,6 +156,71 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(RequestHead, usize)>, HttpError>
         },
         skip + used,
     )))
+}
+
+/// A `Host` value is `uri-host [ ":" port ]` (RFC 9110 §7.2, RFC 3986 §3.2.2): an IP literal
+/// in brackets or a reg-name of unreserved, sub-delim and percent-encoded characters, and a
+/// port of at most five digits that fits in 16 bits. An empty value is allowed (RFC 9112
+/// §3.2, a target without authority).
+pub(crate) fn valid_host(v: &[u8]) -> bool {
+    let v = trim_ows(v);
+    let (host, port) = if v.first() == Some(&b'[') {
+        let Some(end) = v.iter().position(|&b| b == b']') else {
+            return false;
+        };
+        let inner = &v[1..end];
+        if inner.is_empty()
+            || !inner
+                .iter()
+                .all(|b| b.is_ascii_hexdigit() || matches!(b, b':' | b'.'))
+        {
+            return false;
+        }
+        (&v[..=end], &v[end + 1..])
+    } else {
+        match v.iter().rposition(|&b| b == b':') {
+            Some(i) => (&v[..i], &v[i..]),
+            None => (v, &v[v.len()..]),
+        }
+    };
+    let reg_name = |h: &[u8]| {
+        h.iter().all(|&b| {
+            b.is_ascii_alphanumeric()
+                || matches!(
+                    b,
+                    b'-' | b'.'
+                        | b'_'
+                        | b'~'
+                        | b'%'
+                        | b'!'
+                        | b'$'
+                        | b'&'
+                        | b'\''
+                        | b'('
+                        | b')'
+                        | b'*'
+                        | b'+'
+                        | b','
+                        | b';'
+                        | b'='
+                )
+        })
+    };
+    let port_ok = match port {
+        [] => true,
+        [b':', digits @ ..] => {
+            digits.len() <= 5
+                && digits.iter().all(u8::is_ascii_digit)
+                && digits
+                    .iter()
+                    .fold(0u32, |n, &d| n * 10 + u32::from(d - b'0'))
+                    <= 65535
+        }
+        _ => false,
+    };
+    // A port needs a host before it (`:80` alone is no authority).
+    let named = !host.is_empty() || port.is_empty();
+    port_ok && named && (host.first() == Some(&b'[') || reg_name(host))
 }
 
 fn version_error(buf: &[u8]) -> HttpError {
@@ -597,6 +667,62 @@ fn hex_val(b: u8) -> Option<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_values_follow_rfc_3986_and_ports_fit_16_bits() {
+        for ok in [
+            "localhost",
+            "localhost:8000",
+            "LOCALHOST.",
+            "127.0.0.1:1",
+            "[::1]",
+            "[::1]:65535",
+            "a-b_c~d.example",
+            "",
+            "localhost:",
+            "localhost..",
+        ] {
+            assert!(valid_host(ok.as_bytes()), "{ok}");
+        }
+        for bad in [
+            "localhost:99999999999999999999",
+            "localhost:65536",
+            "localhost:8o",
+            "localhost@evil",
+            "local host",
+            "[::1",
+            "[]",
+            "[::1]x",
+            "[zz]",
+            ":80",
+            "a/b",
+            "a\u{7f}",
+        ] {
+            assert!(!valid_host(bad.as_bytes()), "{bad}");
+        }
+    }
+
+    #[test]
+    fn two_host_fields_or_an_invalid_host_are_400_in_any_order() {
+        for req in [
+            &b"GET /health HTTP/1.1\r\nHost: localhost\r\nHost: evil.example\r\n\r\n"[..],
+            b"GET /health HTTP/1.1\r\nHost: evil.example\r\nHost: localhost\r\n\r\n",
+            b"GET /health HTTP/1.1\r\nHost: localhost\r\nhost: localhost\r\n\r\n",
+            b"GET /health HTTP/1.0\r\nHost: a\r\nHost: a\r\n\r\n",
+            b"GET /health HTTP/1.1\r\nHost: localhost:99999999999999999999\r\n\r\n",
+        ] {
+            assert_eq!(
+                parse_head(req).map(|_| ()),
+                Err(HttpError::BadRequest),
+                "{}",
+                String::from_utf8_lossy(req)
+            );
+        }
+        assert!(matches!(
+            parse_head(b"GET /health HTTP/1.1\r\nHost: localhost:8000\r\n\r\n"),
+            Ok(Some(_))
+        ));
+    }
 
     fn head(s: &str) -> Result<Option<(RequestHead, usize)>, HttpError> {
         parse_head(s.as_bytes())

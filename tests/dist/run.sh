@@ -49,9 +49,9 @@ echo "== 3. tarball contents"
 LIST=$(tar -tzvf "dist/$NAME.tar.gz" | awk '{print $1, $2, $6}')
 WANT="drwxr-xr-x 0/0 $NAME/
 -rw-r--r-- 0/0 $NAME/README.md
+-rwxr-xr-x 0/0 $NAME/iac-agui
 -rw-r--r-- 0/0 $NAME/iac-agui.example.yaml
 -rw-r--r-- 0/0 $NAME/iac-agui.service
--rwxr-xr-x 0/0 $NAME/iac-agui
 -rw-r--r-- 0/0 $NAME/operations.md"
 [ "$LIST" = "$WANT" ] || fail "tarball contents: $LIST"
 # The example configuration is one the binary accepts without a warning.
