@@ -402,3 +402,34 @@ fn subscribe_errors_come_before_any_stream() {
     assert_eq!(r.error_code(), "REQUEST_TOO_LARGE");
     assert!(r.text().contains("subscribe"), "{}", r.text());
 }
+
+#[test]
+fn subscribing_to_a_finished_run_always_ends_with_a_terminal_event() {
+    // Regression (red team): a finished run whose log is still held answered 404 without
+    // afterSequence and past its end, and 200 with an empty body and no terminal event when
+    // afterSequence named the terminal event.
+    let s = stack(grace_2);
+    let events = s.run(&s.body("fin", "r1", "hello"));
+    let exec = session_event(&events)["executionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let last = events.len() as i64 - 1;
+    for after in [None, Some(last), Some(last + 1), Some(last + 1000)] {
+        let mut b = ids_body("fin", "r1");
+        if let Some(a) = after {
+            b["afterSequence"] = json!(a);
+        }
+        let r = subscribe(&s, &exec, &b, &[]);
+        assert_eq!(r.status, 200, "afterSequence {after:?}: {}", r.text());
+        let (got, _) = sse_events(&r.body);
+        let t = types(&got);
+        assert_eq!(t.last().map(String::as_str), Some("RUN_FINISHED"), "{after:?}: {t:?}");
+        assert_eq!(
+            t.iter().filter(|x| *x == "RUN_FINISHED" || *x == "RUN_ERROR").count(),
+            1,
+            "{after:?}: {t:?}"
+        );
+        assert_eq!(common::last(&got), common::last(&events), "{after:?}");
+    }
+}

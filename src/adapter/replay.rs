@@ -133,6 +133,19 @@ impl RunLog {
         lock(&self.held).ended
     }
 
+    /// The first id still held, and the id the next event would get.
+    pub(crate) fn span(&self) -> (u64, u64) {
+        let h = lock(&self.held);
+        (h.first_id, h.first_id + h.events.len() as u64)
+    }
+
+    /// The run's terminal event, once the log ended with one (the last event appended).
+    pub(crate) fn terminal(&self) -> Option<Frame> {
+        let h = lock(&self.held);
+        let last = h.events.back().filter(|_| h.ended)?;
+        is_terminal(last).then(|| last.clone())
+    }
+
     /// Whether event `id` can still be read (held, or the next one to come).
     pub(crate) fn holds(&self, id: u64) -> bool {
         let h = lock(&self.held);
@@ -494,4 +507,19 @@ mod tests {
         log.append(ev(0));
         assert_eq!(t.join().unwrap(), Read::Events(vec![ev(0)]));
     }
+}
+
+/// Whether a framed event (`id: N\ndata: {json}\n\n`) is `RUN_FINISHED` or `RUN_ERROR`.
+fn is_terminal(frame: &[u8]) -> bool {
+    let Some(start) = frame.windows(6).position(|w| w == b"data: ") else {
+        return false;
+    };
+    let data = frame[start + 6..].split(|&b| b == b'\n').next().unwrap_or(&[]);
+    #[derive(serde::Deserialize)]
+    struct Typed<'a> {
+        #[serde(borrow, rename = "type")]
+        kind: &'a str,
+    }
+    serde_json::from_slice::<Typed<'_>>(data)
+        .is_ok_and(|t| matches!(t.kind, "RUN_FINISHED" | "RUN_ERROR"))
 }

@@ -52,18 +52,31 @@ pub(crate) fn subscribe(sh: &Shared, req: SubscribeRequest, stream: &mut RunStre
         .after_sequence
         .map(|a| u64::try_from(a.saturating_add(1)).unwrap_or(0));
     let held = match (from, &log) {
-        (Some(f), Some(l)) if l.holds(f) => Some(l.clone()),
+        (Some(f), Some(l)) if l.holds(f) => Some((l.clone(), f)),
         _ => None,
     };
-    if let Some(log) = held {
+    if let Some((log, from)) = held {
         crate::metrics::M.subscriptions.inc("replay");
-        return replay(&log, from.unwrap_or(0), stream, lang);
+        return replay(&log, from, stream, lang);
     }
     let reason = match (req.after_sequence, &log) {
         (None, _) => "no-sequence",
         (Some(_), Some(_)) => "sequence-not-held",
         (Some(_), None) => "run-not-in-log",
     };
+    // A finished turn (no task, nothing pending, or no longer the thread's execution) has
+    // nothing for the kernel to observe, but its log says how it went: without a position,
+    // every event it still holds (the whole run unless it overflowed); with a position it
+    // does not hold (past the end, or overflowed), the terminal event.
+    let finished = facts
+        .as_ref()
+        .is_none_or(|f| !f.current || (f.pending.is_empty() && f.task_id.is_none()));
+    if finished && let Some(l) = log.filter(|l| l.ended()) {
+        let (first, next) = l.span();
+        crate::metrics::M.subscriptions.inc("replay");
+        let start = if req.after_sequence.is_none() { first } else { next };
+        return replay(&l, start, stream, lang);
+    }
     let Some(facts) = facts.filter(|f| f.current) else {
         return stream.reject(err(Code::ExecutionNotFound, Msg::ExecutionNotFound));
     };
@@ -161,6 +174,16 @@ fn replay(log: &Arc<RunLog>, from: u64, stream: &mut RunStream<'_>, lang: Lang) 
                         return;
                     }
                 }
+            }
+            // Nothing after the client's position: it saw the terminal event already, and
+            // gets it once more (same id) so that this stream, too, ends with one.
+            Read::End if next == from => {
+                if let Some(t) = log.terminal()
+                    && stream.raw_event(t).is_err()
+                {
+                    return;
+                }
+                return stream.end_raw();
             }
             Read::End => return stream.end_raw(),
             // Fell behind what the log holds: closed without a terminal event, so the client
