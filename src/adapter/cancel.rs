@@ -56,6 +56,12 @@ pub(crate) fn cancel(sh: &Shared, req: CancelRequest) -> Response {
         }
         Some(_) => {}
     }
+    let control = sh.run_control(exec);
+    // A streaming run that already decided its own end (its terminal event is on its way)
+    // is not cancelled any more: say so instead of contradicting the stream.
+    if control.as_ref().is_some_and(|c| !c.claim_cancel()) {
+        return answer(200, exec, "already_terminal");
+    }
     // The AG-UI execution ends now: terminal, nothing pending (reference §8.1).
     let saved = sh.registry.update(&slot, |current| {
         let mut next = current
@@ -78,7 +84,7 @@ pub(crate) fn cancel(sh: &Shared, req: CancelRequest) -> Response {
         .task_id
         .clone()
         .map(|task| confirm_in_background(sh, &req.thread_id, task));
-    if let Some(control) = sh.run_control(exec) {
+    if let Some(control) = control {
         if doc.execution.task_id.is_some() {
             // The run ends at once with its one terminal event.
             control.cancel();

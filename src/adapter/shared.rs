@@ -156,9 +156,39 @@ pub(crate) struct RunControl {
     pub(crate) stopped: AtomicBool,
     /// Aborts the run's upstream I/O, so a cancel ends the run at once.
     pub(crate) abort: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    /// Who decided how the run ends (`END_*`): the run itself or the cancel route, once.
+    end: std::sync::atomic::AtomicU8,
 }
 
+/// `RunControl::end`: nobody has decided how the run ends yet.
+const END_OPEN: u8 = 0;
+/// The cancel route decided: the run ends cancelled.
+const END_CANCELLED: u8 = 1;
+/// The run decided its own end (its terminal event is on its way).
+const END_OWN: u8 = 2;
+
 impl RunControl {
+    /// The cancel route claims the run's end. False when the run had already decided its
+    /// own: the route then answers `already_terminal` and changes nothing, so its answer
+    /// never contradicts the terminal event the client gets.
+    pub(crate) fn claim_cancel(&self) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        match self.end.compare_exchange(END_OPEN, END_CANCELLED, SeqCst, SeqCst) {
+            Ok(_) => true,
+            Err(now) => now == END_CANCELLED,
+        }
+    }
+
+    /// The run claims its own end. False when the cancel route claimed it first: the run
+    /// then ends cancelled, whatever the kernel said last.
+    pub(crate) fn claim_end(&self) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        match self.end.compare_exchange(END_OPEN, END_OWN, SeqCst, SeqCst) {
+            Ok(_) => true,
+            Err(now) => now == END_OWN,
+        }
+    }
+
     /// Ask the run to stop and cut its upstream reads short.
     pub(crate) fn cancel(&self) {
         self.cancel_requested

@@ -477,6 +477,13 @@ impl<'a, 's> Run<'a, 's> {
     /// Session event (REC: always before the terminal, guidance excepted), spans closed
     /// (REC: also before RUN_ERROR), then exactly one terminal event.
     fn finish(&mut self, end: End) {
+        // One decision with the cancel route: when it claimed the end first it has answered
+        // `cancelled` and retired the execution, so the run ends cancelled too.
+        let end = if self.a.control.claim_end() {
+            end
+        } else {
+            End::Error(Code::Cancelled, Msg::Cancelled.text(self.lang()).into())
+        };
         let guidance = self.a.kind == RunKind::Guidance;
         if !guidance && self.session_event().is_err() {
             return self.on_disconnect();

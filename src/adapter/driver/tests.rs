@@ -617,3 +617,41 @@ fn a_cancel_requested_before_the_task_id_cancels_the_task_when_it_appears() {
     let doc = h.doc();
     assert!(doc.terminal.contains(&doc.execution.execution_id));
 }
+
+#[test]
+fn a_cancel_that_wins_the_race_with_the_last_kernel_event_ends_the_run_cancelled() {
+    // Regression (red team): the cancel route answered `cancelled` while the stream ended
+    // `RUN_FINISHED` success. The route claims the end here just before the kernel's
+    // completion arrives; the run must then end cancelled, as the route said.
+    let h = Harness::new();
+    let shared = Arc::downgrade(&h.backend.shared);
+    *lock(&h.kernel.on_first_send) = Some(Box::new(move || {
+        if let Some(sh) = shared.upgrade() {
+            for c in lock(&sh.runs).values() {
+                assert!(c.claim_cancel());
+            }
+        }
+    }));
+    h.script(vec![(
+        "SendStreamingMessage",
+        Answer::Stream(vec![
+            task("TASK_STATE_SUBMITTED"),
+            status("TASK_STATE_COMPLETED", json!({"iacCodeSessionId": "sess-1"})),
+        ]),
+    )]);
+    let ev = h.run(h.body("r1", "go", None));
+    assert_eq!(last(&ev)["type"], "RUN_ERROR", "{ev:?}");
+    assert_eq!(last(&ev)["code"], "CANCELLED", "{ev:?}");
+}
+
+#[test]
+fn the_first_to_claim_a_runs_end_decides_it() {
+    let c = crate::adapter::shared::RunControl::default();
+    assert!(c.claim_end());
+    assert!(c.claim_end(), "the run may claim again");
+    assert!(!c.claim_cancel(), "a cancel after the run's own end changes nothing");
+    let c = crate::adapter::shared::RunControl::default();
+    assert!(c.claim_cancel());
+    assert!(c.claim_cancel(), "a second cancel agrees");
+    assert!(!c.claim_end(), "the run then ends cancelled");
+}
