@@ -157,6 +157,10 @@ pub(crate) const REPLAY_RETENTION: Duration = Duration::from_secs(600);
 pub(crate) const MAX_SUBSCRIBERS_PER_RUN: usize = 8;
 /// How long a subscriber waits on its run's log before checking that its client is still there.
 pub(crate) const SUBSCRIBER_POLL: Duration = Duration::from_millis(250);
+
+/// When a drain's grace ends, how long a replay subscriber waits for the producer's terminal
+/// event to reach the log before it ends its stream with `SERVER_SHUTTING_DOWN` itself.
+pub(crate) const SUBSCRIBER_SHUTDOWN_TAIL: Duration = Duration::from_secs(3);
 /// `--disconnect-grace` default: a producer's disconnect cancels at once.
 pub(crate) const DISCONNECT_GRACE: Duration = Duration::ZERO;
 /// `--demo`'s default grace, so the console's reload re-attaches to the run.

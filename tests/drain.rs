@@ -136,3 +136,52 @@ fn raw_get(addr: std::net::SocketAddr, path: &str) -> Resp {
         format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes(),
     )
 }
+
+/// POST a subscribe request for `exec` and return its reader once the head is read.
+fn open_subscriber(p: &Procs, exec: &str, thread: &str, after: Option<i64>) -> Reader {
+    let mut s = std::net::TcpStream::connect(p.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut body = serde_json::json!({"threadId": thread, "runId": "r1", "rosInvocationId": "r"});
+    if let Some(a) = after {
+        body["afterSequence"] = a.into();
+    }
+    s.write_all(&request(
+        "POST",
+        &format!("/extensions/iac-code/v1/executions/{exec}/subscribe"),
+        &[("Content-Type", "application/json")],
+        &serde_json::to_vec(&body).unwrap(),
+    ))
+    .unwrap();
+    let mut r = Reader::new(s);
+    assert_eq!(r.head().unwrap().0, 200);
+    r
+}
+
+#[test]
+fn at_the_end_of_a_drain_subscribers_get_the_producers_terminal_event() {
+    // Regression (red team): a subscriber's stream ended A2A_UNAVAILABLE while the producer's
+    // ended SERVER_SHUTTING_DOWN.
+    let mut p = start("drain-subscribers", &["--shutdown-grace", "1"]);
+    let (r, raw, session) = open(&p, "sub1", "pace 300 10");
+    let exec = session["executionId"].as_str().unwrap().to_string();
+    let replay = open_subscriber(&p, &exec, "sub1", Some(0));
+    let snapshot = open_subscriber(&p, &exec, "sub1", None);
+    p.signal("TERM");
+    let producer = rest(r, raw);
+    assert_eq!(
+        last(&producer)["code"],
+        "SERVER_SHUTTING_DOWN",
+        "{producer:?}"
+    );
+    for (name, mut sub) in [("replay", replay), ("snapshot", snapshot)] {
+        let mut raw = Vec::new();
+        while let Some(c) = sub.chunk() {
+            raw.extend(c);
+        }
+        let (events, _) = sse_events(&raw);
+        let end = last(&events);
+        assert_eq!(end["type"], "RUN_ERROR", "{name}: {events:?}");
+        assert_eq!(end["code"], "SERVER_SHUTTING_DOWN", "{name}: {end}");
+    }
+    assert_eq!(exit_code(&mut p, Duration::from_secs(10)), 0);
+}

@@ -424,9 +424,15 @@ fn subscribing_to_a_finished_run_always_ends_with_a_terminal_event() {
         assert_eq!(r.status, 200, "afterSequence {after:?}: {}", r.text());
         let (got, _) = sse_events(&r.body);
         let t = types(&got);
-        assert_eq!(t.last().map(String::as_str), Some("RUN_FINISHED"), "{after:?}: {t:?}");
         assert_eq!(
-            t.iter().filter(|x| *x == "RUN_FINISHED" || *x == "RUN_ERROR").count(),
+            t.last().map(String::as_str),
+            Some("RUN_FINISHED"),
+            "{after:?}: {t:?}"
+        );
+        assert_eq!(
+            t.iter()
+                .filter(|x| *x == "RUN_FINISHED" || *x == "RUN_ERROR")
+                .count(),
             1,
             "{after:?}: {t:?}"
         );

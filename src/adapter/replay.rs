@@ -386,6 +386,24 @@ impl Inner {
     }
 }
 
+/// Whether a framed event (`id: N\ndata: {json}\n\n`) is `RUN_FINISHED` or `RUN_ERROR`.
+fn is_terminal(frame: &[u8]) -> bool {
+    let Some(start) = frame.windows(6).position(|w| w == b"data: ") else {
+        return false;
+    };
+    let data = frame[start + 6..]
+        .split(|&b| b == b'\n')
+        .next()
+        .unwrap_or(&[]);
+    #[derive(serde::Deserialize)]
+    struct Typed<'a> {
+        #[serde(borrow, rename = "type")]
+        kind: &'a str,
+    }
+    serde_json::from_slice::<Typed<'_>>(data)
+        .is_ok_and(|t| matches!(t.kind, "RUN_FINISHED" | "RUN_ERROR"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -507,19 +525,4 @@ mod tests {
         log.append(ev(0));
         assert_eq!(t.join().unwrap(), Read::Events(vec![ev(0)]));
     }
-}
-
-/// Whether a framed event (`id: N\ndata: {json}\n\n`) is `RUN_FINISHED` or `RUN_ERROR`.
-fn is_terminal(frame: &[u8]) -> bool {
-    let Some(start) = frame.windows(6).position(|w| w == b"data: ") else {
-        return false;
-    };
-    let data = frame[start + 6..].split(|&b| b == b'\n').next().unwrap_or(&[]);
-    #[derive(serde::Deserialize)]
-    struct Typed<'a> {
-        #[serde(borrow, rename = "type")]
-        kind: &'a str,
-    }
-    serde_json::from_slice::<Typed<'_>>(data)
-        .is_ok_and(|t| matches!(t.kind, "RUN_FINISHED" | "RUN_ERROR"))
 }

@@ -173,7 +173,10 @@ impl RunControl {
     /// never contradicts the terminal event the client gets.
     pub(crate) fn claim_cancel(&self) -> bool {
         use std::sync::atomic::Ordering::SeqCst;
-        match self.end.compare_exchange(END_OPEN, END_CANCELLED, SeqCst, SeqCst) {
+        match self
+            .end
+            .compare_exchange(END_OPEN, END_CANCELLED, SeqCst, SeqCst)
+        {
             Ok(_) => true,
             Err(now) => now == END_CANCELLED,
         }

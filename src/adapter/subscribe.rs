@@ -22,7 +22,6 @@ use crate::app::{RunStream, SubscribeRequest};
 use crate::catalog::Msg;
 use crate::config::AguiProtocol;
 use crate::errors::{ApiError, Code};
-use crate::i18n::Lang;
 use crate::limits;
 use crate::sync::lock;
 
@@ -57,7 +56,7 @@ pub(crate) fn subscribe(sh: &Shared, req: SubscribeRequest, stream: &mut RunStre
     };
     if let Some((log, from)) = held {
         crate::metrics::M.subscriptions.inc("replay");
-        return replay(&log, from, stream, lang);
+        return replay(&log, from, stream, &req);
     }
     let reason = match (req.after_sequence, &log) {
         (None, _) => "no-sequence",
@@ -74,8 +73,12 @@ pub(crate) fn subscribe(sh: &Shared, req: SubscribeRequest, stream: &mut RunStre
     if finished && let Some(l) = log.filter(|l| l.ended()) {
         let (first, next) = l.span();
         crate::metrics::M.subscriptions.inc("replay");
-        let start = if req.after_sequence.is_none() { first } else { next };
-        return replay(&l, start, stream, lang);
+        let start = if req.after_sequence.is_none() {
+            first
+        } else {
+            next
+        };
+        return replay(&l, start, stream, &req);
     }
     let Some(facts) = facts.filter(|f| f.current) else {
         return stream.reject(err(Code::ExecutionNotFound, Msg::ExecutionNotFound));
@@ -146,7 +149,8 @@ fn facts(
     }))
 }
 
-fn replay(log: &Arc<RunLog>, from: u64, stream: &mut RunStream<'_>, lang: Lang) {
+fn replay(log: &Arc<RunLog>, from: u64, stream: &mut RunStream<'_>, req: &SubscribeRequest) {
+    let lang = req.lang;
     if !log.attach(true) {
         return stream.reject(ApiError::new(Code::ServerBusy, Msg::ServerBusy).response(lang));
     }
@@ -162,9 +166,28 @@ fn replay(log: &Arc<RunLog>, from: u64, stream: &mut RunStream<'_>, lang: Lang) 
     }
     let stop = stream.stop_flag();
     let mut next = from;
+    let mut shutdown_deadline = None;
     loop {
-        if stop.is_stopped() {
+        if stop.is_stopped() && !stream.shutting_down() {
             return;
+        }
+        // The drain's grace ended: the producer is ending the run with SERVER_SHUTTING_DOWN,
+        // which reaches the log in a moment. Pass it on, so a subscriber ends as the run did;
+        // only if it does not come, end with the same code here.
+        if stop.is_stopped() {
+            let deadline = *shutdown_deadline.get_or_insert_with(|| {
+                std::time::Instant::now() + limits::SUBSCRIBER_SHUTDOWN_TAIL
+            });
+            if std::time::Instant::now() >= deadline {
+                let ev = crate::app::run_error_json(
+                    Code::ServerShuttingDown,
+                    Msg::RunServerShuttingDown.text(lang),
+                    &req.thread_id,
+                    &req.run_id,
+                );
+                let _ = stream.terminal(&ev);
+                return;
+            }
         }
         match log.read_from(next, limits::SUBSCRIBER_POLL) {
             Read::Events(batch) => {
@@ -311,6 +334,14 @@ impl Snapshot<'_> {
             End::State(_) => Event::RunError {
                 message: Msg::ExecutionFailed.text(lang).into(),
                 code: Code::A2aExecutionFailed,
+                usage,
+                thread_id,
+                run_id,
+            },
+            // The kernel call was cut short by the end of a drain: the producer's code.
+            End::Unavailable if stream.shutting_down() => Event::RunError {
+                message: Msg::RunServerShuttingDown.text(lang).into(),
+                code: Code::ServerShuttingDown,
                 usage,
                 thread_id,
                 run_id,

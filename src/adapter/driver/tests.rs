@@ -636,7 +636,10 @@ fn a_cancel_that_wins_the_race_with_the_last_kernel_event_ends_the_run_cancelled
         "SendStreamingMessage",
         Answer::Stream(vec![
             task("TASK_STATE_SUBMITTED"),
-            status("TASK_STATE_COMPLETED", json!({"iacCodeSessionId": "sess-1"})),
+            status(
+                "TASK_STATE_COMPLETED",
+                json!({"iacCodeSessionId": "sess-1"}),
+            ),
         ]),
     )]);
     let ev = h.run(h.body("r1", "go", None));
@@ -649,7 +652,10 @@ fn the_first_to_claim_a_runs_end_decides_it() {
     let c = crate::adapter::shared::RunControl::default();
     assert!(c.claim_end());
     assert!(c.claim_end(), "the run may claim again");
-    assert!(!c.claim_cancel(), "a cancel after the run's own end changes nothing");
+    assert!(
+        !c.claim_cancel(),
+        "a cancel after the run's own end changes nothing"
+    );
     let c = crate::adapter::shared::RunControl::default();
     assert!(c.claim_cancel());
     assert!(c.claim_cancel(), "a second cancel agrees");
