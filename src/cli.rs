@@ -287,7 +287,7 @@ fn serve(cfg: Config) -> Result<(), String> {
     };
     crate::kernel::watch::start(
         ready.clone(),
-        client.clone(),
+        client.probe(),
         managed,
         crate::limits::KERNEL_PROBE_INTERVAL,
     )

@@ -106,12 +106,16 @@ pub(crate) const DEPARTING_RUN_WAIT: Duration = Duration::from_secs(2);
 pub(crate) const CANCEL_ANSWER_BOUND: Duration = Duration::from_secs(5);
 /// Time the managed `iac-code a2a` child has to answer `/health`.
 pub(crate) const KERNEL_STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
-/// SIGTERM → SIGKILL grace for the managed child.
 /// How often the kernel's `/health` is probed (and `/health` of this server updated).
 pub(crate) const KERNEL_PROBE_INTERVAL: Duration = Duration::from_secs(5);
+/// How long one probe waits (connect, and each read): a hung kernel (SIGSTOP, a wedged
+/// event loop) accepts connections but never answers, and must not look healthy for the
+/// whole `--a2a-idle-timeout`. Down within interval + timeout (8 s), up at the next probe.
+pub(crate) const KERNEL_PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 /// A managed kernel that exited is restarted after 1 s, doubling to 30 s while it fails.
 pub(crate) const KERNEL_RESTART_FIRST: Duration = Duration::from_secs(1);
 pub(crate) const KERNEL_RESTART_MAX: Duration = Duration::from_secs(30);
+/// SIGTERM → SIGKILL grace for the managed child.
 pub(crate) const KERNEL_STOP_GRACE: Duration = Duration::from_secs(5);
 
 // ---- message content (reference §2.5)

@@ -220,3 +220,36 @@ fn metrics_need_the_token_and_their_counters_move_with_runs() {
     let _ = k.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_hung_kernel_is_seen_within_twenty_seconds_and_its_return_too() {
+    // Regression (red team): a SIGSTOP'd kernel accepts connections and never answers; the
+    // probe waited the whole --a2a-idle-timeout (120 s), so /health said 200 for two minutes.
+    // Default flags here: the probe's own timeout is what makes this hold.
+    let p: Procs = start("ops-hung", &[]);
+    assert_eq!(health(p.addr), 200);
+    let pid = p.kernel.id().to_string();
+    let sig = |s: &str| {
+        assert!(
+            Command::new("kill")
+                .args([s, &pid])
+                .status()
+                .unwrap()
+                .success()
+        )
+    };
+    sig("-STOP");
+    let stopped = Instant::now();
+    assert!(
+        wait_until(Duration::from_secs(20), || health(p.addr) == 503),
+        "still 200 after {:?}",
+        stopped.elapsed()
+    );
+    sig("-CONT");
+    let resumed = Instant::now();
+    assert!(
+        wait_until(Duration::from_secs(20), || health(p.addr) == 200),
+        "still 503 after {:?}",
+        resumed.elapsed()
+    );
+}

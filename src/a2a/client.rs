@@ -129,6 +129,14 @@ impl A2aClient {
         A2aClient { cfg: Arc::new(cfg) }
     }
 
+    /// The same kernel with short timeouts, for the readiness probe (`KERNEL_PROBE_TIMEOUT`).
+    pub fn probe(&self) -> A2aClient {
+        let mut cfg = (*self.cfg).clone();
+        cfg.connect_timeout = cfg.connect_timeout.min(limits::KERNEL_PROBE_TIMEOUT);
+        cfg.idle_timeout = limits::KERNEL_PROBE_TIMEOUT;
+        A2aClient { cfg: Arc::new(cfg) }
+    }
+
     /// A fresh session (its own connection pool) for one run or one call.
     pub fn session(&self) -> Session {
         let config = ureq::Agent::config_builder()
