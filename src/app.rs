@@ -563,6 +563,7 @@ impl Handler for App {
         let live = routes::Live {
             draining: self.draining.load(Ordering::SeqCst),
             kernel_up: self.ready.kernel_up(),
+            store_up: self.ready.store_up(),
         };
         routes::decide(head, &self.routes, live)
     }

@@ -333,7 +333,17 @@ fn serve_with(
         Some(d) => d.path.clone(),
         None => state_root(cfg.state_dir.as_deref(), env_get),
     };
-    let store = FileStore::open(&root)?;
+    let store = Arc::new(FileStore::open(&root)?);
+    {
+        let store = store.clone();
+        ready.set_store_probe(Box::new(move || match store.probe() {
+            Ok(()) => true,
+            Err(e) => {
+                log::debug!("state probe: {e}");
+                false
+            }
+        }));
+    }
     if demo_dir.is_some() {
         log::info!(
             "demo: thread state in the private temporary directory {}, removed at exit",
@@ -344,7 +354,7 @@ fn serve_with(
     }
     let shared = Arc::new(
         Shared::new(
-            Registry::new(Arc::new(store)),
+            Registry::new(store),
             client,
             Arc::new(SystemEnv),
             allowed_roots_checked(env_get),

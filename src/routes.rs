@@ -157,6 +157,8 @@ pub struct RouteConfig {
     pub(crate) draining_body: Vec<u8>,
     /// The `/health` body while the kernel is down (503).
     pub(crate) kernel_down_body: Vec<u8>,
+    /// The `/health` body while the state directory cannot be written (503).
+    pub(crate) store_down_body: Vec<u8>,
     /// The browser console (`--console`, `--demo`); without it `/console` does not exist.
     pub console: Option<crate::console::Console>,
     pub(crate) max_run_body: usize,
@@ -170,6 +172,7 @@ impl RouteConfig {
             auth_token: auth_token.filter(|t| !t.is_empty()).map(String::into_bytes),
             draining_body: with_status(&health_body, "draining", None),
             kernel_down_body: with_status(&health_body, "unavailable", Some("kernel")),
+            store_down_body: with_status(&health_body, "unavailable", Some("state")),
             console: None,
             health_body,
             max_run_body: limits::MAX_RUN_BODY,
@@ -200,6 +203,8 @@ pub(crate) struct Live {
     pub(crate) draining: bool,
     /// The kernel answered its last health probe.
     pub(crate) kernel_up: bool,
+    /// The state directory took the last probe's write.
+    pub(crate) store_up: bool,
 }
 
 /// The language for errors decided from headers alone.
@@ -241,6 +246,9 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
         } else if !live.kernel_up {
             crate::metrics::M.unavailable.inc("health_kernel");
             Response::json(503, cfg.kernel_down_body.clone())
+        } else if !live.store_up {
+            crate::metrics::M.unavailable.inc("health_state");
+            Response::json(503, cfg.store_down_body.clone())
         } else {
             Response::json(200, cfg.health_body.clone())
         });

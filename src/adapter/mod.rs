@@ -114,6 +114,8 @@ impl Backend for AguiBackend {
             (Ok(None), None) => Err(ApiError::new(Code::StateUnavailable, Msg::StateUnavailable)),
             (Err(e), None) => {
                 log::error!("thread {}: admission write failed: {e}", inp.thread_id);
+                // /health should say so now, not at the next probe.
+                sh.readiness.kick();
                 Err(ApiError::new(Code::StateUnavailable, Msg::StateUnavailable))
             }
         };

@@ -13,15 +13,23 @@ use crate::sync::lock;
 /// What the loop reads (an atomic) and what runs poke when a kernel call failed.
 pub struct Readiness {
     up: AtomicBool,
+    /// The state store can be written (every run needs it): probed with the kernel.
+    store_up: AtomicBool,
+    store_probe: Mutex<Option<StoreProbe>>,
     kicked: Mutex<bool>,
     wake: Condvar,
     stop: AtomicBool,
 }
 
+/// Whether the state store takes a write now (`FileStore::probe`).
+pub type StoreProbe = Box<dyn Fn() -> bool + Send>;
+
 impl Default for Readiness {
     fn default() -> Self {
         Readiness {
             up: AtomicBool::new(true),
+            store_up: AtomicBool::new(true),
+            store_probe: Mutex::new(None),
             kicked: Mutex::new(false),
             wake: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -32,6 +40,32 @@ impl Default for Readiness {
 impl Readiness {
     pub fn kernel_up(&self) -> bool {
         self.up.load(Ordering::SeqCst)
+    }
+
+    pub fn store_up(&self) -> bool {
+        self.store_up.load(Ordering::SeqCst)
+    }
+
+    /// Probe the state store too (with every kernel probe, and when kicked).
+    pub fn set_store_probe(&self, probe: StoreProbe) {
+        *lock(&self.store_probe) = Some(probe);
+    }
+
+    fn probe_store(&self) {
+        let Some(up) = lock(&self.store_probe).as_ref().map(|p| p()) else {
+            return;
+        };
+        let was = self.store_up.swap(up, Ordering::SeqCst);
+        if was != up {
+            if up {
+                log::info!("the state directory takes writes again");
+            } else {
+                log::warn!(
+                    "the state directory cannot be written (read-only, full, or locked by \
+                     another process): /health answers 503 until it can"
+                );
+            }
+        }
     }
 
     fn set(&self, up: bool) {
@@ -132,12 +166,18 @@ fn watch(ready: &Readiness, client: &A2aClient, managed: Option<&Managed>, inter
                 }
             }
             if !k.running() {
+                drop(k);
+                if kicked || Instant::now() >= next_probe {
+                    next_probe = Instant::now() + interval;
+                    ready.probe_store();
+                }
                 continue;
             }
         }
         let now = Instant::now();
         if kicked || now >= next_probe {
             next_probe = now + interval;
+            ready.probe_store();
             ready.set(client.session().health() == Ok(200));
         }
     }

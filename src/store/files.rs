@@ -16,6 +16,9 @@ pub enum StoreError {
     Io(io::Error),
     /// The file exists but is not a valid state document (or is a symlink).
     Invalid(String),
+    /// The state directory's lock is another process's now (the directory was removed or
+    /// replaced under this one, and another iac-agui locked the new one): nothing is written.
+    LockLost,
 }
 
 impl std::fmt::Display for StoreError {
@@ -23,6 +26,10 @@ impl std::fmt::Display for StoreError {
         match self {
             StoreError::Io(e) => write!(f, "state I/O failed: {e}"),
             StoreError::Invalid(s) => write!(f, "state file refused: {s}"),
+            StoreError::LockLost => write!(
+                f,
+                "the state directory was replaced and another process holds its lock: not writing"
+            ),
         }
     }
 }
@@ -38,7 +45,42 @@ impl From<io::Error> for StoreError {
 pub struct FileStore {
     root: PathBuf,
     threads: PathBuf,
-    _lock: File,
+    /// The locked `.lock` file. Checked before every write: when the directory is removed
+    /// or replaced, the path no longer names this file, and the lock must be taken again
+    /// (or found to be another process's) before anything is written.
+    lock: std::sync::Mutex<File>,
+}
+
+/// Why the state lock could not be had.
+enum LockFailure {
+    Busy,
+    Io(io::Error),
+}
+
+/// Open `root/.lock` (created, never through a symlink) and lock it exclusively.
+fn take_lock(root: &Path) -> Result<File, LockFailure> {
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(root.join(".lock"))
+        .map_err(LockFailure::Io)?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(fs::TryLockError::WouldBlock) => Err(LockFailure::Busy),
+        Err(fs::TryLockError::Error(e)) => Err(LockFailure::Io(e)),
+    }
+}
+
+/// Whether `path` names the file `held` (same device and inode).
+fn same_file(path: &Path, held: &File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (fs::symlink_metadata(path), held.metadata()) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
 }
 
 /// Create `p` and any missing ancestors owner-only (reference: the config directory
@@ -61,30 +103,20 @@ impl FileStore {
         let threads = root.join("threads");
         ensure_private_dir(&threads)
             .map_err(|e| format!("cannot create {}: {e}", threads.display()))?;
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(root.join(".lock"))
-            .map_err(|e| format!("cannot open the state lock: {e}"))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => {
+        let lock = match take_lock(root) {
+            Ok(l) => l,
+            Err(LockFailure::Busy) => {
                 return Err(format!(
                     "another iac-agui process is using the state directory {}",
                     root.display()
                 ));
             }
-            Err(fs::TryLockError::Error(e)) => {
-                return Err(format!("cannot lock the state directory: {e}"));
-            }
-        }
+            Err(LockFailure::Io(e)) => return Err(format!("cannot lock the state directory: {e}")),
+        };
         let store = FileStore {
             root: root.to_path_buf(),
             threads,
-            _lock: lock,
+            lock: std::sync::Mutex::new(lock),
         };
         store.remove_stale_temp_files();
         Ok(store)
@@ -145,13 +177,69 @@ impl FileStore {
             .map_err(|e| StoreError::Invalid(e.0))
     }
 
+    /// Make sure this process still is the directory's one writer (deviation 34): when the
+    /// directory was removed or replaced, make it again and take its new lock, unless
+    /// another process holds it (`LockLost`: this one then writes nothing at all).
+    fn ensure_writer(&self) -> Result<(), StoreError> {
+        let mut held = crate::sync::lock(&self.lock);
+        let lock_path = self.root.join(".lock");
+        if same_file(&lock_path, &held) {
+            ensure_private_dir(&self.threads)?;
+            return Ok(());
+        }
+        ensure_private_dir(&self.root)?;
+        ensure_private_dir(&self.threads)?;
+        match take_lock(&self.root) {
+            Ok(l) => {
+                log::warn!(
+                    "the state directory {} was removed or replaced: made again and locked",
+                    self.root.display()
+                );
+                *held = l;
+                Ok(())
+            }
+            Err(LockFailure::Busy) => {
+                log::error!(
+                    "the state directory {} was replaced and another process holds its lock: \
+                     this process writes no state any more",
+                    self.root.display()
+                );
+                Err(StoreError::LockLost)
+            }
+            Err(LockFailure::Io(e)) => Err(StoreError::Io(e)),
+        }
+    }
+
+    /// Readiness of the store: this process is its writer and a file can be written,
+    /// synced and removed in the threads directory (a read-only or full disk fails here).
+    pub(crate) fn probe(&self) -> Result<(), StoreError> {
+        self.ensure_writer()?;
+        let mut rnd = [0u8; 4];
+        crate::ids::fill(&mut rnd).map_err(|e| StoreError::Io(io::Error::other(e)))?;
+        let tmp = self
+            .threads
+            .join(format!(".probe.{}.tmp", crate::ids::hex(&rnd)));
+        let result = (|| -> io::Result<()> {
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                .open(&tmp)?;
+            // About the size of a thread file: a full disk refuses a write this size.
+            f.write_all(&[b' '; 4096])?;
+            f.sync_all()
+        })();
+        let _ = fs::remove_file(&tmp);
+        result.map_err(StoreError::Io)
+    }
+
     /// Atomically replace the thread's file.
     pub(crate) fn save(&self, doc: &ThreadDoc) -> Result<(), StoreError> {
         if doc.thread_id.is_empty() {
             return Err(StoreError::Invalid("empty thread id".into()));
         }
-        ensure_private_dir(&self.root)?;
-        ensure_private_dir(&self.threads)?;
+        self.ensure_writer()?;
         let target = self.path_for(&doc.thread_id);
         let file_name = target
             .file_name()
