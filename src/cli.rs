@@ -25,6 +25,13 @@ pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let mut args = args.into_iter().peekable();
+    if args
+        .peek()
+        .is_some_and(|a| a == crate::signals::KERNEL_CHILD_ARG)
+    {
+        args.next();
+        return ExitCode::from(crate::signals::kernel_child_main(args));
+    }
     if args.peek().is_some_and(|a| a == "healthcheck") {
         args.next();
         return healthcheck(args.next().and_then(|a| a.into_string().ok()));
@@ -273,13 +280,23 @@ fn start_kernel(cfg: &Config) -> Result<(Kernel, A2aClient), String> {
 }
 
 fn serve(cfg: Config) -> Result<(), String> {
+    // Signals first: one during the kernel's start-up must stop the child too.
+    let signals = crate::signals::install()?;
     crate::ids::check().map_err(|e| format!("refusing to start: {e}"))?;
     let addr = resolve(&cfg.host, cfg.port)?;
     // Bind before starting a kernel, so a busy port costs no child process.
     let probe =
         std::net::TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     drop(probe);
-    let (kernel, client) = start_kernel(&cfg)?;
+    let (kernel, client) = match start_kernel(&cfg) {
+        Ok(k) => k,
+        // Stopped by a signal while the kernel started: a normal exit (the child is gone).
+        Err(_) if crate::signals::stop_requested() => {
+            log::info!("stopped during start-up");
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
     let ready = Arc::new(crate::kernel::watch::Readiness::default());
     let managed = match &kernel {
         Kernel::Managed(m) => Some(m.clone()),
@@ -292,7 +309,7 @@ fn serve(cfg: Config) -> Result<(), String> {
         crate::limits::KERNEL_PROBE_INTERVAL,
     )
     .map_err(|e| format!("cannot start the kernel watcher: {e}"))?;
-    let result = serve_with(cfg, addr, client, ready.clone());
+    let result = serve_with(cfg, addr, client, ready.clone(), &signals);
     // The watcher must not restart what is being stopped.
     ready.shutdown();
     if let Kernel::Managed(m) = &kernel {
@@ -321,6 +338,7 @@ fn serve_with(
     addr: SocketAddr,
     client: A2aClient,
     ready: Arc<crate::kernel::watch::Readiness>,
+    signals: &crate::signals::Target,
 ) -> Result<(), String> {
     let env_get = |k: &str| std::env::var(k).ok();
     // A demo without an explicit state directory never touches the real one: its threads
@@ -404,7 +422,7 @@ fn serve_with(
     let server = Server::bind(addr, server_cfg, Arc::new(app), Arc::new(SystemClock))
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let local = server.local_addr();
-    install_signal_handler(server.shutdown_handle())?;
+    signals.set(server.shutdown_handle());
     if !cfg.idle_shutdown.is_zero() {
         start_idle_monitor(cfg.idle_shutdown, shared, jobs, server.shutdown_handle())?;
     }
@@ -449,23 +467,4 @@ fn start_idle_monitor(
         })
         .map(|_| ())
         .map_err(|e| format!("cannot start the idle monitor: {e}"))
-}
-
-fn install_signal_handler(handle: crate::server::ShutdownHandle) -> Result<(), String> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
-        .map_err(|e| format!("cannot install signal handlers: {e}"))?;
-    std::thread::Builder::new()
-        .name("iac-agui-signals".into())
-        .stack_size(64 * 1024)
-        .spawn(move || {
-            // The first signal drains, a second one stops at once.
-            for sig in signals.forever().take(2) {
-                log::info!("signal {sig} received");
-                crate::notify::stopping();
-                handle.shutdown();
-            }
-        })
-        .map_err(|e| format!("cannot start the signal thread: {e}"))?;
-    Ok(())
 }

@@ -21,6 +21,7 @@ mod notify;
 pub mod rfc3339;
 pub mod routes;
 pub mod server;
+mod signals;
 pub mod store;
 pub mod sync;
 pub mod yaml;

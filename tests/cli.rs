@@ -750,3 +750,122 @@ fn systemd_notify_gets_ready_then_stopping() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Whether `pid` runs (a zombie does not count: it waits only to be reaped).
+fn alive(pid: u64) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => s
+            .rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().next())
+            .is_none_or(|st| st != "Z"),
+        Err(_) => false,
+    }
+}
+
+/// iac-agui with a managed stand-in kernel in `mode`; the child and the kernel's pid once
+/// the stand-in recorded it.
+fn managed(name: &str, mode: &str, wait_ready: bool) -> (Child, u64) {
+    let record =
+        std::env::temp_dir().join(format!("iac-agui-cli-{name}-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&record);
+    let mut child = bin()
+        .args(["--port", "0"])
+        .env("IAC_CODE_AGUI_STATE_DIR", common::tempdir(name))
+        .env(
+            "IAC_CODE_AGUI_KERNEL_CMD",
+            format!(
+                "env STUB_MODE={mode} STUB_RECORD={} python3 tests/support/stub_kernel.py",
+                record.display()
+            ),
+        )
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if common::procs::ready_line_addr(&l).is_some() {
+                let _ = tx.send(());
+            }
+        }
+    });
+    if wait_ready {
+        rx.recv_timeout(Duration::from_secs(20)).expect("ready");
+    }
+    let mut pid = None;
+    assert!(common::wait_until(Duration::from_secs(10), || {
+        pid = std::fs::read_to_string(&record)
+            .ok()
+            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+            .and_then(|v| v["pid"].as_u64());
+        pid.is_some()
+    }));
+    let _ = std::fs::remove_file(&record);
+    (child, pid.unwrap())
+}
+
+fn signal(child: &Child, sig: &str) {
+    assert!(
+        Command::new("kill")
+            .args([sig, &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+#[test]
+fn hup_and_quit_drain_like_term_and_stop_the_managed_kernel() {
+    // Regression (red team): SIGHUP and SIGQUIT killed iac-agui outright and left the
+    // kernel running under PID 1.
+    for sig in ["-HUP", "-QUIT"] {
+        let (mut child, kernel) = managed("sig-hup-quit", "ok", true);
+        signal(&child, sig);
+        let status = wait_exit(&mut child, Duration::from_secs(15)).expect("exited");
+        assert_eq!(status.code(), Some(0), "{sig}: {status:?}");
+        assert!(!alive(kernel), "{sig}: the kernel outlived iac-agui");
+    }
+}
+
+#[test]
+fn usr1_and_usr2_are_ignored() {
+    let (mut child, addr) = start(&[]);
+    signal(&child, "-USR1");
+    signal(&child, "-USR2");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "a user signal ended the process"
+    );
+    assert_eq!(get_health(addr, "127.0.0.1").status, 200);
+    signal(&child, "-TERM");
+    assert_eq!(
+        wait_exit(&mut child, Duration::from_secs(15)).and_then(|s| s.code()),
+        Some(0)
+    );
+}
+
+#[test]
+fn sigkill_of_iac_agui_does_not_orphan_the_managed_kernel() {
+    // SIGKILL cannot be handled: the kernel has a parent-death signal instead.
+    let (mut child, kernel) = managed("sig-kill", "ok", true);
+    signal(&child, "-KILL");
+    let _ = child.wait();
+    assert!(
+        common::wait_until(Duration::from_secs(10), || !alive(kernel)),
+        "the kernel outlived a SIGKILLed iac-agui"
+    );
+}
+
+#[test]
+fn sigterm_during_the_kernels_start_up_stops_it_and_exits_0() {
+    let (mut child, kernel) = managed("sig-startup", "never-ready", false);
+    assert!(alive(kernel));
+    signal(&child, "-TERM");
+    let status = wait_exit(&mut child, Duration::from_secs(10)).expect("exited");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert!(!alive(kernel), "the starting kernel outlived iac-agui");
+}

@@ -19,6 +19,7 @@ fn spec(mode: &str) -> (KernelSpec, PathBuf) {
         ],
         startup_timeout: Duration::from_secs(10),
         stop_grace: Duration::from_millis(500),
+        launcher: None,
     };
     (spec, record)
 }
@@ -120,6 +121,7 @@ fn a_missing_program_is_a_clear_error() {
         command: vec!["/nonexistent/iac-code".into()],
         startup_timeout: Duration::from_secs(1),
         stop_grace: Duration::from_millis(100),
+        launcher: None,
     };
     let err = ManagedKernel::start(&spec, |_| None).err().unwrap();
     assert!(

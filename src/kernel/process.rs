@@ -17,6 +17,9 @@ pub struct KernelSpec {
     pub command: Vec<String>,
     pub startup_timeout: Duration,
     pub stop_grace: Duration,
+    /// This binary, to launch the child through `__kernel-child` (a parent-death signal, so
+    /// even SIGKILL of iac-agui cannot orphan the kernel); `None` starts it directly.
+    pub launcher: Option<std::path::PathBuf>,
 }
 
 impl KernelSpec {
@@ -29,6 +32,7 @@ impl KernelSpec {
             command,
             startup_timeout: crate::limits::KERNEL_STARTUP_TIMEOUT,
             stop_grace: crate::limits::KERNEL_STOP_GRACE,
+            launcher: std::env::current_exe().ok(),
         }
     }
 }
@@ -46,6 +50,8 @@ fn default_kernel_program() -> String {
 
 /// A running kernel child. Dropping it stops the child.
 pub struct ManagedKernel {
+    /// The kernel program (for messages; the command may be the launcher).
+    program: String,
     child: Option<Child>,
     pub base_url: String,
     pub token: String,
@@ -68,7 +74,24 @@ impl ManagedKernel {
             .map_err(|e| format!("Cannot pick a port for the local A2A process: {e}"))?;
         let token = ids::token_urlsafe()
             .map_err(|e| format!("Cannot make a token for the local A2A process: {e}."))?;
-        let mut cmd = Command::new(program);
+        // A missing program is reported here: through the launcher it would only be an exit
+        // code.
+        if find_program(program).is_none() {
+            return Err(format!(
+                "Cannot start the local A2A process ({program}): {}",
+                std::io::Error::from(std::io::ErrorKind::NotFound)
+            ));
+        }
+        let mut cmd = match &spec.launcher {
+            Some(me) => {
+                let mut c = Command::new(me);
+                c.arg(crate::signals::KERNEL_CHILD_ARG)
+                    .arg(std::process::id().to_string())
+                    .arg(program);
+                c
+            }
+            None => Command::new(program),
+        };
         cmd.args(lead)
             .args([
                 "a2a",
@@ -93,6 +116,7 @@ impl ManagedKernel {
             cmd.env("IACCODE_A2A_ALLOWED_CWDS", allowed);
         }
         let mut kernel = ManagedKernel {
+            program: program.clone(),
             child: None,
             base_url: format!("http://127.0.0.1:{port}/"),
             token,
@@ -106,7 +130,7 @@ impl ManagedKernel {
 
     /// Start the child (again) and wait until it is ready.
     fn spawn(&mut self) -> Result<(), String> {
-        let program = self.command.get_program().to_string_lossy().into_owned();
+        let program = self.program.clone();
         let mut child = self
             .command
             .spawn()
@@ -161,6 +185,10 @@ impl ManagedKernel {
                     "The local A2A process exited during startup (exit code {code})."
                 ));
             }
+            if crate::signals::stop_requested() {
+                self.stop();
+                return Err("Stopped by a signal while the local A2A process started.".into());
+            }
             if client.session().health() == Ok(200) {
                 return Ok(());
             }
@@ -200,6 +228,18 @@ impl Drop for ManagedKernel {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// `program` as the OS would find it: a path that is a file, or a name in `$PATH`.
+fn find_program(program: &str) -> Option<std::path::PathBuf> {
+    if program.contains('/') {
+        let p = std::path::PathBuf::from(program);
+        return p.is_file().then_some(p);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
 }
 
 /// Longest kernel output line relayed whole; the rest of a longer line is dropped (marked).
