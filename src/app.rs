@@ -601,6 +601,12 @@ impl Handler for App {
         ApiError::new(Code::ServerBusy, Msg::ServerBusy).response(i18n::env_default())
     }
 
+    fn over_body_budget(&self, head: &RequestHead) -> Response {
+        ApiError::new(Code::ServerBusy, Msg::ServerBusy)
+            .response(routes::header_lang(head))
+            .with_header("retry-after", "1".into())
+    }
+
     fn begin_drain(&self) {
         self.draining.store(true, Ordering::SeqCst);
     }

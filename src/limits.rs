@@ -4,6 +4,14 @@ use std::time::Duration;
 
 /// Largest `POST /` body (reference: exactly 12 MiB is allowed).
 pub(crate) const MAX_RUN_BODY: usize = 12 * 1024 * 1024;
+/// All request bodies being read at once hold at most this much (bodies up to
+/// `BODY_BUDGET_EXEMPT` do not count): a request whose body would pass it gets 503
+/// `SERVER_BUSY` with `Retry-After` before its body is read. Without it, 64 stalled 12 MiB
+/// uploads held 775 MiB for the whole body timeout.
+pub(crate) const BODY_BUDGET: usize = 64 * 1024 * 1024;
+/// Bodies this small never wait for the budget (every ordinary run, cancel and subscribe
+/// request): at most `MAX_CONNECTIONS` × this, 64 MiB at the default limit.
+pub(crate) const BODY_BUDGET_EXEMPT: usize = 16 * 1024;
 /// Largest cancel-route body (reference: `min(12 MiB, 64 KiB)`).
 pub(crate) const MAX_CANCEL_BODY: usize = 64 * 1024;
 /// Largest request head (request line + headers) before 431.

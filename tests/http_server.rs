@@ -331,6 +331,75 @@ fn content_type_variants() {
 // ---------------------------------------------------------------- bodies
 
 #[test]
+fn bodies_past_the_body_budget_get_503_before_they_are_read() {
+    // Regression (red team): stalled large uploads held their bodies without a total bound
+    // (64 × 12 MiB = 775 MiB). Budget 1 MiB here; bodies up to 16 KiB do not count.
+    let cfg = ServerConfig {
+        body_budget: 1024 * 1024,
+        ..ServerConfig::default()
+    };
+    let (srv, _) = server_with(None, cfg);
+    let head = |n: usize| {
+        format!(
+            "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {n}\r\n\r\n"
+        )
+    };
+    // Two stalled uploads of 600 KiB: the first is being read, the second does not fit.
+    let mut first = srv.connect();
+    first.write_all(head(600 * 1024).as_bytes()).unwrap();
+    first.write_all(&[b' '; 1000]).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut second = srv.connect();
+    second.write_all(head(600 * 1024).as_bytes()).unwrap();
+    let mut r = Reader::new(second);
+    let resp = r.response(false).unwrap();
+    assert_eq!(resp.status, 503);
+    assert_eq!(resp.error_code(), "SERVER_BUSY");
+    assert_eq!(resp.header("retry-after"), Some("1"));
+    assert!(r.closed());
+    // Small bodies are never refused for it, and /health needs none.
+    let small = post_json(srv.addr, "/", &[], b"{}");
+    assert_ne!(small.status, 503, "{}", small.text());
+    assert_eq!(
+        raw(srv.addr, &request("GET", "/health", &[], b"")).status,
+        200
+    );
+    // A chunked body is counted as it grows.
+    let mut chunked = srv.connect();
+    chunked
+        .write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+        .unwrap();
+    let chunk = vec![b' '; 100 * 1024];
+    let mut refused = None;
+    for _ in 0..8 {
+        if chunked
+            .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+            .and_then(|_| chunked.write_all(&chunk))
+            .and_then(|_| chunked.write_all(b"\r\n"))
+            .is_err()
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut r = Reader::new(chunked);
+    if let Some(resp) = r.response(false) {
+        refused = Some(resp.status);
+    }
+    assert_eq!(refused, Some(503), "the chunked body past the budget");
+    // When the first upload goes away its share comes back.
+    drop(first);
+    assert!(wait_until(Duration::from_secs(5), || {
+        let mut s = srv.connect();
+        s.write_all(head(600 * 1024).as_bytes()).unwrap();
+        s.write_all(&vec![b' '; 600 * 1024]).unwrap();
+        Reader::new(s)
+            .response(false)
+            .is_some_and(|r| r.status != 503)
+    }));
+}
+
+#[test]
 fn content_length_over_limit_is_413_before_the_body() {
     let (srv, _) = server();
     let mut s = srv.connect();

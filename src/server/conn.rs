@@ -52,6 +52,52 @@ pub(crate) struct BodyRead {
     /// Present for chunked bodies.
     pub(crate) chunked: Option<ChunkedDecoder>,
     pub(crate) deadline: Instant,
+    /// This body's share of the body budget, given back when the read ends in any way.
+    pub(crate) reserved: Reservation,
+}
+
+/// Bytes taken from the server's body budget; returned on drop.
+pub(crate) struct Reservation {
+    pool: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    bytes: usize,
+}
+
+impl Reservation {
+    /// Take `bytes` from `pool` if the total stays within `budget`.
+    pub(crate) fn take(
+        pool: &std::sync::Arc<std::sync::atomic::AtomicUsize>,
+        budget: usize,
+        bytes: usize,
+    ) -> Option<Reservation> {
+        let mut r = Reservation {
+            pool: pool.clone(),
+            bytes: 0,
+        };
+        r.grow_to(budget, bytes).then_some(r)
+    }
+
+    /// Hold `total` bytes (more than now) if the pool stays within `budget`.
+    pub(crate) fn grow_to(&mut self, budget: usize, total: usize) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        let more = total.saturating_sub(self.bytes);
+        if more == 0 {
+            return true;
+        }
+        let taken = self.pool.fetch_update(SeqCst, SeqCst, |now| {
+            now.checked_add(more).filter(|t| *t <= budget)
+        });
+        if taken.is_ok() {
+            self.bytes += more;
+        }
+        taken.is_ok()
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.pool
+            .fetch_sub(self.bytes, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 pub(crate) struct Conn {

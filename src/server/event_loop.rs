@@ -11,7 +11,7 @@ use std::time::Instant;
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 
-use super::conn::{BodyRead, Conn, State};
+use super::conn::{BodyRead, Conn, Reservation, State};
 use super::http::{self, ChunkError, ChunkedDecoder, Framing, Response};
 use super::job::{self, ConnId, Inbox, JobShared, Reply, StopReason};
 use super::out::OutBuf;
@@ -70,6 +70,8 @@ pub struct Server {
     drain: Option<Drain>,
     scratch: Vec<Reply>,
     read_buf: Box<[u8]>,
+    /// Bytes the bodies being read hold together (`ServerConfig::body_budget`).
+    body_bytes: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Server {
@@ -110,6 +112,7 @@ impl Server {
             drain: None,
             scratch: Vec::with_capacity(limits::DRAIN_BATCH),
             read_buf: vec![0u8; limits::READ_CHUNK].into_boxed_slice(),
+            body_bytes: Arc::default(),
         })
     }
 
@@ -395,6 +398,15 @@ impl Server {
                             b.remaining == 0
                         }
                         Some(dec) => match dec.decode(&conn.inbuf, &mut b.body, b.limit) {
+                            Ok(used)
+                                if b.body.len() > self.cfg.body_budget_exempt
+                                    && !b.reserved.grow_to(self.cfg.body_budget, b.body.len()) =>
+                            {
+                                let _ = used;
+                                let r = self.handler.over_body_budget(&b.head).closing();
+                                self.respond(slot, r, false, false);
+                                return;
+                            }
                             Ok(used) => {
                                 conn.inbuf.drain(..used);
                                 dec.is_done()
@@ -462,6 +474,23 @@ impl Server {
                     Framing::Length(n) => (n, None),
                     Framing::Chunked => (0, Some(ChunkedDecoder::default())),
                 };
+                // A body that will not fit in what all bodies may hold is refused before a
+                // byte of it is read (chunked bodies are counted as they grow).
+                let announced = remaining as usize;
+                let counted = if announced > self.cfg.body_budget_exempt {
+                    announced
+                } else {
+                    0
+                };
+                let Some(reserved) =
+                    Reservation::take(&self.body_bytes, self.cfg.body_budget, counted)
+                else {
+                    crate::metrics::M.unavailable.inc("body_budget");
+                    let r = self.handler.over_body_budget(&head).closing();
+                    (self.cfg.access_log)(&head.method, head.raw_path(), r.status, r.body.len());
+                    self.respond(slot, r, false, head_only);
+                    return;
+                };
                 let body_timeout = self.cfg.body_timeout;
                 let Some(conn) = self.conn(slot) else { return };
                 if head.expect_continue && head.has_body() && conn.inbuf.is_empty() {
@@ -477,6 +506,7 @@ impl Server {
                     remaining,
                     chunked,
                     deadline: now + body_timeout,
+                    reserved,
                 }));
             }
         }

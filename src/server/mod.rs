@@ -29,6 +29,10 @@ pub struct ServerConfig {
     pub job_queue_capacity: usize,
     /// How long graceful shutdown waits for open streams to finish.
     pub shutdown_grace: Duration,
+    /// Bytes all bodies being read may hold together (`limits::BODY_BUDGET`), and the size
+    /// below which a body does not count.
+    pub body_budget: usize,
+    pub body_budget_exempt: usize,
     /// Called for a request the loop answers itself (health, 404, 401, …): method, raw
     /// path, status, body bytes.
     pub access_log: fn(&str, &str, u16, usize),
@@ -46,6 +50,8 @@ impl Default for ServerConfig {
             max_output_bytes: limits::MAX_OUTPUT_BYTES,
             job_queue_capacity: limits::JOB_QUEUE_CAPACITY,
             shutdown_grace: limits::SHUTDOWN_GRACE,
+            body_budget: limits::BODY_BUDGET,
+            body_budget_exempt: limits::BODY_BUDGET_EXEMPT,
             access_log: |_, _, _, _| {},
         }
     }
@@ -84,6 +90,12 @@ pub trait Handler: Send + Sync + 'static {
 
     /// The answer for a connection refused because `max_connections` are open.
     fn over_capacity(&self) -> Response {
+        Response::text(503, "Service Unavailable")
+    }
+
+    /// The answer for a request whose body would pass the body budget (sent before the body
+    /// is read; the connection closes).
+    fn over_body_budget(&self, _head: &RequestHead) -> Response {
         Response::text(503, "Service Unavailable")
     }
 
