@@ -373,7 +373,9 @@ impl<'a> RunStream<'a> {
         };
         if install {
             let detach = self.detach.clone();
-            let flag = self.outbox.stop_flag();
+            // Weak: the job holds this hook, and a strong flag would keep the job (and the
+            // log captured here) alive forever.
+            let flag = self.outbox.weak_stop_flag();
             let log = self.log.clone();
             let run_id = self.run_id.clone();
             self.outbox.on_stop(Box::new(move || {

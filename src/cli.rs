@@ -37,7 +37,12 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         return healthcheck(args.next().and_then(|a| a.into_string().ok()));
     }
     let cfg = match config::parse(args, |k| std::env::var(k).ok()) {
-        Ok(Command::Serve(c)) => *c,
+        Ok(Command::Serve(c)) => {
+            if c.demo_kernel_only.is_none() {
+                crate::malloc::tune_once(|k| std::env::var_os(k));
+            }
+            *c
+        }
         Ok(Command::Help) => {
             print!("{}", config::HELP);
             return ExitCode::SUCCESS;
@@ -379,9 +384,16 @@ fn serve_with(
             env_get("HOME"),
             cfg.agui_protocol,
         )
-        .with_detach(cfg.disconnect_grace, Default::default())
+        .with_detach(
+            cfg.disconnect_grace,
+            crate::adapter::replay::ReplayBounds {
+                retention: cfg.replay_retention,
+                ..Default::default()
+            },
+        )
         .with_readiness(ready.clone()),
     );
+    start_replay_expiry(Arc::downgrade(&shared), cfg.replay_retention)?;
     let backend: Arc<dyn Backend> = Arc::new(AguiBackend {
         shared: shared.clone(),
     });
@@ -435,6 +447,30 @@ fn serve_with(
     server.run().map_err(|e| format!("server failed: {e}"))?;
     log::info!("stopped");
     Ok(())
+}
+
+/// Finished runs' replay logs go when their retention ends, on a timer of their own (not at
+/// the next request), so an idle server gives their memory back.
+fn start_replay_expiry(
+    shared: std::sync::Weak<Shared>,
+    retention: std::time::Duration,
+) -> Result<(), String> {
+    let tick = (retention / 4).clamp(
+        std::time::Duration::from_millis(250),
+        crate::limits::REPLAY_EXPIRY_TICK,
+    );
+    std::thread::Builder::new()
+        .name("iac-agui-replay-expiry".into())
+        .stack_size(64 * 1024)
+        .spawn(move || {
+            loop {
+                std::thread::sleep(tick);
+                let Some(sh) = shared.upgrade() else { return };
+                sh.replay.purge_expired();
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| format!("cannot start the replay expiry timer: {e}"))
 }
 
 /// Reference §8.3: exit when no loaded thread has an active run or a pending interrupt, no

@@ -55,6 +55,7 @@ pub(crate) struct Config {
     pub(crate) log_format: crate::logging::LogFormat,
     /// How long a run goes on after its client disconnected (0: stop at once).
     pub(crate) disconnect_grace: Duration,
+    pub(crate) replay_retention: Duration,
     /// How long a drain lets running runs finish (0: stop at once).
     pub(crate) shutdown_grace: Duration,
     /// Serve the browser console at `/console` (`--console`, implied by `--demo`).
@@ -85,6 +86,7 @@ impl Default for Config {
             allowed_hosts: None,
             log_format: crate::logging::LogFormat::Text,
             disconnect_grace: limits::DISCONNECT_GRACE,
+            replay_retention: limits::REPLAY_RETENTION,
             shutdown_grace: limits::SHUTDOWN_GRACE,
             console: false,
             warnings: Vec::new(),
@@ -139,12 +141,14 @@ OPTIONS:
                                 idle_shutdown, debug, log_stdout, auth_token, a2a_token, agui_protocol,
                                 heartbeat_interval, max_connections, max_runs, a2a_idle_timeout, demo,
                                 allowed_hosts, interrupt_ttl, log_format, disconnect_grace, shutdown_grace,
-                                console
+                                console, replay_retention
     --disconnect-grace SECS     Keep a run going this long after its client disconnected, so it can
                                 re-attach (0 = a disconnect stops the run at once)
                                 [env IAC_CODE_AGUI_DISCONNECT_GRACE] (default 0)
     --shutdown-grace SECS       On SIGTERM/SIGINT, let running runs finish for this long; a second
                                 signal stops at once [env IAC_CODE_AGUI_SHUTDOWN_GRACE] (default 30)
+    --replay-retention SECS     Keep a finished run's replay log (for re-attaching) this long
+                                [env IAC_CODE_AGUI_REPLAY_RETENTION] (default 600)
     --heartbeat-interval SECS   Seconds of silence before an SSE heartbeat (default 15)
     --max-connections N         Open client connections before new ones get 503 (default 4096)
     --max-runs N                Concurrent requests in workers before new ones get 503 (default 2048)
@@ -224,6 +228,7 @@ pub(crate) fn parse(
             Long("log-format") => "log_format",
             Long("disconnect-grace") => "disconnect_grace",
             Long("shutdown-grace") => "shutdown_grace",
+            Long("replay-retention") => "replay_retention",
             other => return Err(err(other.unexpected())),
         };
         let value = p.value().map_err(err)?;
@@ -325,6 +330,9 @@ pub(crate) fn parse(
     if let Some(v) = pick("shutdown_grace", Some("IAC_CODE_AGUI_SHUTDOWN_GRACE")) {
         c.shutdown_grace = as_seconds("shutdown_grace", v, true)?;
     }
+    if let Some(v) = pick("replay_retention", Some("IAC_CODE_AGUI_REPLAY_RETENTION")) {
+        c.replay_retention = as_seconds("replay_retention", v, true)?;
+    }
     if let Some(v) = pick("a2a_idle_timeout", None) {
         c.a2a_idle_timeout = as_seconds("a2a_idle_timeout", v, false)?;
     }
@@ -406,6 +414,7 @@ const FILE_KEYS: &[&str] = &[
     "interrupt_ttl",
     "log_format",
     "disconnect_grace",
+    "replay_retention",
     "shutdown_grace",
     "console",
 ];

@@ -16,6 +16,7 @@ pub mod json;
 pub mod kernel;
 pub mod limits;
 pub mod logging;
+mod malloc;
 pub mod metrics;
 mod notify;
 pub mod rfc3339;

@@ -165,6 +165,8 @@ pub(crate) const REPLAY_RUN_EVENTS: usize = 20_000;
 pub(crate) const REPLAY_TOTAL_BYTES: usize = 256 * 1024 * 1024;
 /// How long an ended run's log is kept.
 pub(crate) const REPLAY_RETENTION: Duration = Duration::from_secs(600);
+/// How often expired replay logs are dropped (at most; a short retention checks more often).
+pub(crate) const REPLAY_EXPIRY_TICK: Duration = Duration::from_secs(10);
 /// Subscribers watching one run at once.
 pub(crate) const MAX_SUBSCRIBERS_PER_RUN: usize = 8;
 /// How long a subscriber waits on its run's log before checking that its client is still there.

@@ -120,3 +120,61 @@ fn a_reader_that_pauses_for_10_s_gets_the_whole_stream_with_bounded_memory() {
         "processing for a paused reader peaked {grew} KiB above a full-speed run"
     );
 }
+
+#[test]
+fn memory_goes_back_after_a_burst_of_large_events_without_a_new_request() {
+    // Regression (red team): after big/flood runs RSS stayed at 900+ MiB with the replay logs
+    // accounting a fraction of it, and logs expired only at the next request. This fails
+    // without either fix it guards: a stop hook that kept every run's job (and its log) alive
+    // when a disconnect grace is set (checked: the logs never reach 0), and expiry only on
+    // admission (checked: no request comes). The glibc tunables (src/malloc.rs) cut the
+    // release build's figures further (docs/reliability.md); this bound holds without them.
+    let p = start_pair(
+        "big-memory",
+        &["--replay-retention", "2", "--disconnect-grace", "30"],
+    );
+    let metric = |name: &str| -> u64 {
+        let r = raw(
+            p.addr,
+            b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".as_slice(),
+        );
+        r.text()
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap()
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let (_, idle) = memory(p.adapter.id());
+    for round in 0..2 {
+        let runs: Vec<_> = ["big 10 10", "flood 100000", "big 3 3", "big 10 10"]
+            .iter()
+            .enumerate()
+            .map(|(i, text)| {
+                let body = p.body(&format!("m{round}-{i}"), "r1", text);
+                let addr = p.addr;
+                std::thread::spawn(move || post_json(addr, "/", &[], &body).status)
+            })
+            .collect();
+        for r in runs {
+            assert_eq!(r.join().unwrap(), 200);
+        }
+    }
+    assert!(
+        metric("iac_agui_replay_log_bytes") > 0,
+        "the logs hold the runs"
+    );
+    // No request from here on (only the metrics reads): the timer expires the logs.
+    assert!(
+        wait_until(Duration::from_secs(15), || metric(
+            "iac_agui_replay_log_bytes"
+        ) == 0),
+        "the replay logs did not expire without a request"
+    );
+    let (peak, now) = memory(p.adapter.id());
+    let bound = idle + 64 * 1024;
+    assert!(
+        now <= bound,
+        "RSS {now} KiB after the burst, idle was {idle} KiB (peak {peak} KiB)"
+    );
+}

@@ -301,6 +301,23 @@ impl ReplayLogs {
         }
     }
 
+    /// Drop the logs whose retention ended (a timer calls this: memory must not wait for
+    /// the next request).
+    pub(crate) fn purge_expired(&self) {
+        let expired: Vec<Arc<RunLog>> = {
+            let mut idx = lock(&self.inner.runs);
+            let now = Instant::now();
+            let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut idx.by_run)
+                .into_iter()
+                .partition(|(_, l)| l.expired(now));
+            idx.by_run = kept.into_iter().collect();
+            idx.purged = Some(now);
+            gone.into_iter().map(|(_, l)| l).collect()
+        };
+        // Freed outside the index lock (a large log is many frames).
+        drop(expired);
+    }
+
     /// A new log for a run (replacing an older one of the same thread and run id).
     pub(crate) fn open(&self, key: RunKey, execution_id: &str, ros: &str) -> Arc<RunLog> {
         let this = &self.inner;

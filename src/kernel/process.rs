@@ -104,6 +104,7 @@ impl ManagedKernel {
             ])
             .env("IACCODE_A2A_HTTP_TOKEN", &token)
             .stdin(Stdio::null());
+        crate::malloc::restore_for_child(&mut cmd, |k| std::env::var_os(k));
         // With JSON logs every line on stderr must be a JSON object: the child's output is
         // relayed line by line as records of ours instead of being inherited.
         let relay = crate::logging::format() == crate::logging::LogFormat::Json;

@@ -321,6 +321,13 @@ impl Outbox {
         }
     }
 
+    /// A weak handle to the stop flag, for stop hooks (see `WeakStopFlag`).
+    pub(crate) fn weak_stop_flag(&self) -> WeakStopFlag {
+        WeakStopFlag {
+            shared: Arc::downgrade(&self.shared),
+        }
+    }
+
     /// A handle to the stop flag that outlives the outbox (for helper threads).
     pub(crate) fn stop_flag(&self) -> StopFlag {
         StopFlag {
@@ -346,13 +353,24 @@ pub struct StopFlag {
     shared: Arc<JobShared>,
 }
 
+/// A stop flag that does not keep the job alive: for a stop hook, which the job itself
+/// holds (a strong flag there was a cycle, and every run's hooks — and the replay log they
+/// captured — leaked).
+#[derive(Clone)]
+pub(crate) struct WeakStopFlag {
+    shared: std::sync::Weak<JobShared>,
+}
+
+impl WeakStopFlag {
+    /// Why the job stopped; `None` once the job is gone.
+    pub(crate) fn reason(&self) -> Option<StopReason> {
+        self.shared.upgrade()?.stop_reason()
+    }
+}
+
 impl StopFlag {
     pub fn is_stopped(&self) -> bool {
         self.shared.is_stopped()
-    }
-
-    pub(crate) fn reason(&self) -> Option<StopReason> {
-        self.shared.stop_reason()
     }
 }
 
