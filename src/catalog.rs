@@ -464,6 +464,15 @@ catalog! {
         "iac-code のセッションが予期せず変わりました。",
         "A sessão do iac-code mudou inesperadamente.",
     ],
+    SessionReset => [
+        "The agent no longer had this conversation (its kernel restarted without it), so this turn starts a new session on the same thread.",
+        "智能体已不再保有这段对话（其内核重启后未能恢复），因此本轮在同一线程上开启一个新会话。",
+        "El agente ya no tenía esta conversación (su núcleo se reinició sin ella), así que este turno abre una sesión nueva en el mismo hilo.",
+        "L'agent n'avait plus cette conversation (son noyau a redémarré sans elle) : ce tour ouvre une nouvelle session sur le même fil.",
+        "Der Agent hatte diese Unterhaltung nicht mehr (sein Kernel startete ohne sie neu), daher beginnt diese Runde eine neue Sitzung im selben Thread.",
+        "エージェントはこの会話をもう保持していません（カーネルが会話なしで再起動しました）。このターンは同じスレッドで新しいセッションを始めます。",
+        "O agente já não tinha esta conversa (o seu kernel reiniciou sem ela), por isso este turno começa uma nova sessão na mesma conversa.",
+    ],
     TaskIdentityMismatch => [
         "The A2A task found does not match the interrupted run.",
         "找到的 A2A 任务与被中断的运行不一致。",

@@ -307,9 +307,10 @@ fn extension_endpoints_map_statuses() {
             Ok(Restore::NotReady(None)),
         ),
         (s(409, r#"{"error":{"code":"OTHER"}}"#), Err(())),
+        // The driver asks GetTask whether the task is gone (then EXECUTION_LOST).
         (
             s(400, r#"{"error":"Invalid session restore request."}"#),
-            Err(()),
+            Ok(Restore::Invalid),
         ),
         (
             s(503, r#"{"error":"Unable to restore the A2A session."}"#),

@@ -253,3 +253,64 @@ fn a_hung_kernel_is_seen_within_twenty_seconds_and_its_return_too() {
         resumed.elapsed()
     );
 }
+
+#[test]
+fn a_kernel_that_lost_its_sessions_ends_the_paused_execution_once_and_the_thread_goes_on() {
+    // Regression (red team): after the (demo) kernel was SIGKILLed and restarted without its
+    // sessions, a pending resume said A2A_UNAVAILABLE and every later turn ended
+    // A2A_PROTOCOL_ERROR "The iac-code session changed unexpectedly" until the thread file
+    // was deleted.
+    let mut p: Procs = start("ops-lost-sessions", &[]);
+    let first = post_json(p.addr, "/", &[], &p.body("ls", "r1", "hello"));
+    let (events, _) = sse_events(&first.body);
+    let old_session = session_event(&events)["sessionId"].clone();
+    let paused = post_json(p.addr, "/", &[], &p.body("ls", "r2", "permission please"));
+    let (events, _) = sse_events(&paused.body);
+    let pending = interrupts(&events);
+    assert_eq!(pending.len(), 1, "{events:?}");
+    p.kernel.kill().unwrap();
+    p.kernel.wait().unwrap();
+    p.kernel = common::procs::kernel(p.kernel_port);
+    assert!(wait_until(Duration::from_secs(8), || health(p.addr) == 200));
+    let resume = |run: &str| {
+        let mut body: serde_json::Value = serde_json::from_slice(&p.body("ls", run, "")).unwrap();
+        body["messages"] = serde_json::json!([]);
+        body["resume"] = serde_json::json!([{"interruptId": pending[0]["id"],
+            "status": "resolved", "payload": {"decision": "allow_once"}}]);
+        post_json(p.addr, "/", &[], &serde_json::to_vec(&body).unwrap())
+    };
+    let lost = resume("r3");
+    let (events, _) = sse_events(&lost.body);
+    assert_eq!(last(&events)["type"], "RUN_ERROR", "{}", lost.text());
+    assert_eq!(last(&events)["code"], "EXECUTION_LOST", "{}", lost.text());
+    // Once: the execution is over (nothing pending any more), so answering it again says
+    // the same, without another try at the kernel.
+    let again = resume("r4");
+    let (events, _) = sse_events(&again.body);
+    assert_eq!(last(&events)["code"], "EXECUTION_LOST", "{}", again.text());
+    // The next turn starts a new session on the same thread, and says so.
+    let next = post_json(p.addr, "/", &[], &p.body("ls", "r5", "hello"));
+    let (events, _) = sse_events(&next.body);
+    assert_eq!(last(&events)["type"], "RUN_FINISHED", "{}", next.text()); // next turn
+    let reset: Vec<_> = events
+        .iter()
+        .filter(|e| e["type"] == "CUSTOM" && e["name"] == "iac-code.session.reset.v1")
+        .collect();
+    assert_eq!(reset.len(), 1, "{events:?}");
+    assert_eq!(reset[0]["value"]["previousSessionId"], old_session);
+    assert_ne!(reset[0]["value"]["sessionId"], old_session);
+    assert!(
+        reset[0]["value"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty())
+    );
+    let after = post_json(p.addr, "/", &[], &p.body("ls", "r6", "hello"));
+    let (events, _) = sse_events(&after.body);
+    assert_eq!(last(&events)["type"], "RUN_FINISHED");
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["name"] == "iac-code.session.reset.v1"),
+        "a reset is said once"
+    );
+}

@@ -69,6 +69,9 @@ pub enum Restore {
     NotFound,
     /// 409 `SESSION_BACKUP_NOT_READY`, with the kernel's message when it gave one.
     NotReady(Option<String>),
+    /// 400 "Invalid session restore request.": bad ids or cwd, or a task the kernel does not
+    /// know (a kernel that restarted without its sessions answers this).
+    Invalid,
 }
 
 /// Accept only `http(s)://` URLs on 127.0.0.1, localhost or ::1 (reference §8.4); return the
@@ -392,6 +395,7 @@ impl Session {
         let status = resp.status().as_u16();
         match status {
             404 => Ok(Restore::NotFound),
+            400 => Ok(Restore::Invalid),
             409 => {
                 let v = Self::read_json(&mut resp).unwrap_or(Value::Null);
                 let err = &v["error"];

@@ -541,6 +541,47 @@ def scenario_replay_finished(a, w):
     expect(s, st == 409 and err["error"]["code"] == "EXECUTION_IDENTITY_MISMATCH", f"{st} {err}")
 
 
+def start_kernel(args, w, port, token):
+    """The real kernel on `port` with `token` (external mode), once its /health answers."""
+    env = dict(os.environ)
+    env.update(w.env)
+    env["IACCODE_A2A_HTTP_TOKEN"] = token
+    env["IACCODE_A2A_ALLOWED_CWDS"] = w.dir
+    klog = open(os.path.join(w.dir, f"kernel-{time.time():.0f}.log"), "w")
+    kernel = subprocess.Popen([args.iac_code, "a2a", "--host", "127.0.0.1", "--port", str(port),
+                               "--thinking-exposure", "all"], env=env, stdout=klog, stderr=klog)
+    if not wait_http(port, "/health", token, timeout=90):
+        raise Failure("INTEROP FAILED [startup]: the iac-code kernel did not become ready")
+    return kernel
+
+
+def scenario_kernel_restart(a, w, args, kernel, port, token):
+    """The real kernel SIGKILLed and restarted between an interrupt and its resume (it keeps
+    session backups on disk): the resume either continues (restored) or ends once with
+    EXECUTION_LOST, never A2A_UNAVAILABLE; the thread's next turn works either way."""
+    s = "kernel SIGKILL + restart between interrupt and resume"
+    thread = "kernel-restart"
+    st, ev = a.post(s, w.body(thread, "please run bash"))
+    pid = permission_interrupt(s, ev)
+    kernel.kill()
+    kernel.wait(10)
+    kernel = start_kernel(args, w, port, token)
+    expect(s, wait_http(a.port, "/health", timeout=30), "/health did not come back")
+    entry = {"interruptId": pid, "status": "resolved", "payload": {"decision": "allow_once"}}
+    st, ev2 = a.post(s, w.body(thread, "", resume=[entry]))
+    expect(s, st == 200, f"resume: {st} {ev2}")
+    out = outcome(ev2)
+    expect(s, out in ("success", "error:EXECUTION_LOST"), f"resume after the kernel restart: {out}")
+    if out == "success":
+        expect(s, any(e["type"] == "TOOL_CALL_RESULT" for e in ev2), "restored, but no tool result")
+    st, ev3 = a.post(s, w.body(thread, "hello"))
+    expect(s, st == 200 and outcome(ev3) == "success", f"next turn: {st} {outcome(ev3) if st == 200 else ev3}")
+    print(f"     kernel restart: resume {out}, next turn success"
+          f"{' (new session)' if any(e.get('name') == 'iac-code.session.reset.v1' for e in ev3) else ''}",
+          flush=True)
+    return kernel
+
+
 def scenario_restart(a, w, args, kernel_url, token):
     s = "adapter restart between interrupt and resume"
     body = w.body("restart", "please run bash")
@@ -602,15 +643,7 @@ def main():
     try:
         if args.mode == "external":
             port, token = free_port(), "interop-token"
-            env = dict(os.environ)
-            env.update(w.env)
-            env["IACCODE_A2A_HTTP_TOKEN"] = token
-            env["IACCODE_A2A_ALLOWED_CWDS"] = w.dir
-            klog = open(os.path.join(w.dir, "kernel.log"), "w")
-            kernel = subprocess.Popen([args.iac_code, "a2a", "--host", "127.0.0.1", "--port", str(port),
-                                       "--thinking-exposure", "all"], env=env, stdout=klog, stderr=klog)
-            if not wait_http(port, "/health", token, timeout=90):
-                raise Failure("INTEROP FAILED [startup]: the iac-code kernel did not become ready")
+            kernel = start_kernel(args, w, port, token)
             kernel_url = f"http://127.0.0.1:{port}/"
         a = Adapter(args, w, kernel_url, token)
         scenarios = [scenario_plain, scenario_thinking, scenario_permission, scenario_admission,
@@ -629,6 +662,10 @@ def main():
         if args.mode == "external" and not args.only:
             a = scenario_restart(a, w, args, kernel_url, token)
             print("ok   scenario_restart", flush=True)
+        if args.mode == "external" and (not args.only or "kernel_restart" in args.only):
+            t0 = time.time()
+            kernel = scenario_kernel_restart(a, w, args, kernel, port, token)
+            print(f"ok   scenario_kernel_restart ({time.time() - t0:.1f}s)", flush=True)
         a.stop()
         print(f"interop {args.mode} {args.protocol}: all scenarios passed", flush=True)
     except Failure as f:

@@ -57,6 +57,9 @@ enum Cleanup {
     CancelIfIdle,
     /// A persistence failure: cancel, clear pending, mark terminal, whatever is pending.
     FailClosed,
+    /// The kernel no longer has the execution: clear pending and mark it terminal (nothing
+    /// to cancel), so it ends once and the thread's next turn starts afresh.
+    Lost,
 }
 
 #[derive(Debug)]
@@ -380,6 +383,27 @@ impl<'a, 's> Run<'a, 's> {
         self.send(&ev)
     }
 
+    /// `CUSTOM iac-code.session.reset.v1`: the kernel no longer had the thread's session and
+    /// this turn runs in a new one (already durably recorded), with a message to show.
+    fn session_reset(&mut self, previous: Option<&str>, session: &str) -> Step<()> {
+        log::warn!(
+            "run {}: the kernel no longer has thread {}'s session; a new one starts",
+            self.a.run_id,
+            self.a.thread_id
+        );
+        let ev = self.stamp(Event::Custom {
+            name: "iac-code.session.reset.v1",
+            value: json!({
+                "schemaVersion": 1,
+                "threadId": self.a.thread_id,
+                "previousSessionId": previous,
+                "sessionId": session,
+                "message": Msg::SessionReset.text(self.lang()),
+            }),
+        });
+        self.send(&ev)
+    }
+
     // ------------------------------------------------------------------ the A2A message
 
     fn message(&self, message_id: &str, parts: Vec<Value>, task_id: Option<&str>) -> Value {
@@ -471,6 +495,7 @@ impl<'a, 's> Run<'a, 's> {
                 self.cancel_task_best_effort();
                 self.mark_terminal(true);
             }
+            Cleanup::Lost => self.mark_terminal(true),
         }
     }
 

@@ -63,12 +63,28 @@ impl Run<'_, '_> {
                 .ensure_restored(Some(&cwd), Some(sid), Some(&task))
             {
                 Ok(Restore::Current | Restore::Restored) => {}
+                // The reference keeps the interrupt pending here (a session backup may still
+                // appear); only a task the kernel says it does not know ends the execution.
                 Ok(Restore::NotFound) => {
                     return Err(self.fail(
                         Code::ExecutionLost,
                         Msg::ResumeSessionUnavailable,
                         Cleanup::Keep,
                     ));
+                }
+                // Bad ids, or a task the kernel does not know any more: GetTask tells which.
+                Ok(Restore::Invalid) => {
+                    return Err(match self.session.get_task(&task) {
+                        Ok(Payload::Error(e)) if e.code == Some(-32001) => self.fail(
+                            Code::ExecutionLost,
+                            Msg::ResumeSessionUnavailable,
+                            Cleanup::Lost,
+                        ),
+                        Err(e) => self.a2a_err(&e, Cleanup::Keep),
+                        Ok(_) => {
+                            self.fail(Code::A2aUnavailable, Msg::A2aUnavailable, Cleanup::Keep)
+                        }
+                    });
                 }
                 Ok(Restore::NotReady(m)) => {
                     let text = match m {
@@ -87,7 +103,7 @@ impl Run<'_, '_> {
                 return Err(self.fail(
                     Code::ExecutionLost,
                     Msg::ResumeTaskUnavailable,
-                    Cleanup::Keep,
+                    Cleanup::Lost,
                 ));
             }
             Ok(Payload::Error(_)) => {

@@ -81,6 +81,14 @@ impl Run<'_, '_> {
             let known = self.with_thread(|t| Known::of(t.doc.session_id.as_deref(), sid));
             match known.unwrap_or(Known::Unset) {
                 Known::Same => {}
+                // A new turn on a context whose session the kernel lost (it restarted without
+                // it): the kernel made a new session. The thread goes on with it, and the
+                // client is told. A resume cannot: its paused task belonged to the old one.
+                Known::Other if self.a.kind != RunKind::Resume => {
+                    let old = self.with_thread(|t| t.doc.session_id.clone()).flatten();
+                    self.record_session(sid)?;
+                    self.session_reset(old.as_deref(), sid)?;
+                }
                 Known::Other => {
                     return Err(self.fail(
                         Code::A2aProtocolError,
