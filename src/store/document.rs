@@ -94,6 +94,12 @@ pub struct ThreadDoc {
     pub run_order: std::collections::VecDeque<String>,
     /// (executionId, interruptId) → digest.
     pub applied: BTreeMap<(String, String), String>,
+    /// Answers sent to the kernel whose acceptance was not seen (the process stopped while
+    /// it waited): (executionId, interruptId) → digest. A retry of the same answer that the
+    /// kernel refuses as no longer expected was delivered by the first try. Persisted as
+    /// `deliveriesInDoubt` only while not empty (ordinary files stay the reference's bytes;
+    /// the reference ignores the key).
+    pub in_doubt: BTreeMap<(String, String), String>,
     pub terminal: BTreeSet<String>,
 }
 
@@ -140,6 +146,8 @@ impl ThreadDoc {
     /// Mark an execution terminal, keeping the set bounded.
     pub(crate) fn retire(&mut self, execution_id: &str) {
         self.terminal.insert(execution_id.to_string());
+        // A finished execution takes no more answers: nothing of it is in doubt any more.
+        self.in_doubt.retain(|(e, _), _| e != execution_id);
         self.prune();
     }
 
@@ -317,6 +325,22 @@ impl ThreadDoc {
             }
             _ => return err("appliedResumeDigests must be a list"),
         }
+        let mut in_doubt = BTreeMap::new();
+        match o.get("deliveriesInDoubt") {
+            None => {}
+            Some(Value::Array(a)) => {
+                for e in a {
+                    let e = e
+                        .as_object()
+                        .ok_or(DocError("deliveriesInDoubt entries must be objects".into()))?;
+                    in_doubt.insert(
+                        (req_str(e, "executionId")?, req_str(e, "interruptId")?),
+                        req_str(e, "digest")?,
+                    );
+                }
+            }
+            Some(_) => return err("deliveriesInDoubt must be a list"),
+        }
         let terminal = match o.get("terminalExecutionIds") {
             Some(Value::Array(a)) => a
                 .iter()
@@ -342,6 +366,7 @@ impl ThreadDoc {
             run_digests,
             run_order,
             applied,
+            in_doubt,
             terminal,
         })
     }
@@ -387,6 +412,16 @@ impl ThreadDoc {
             && let Some(o) = v.as_object_mut()
         {
             o.insert("runOrder".into(), json!(self.run_order));
+        }
+        if !self.in_doubt.is_empty()
+            && let Some(o) = v.as_object_mut()
+        {
+            let list: Vec<Value> = self
+                .in_doubt
+                .iter()
+                .map(|((e, i), d)| json!({"digest": d, "executionId": e, "interruptId": i}))
+                .collect();
+            o.insert("deliveriesInDoubt".into(), Value::Array(list));
         }
         v
     }

@@ -13,6 +13,10 @@ use crate::agui::input::ResumeStatus;
 use crate::catalog::Msg;
 use crate::errors::Code;
 
+/// JSON-RPC "task not found", also "Task … is not active" for a task that expects no
+/// more input.
+const TASK_NOT_ACTIVE: i64 = -32001;
+
 impl Run<'_, '_> {
     pub(super) fn resume(&mut self) -> Step<End> {
         self.run_started()?;
@@ -192,10 +196,38 @@ impl Run<'_, '_> {
         self.apply(answers)
     }
 
-    /// Record one delivered answer (applied digest, no longer pending), durably.
+    /// Whether this same answer was sent before without its acceptance being seen.
+    fn in_doubt(&self, a: &Answer) -> bool {
+        let key = (self.execution_id.clone(), a.id.clone());
+        self.with_thread(|t| t.doc.in_doubt.get(&key) == Some(&a.digest))
+            .unwrap_or(false)
+    }
+
+    /// Durably note (before sending) or clear (after a refusal) an answer in flight: a stop
+    /// in between leaves it in doubt for the retry to reconcile.
+    fn mark_in_doubt(&mut self, a: &Answer, sending: bool) -> Step<()> {
+        let key = (self.execution_id.clone(), a.id.clone());
+        self.persist(|t| {
+            if sending {
+                t.doc.in_doubt.insert(key.clone(), a.digest.clone());
+            } else {
+                t.doc.in_doubt.remove(&key);
+            }
+        })
+        .map_err(|_| {
+            self.fail(
+                Code::StatePersistenceFailed,
+                Msg::PersistAcceptedResponse,
+                Cleanup::Keep,
+            )
+        })
+    }
+
+    /// Record one delivered answer (applied digest, no longer pending, not in doubt), durably.
     fn commit_answer(&mut self, a: &Answer) -> Step<()> {
         let exec = self.execution_id.clone();
         self.persist(|t| {
+            t.doc.in_doubt.remove(&(exec.clone(), a.id.clone()));
             t.doc.applied.insert((exec, a.id.clone()), a.digest.clone());
             t.doc.execution.pending_remove(&a.id);
         })
@@ -252,6 +284,7 @@ impl Run<'_, '_> {
         let n = answers.len();
         let mut last_state: Option<TaskState> = None;
         let mut interrupted = false;
+        let mut delivered_before = false;
         for (i, (a, prompt)) in answers.into_iter().zip(prompts).enumerate() {
             let (message_id, parts) = if a.permission {
                 (
@@ -267,14 +300,36 @@ impl Run<'_, '_> {
                 (id, vec![json!({"text": prompt.clone()})])
             };
             let params = self.message(&message_id, parts, Some(&task));
+            // Sent before: a stop (SIGTERM, a crash) came while the kernel's answer was awaited.
+            let retried = self.in_doubt(&a);
+            self.mark_in_doubt(&a, true)?;
             let mut st = self
                 .session
                 .send_streaming_message(params)
                 .map_err(|e| self.a2a_err(&e, Cleanup::Keep))?;
             let first = match st.next_payload() {
                 Ok(Some(Payload::Event(e))) => e,
-                Ok(Some(Payload::Error(e))) => return Err(self.rejected(&e)),
+                // The kernel no longer expects this answer, and the same answer went out before
+                // without its acceptance being seen: that first delivery was accepted. Record
+                // it and show where the task went, instead of failing (or sending it again).
+                Ok(Some(Payload::Error(e))) if retried && e.code == Some(TASK_NOT_ACTIVE) => {
+                    log::info!(
+                        "run {}: the kernel had the answer to {} already",
+                        self.a.run_id,
+                        a.id
+                    );
+                    drop(st);
+                    self.commit_answer(&a)?;
+                    self.resume_accepted = true;
+                    delivered_before = true;
+                    continue;
+                }
+                Ok(Some(Payload::Error(e))) => {
+                    self.mark_in_doubt(&a, false)?;
+                    return Err(self.rejected(&e));
+                }
                 Ok(None) => {
+                    self.mark_in_doubt(&a, false)?;
                     let m = if a.permission {
                         Msg::PermissionResponseNotAccepted
                     } else {
@@ -321,6 +376,9 @@ impl Run<'_, '_> {
         // makes an interrupt; with nothing pending the run follows the kernel.
         if interrupted && !self.pending_empty() {
             return self.interrupt_end();
+        }
+        if delivered_before {
+            self.session_event()?;
         }
         match last_state {
             Some(s) if s.is_stop() => self.end_for_state(Some(s)),

@@ -661,3 +661,87 @@ fn the_first_to_claim_a_runs_end_decides_it() {
     assert!(c.claim_cancel(), "a second cancel agrees");
     assert!(!c.claim_end(), "the run then ends cancelled");
 }
+
+fn allow(id: &str) -> Value {
+    json!([{"interruptId": id, "status": "resolved", "payload": {"decision": "allow_once"}}])
+}
+
+#[test]
+fn an_answer_whose_acceptance_was_not_seen_stays_in_doubt() {
+    // The stop came while the kernel's answer was awaited (SIGTERM, a crash): the answer may
+    // have been delivered, and the thread file says so.
+    let h = Harness::new();
+    interrupted_first_run(&h, permission("p1"));
+    let mut script =
+        resume_preamble(json!({"iacCodeSessionId": "sess-1", "input": permission("p1")}));
+    script.push(("SendStreamingMessage", Answer::Down));
+    h.script(script);
+    let ev = h.run(h.body("r2", "", Some(allow("p1"))));
+    assert_eq!(last(&ev)["type"], "RUN_ERROR", "{ev:?}");
+    let doc = h.doc();
+    let key = (doc.execution.execution_id.clone(), "p1".to_string());
+    assert!(doc.in_doubt.contains_key(&key), "{:?}", doc.in_doubt);
+    assert!(!doc.applied.contains_key(&key));
+    assert_eq!(doc.execution.pending.len(), 1, "still answerable");
+}
+
+#[test]
+fn a_retry_of_an_answer_the_kernel_already_had_follows_the_task_instead_of_failing() {
+    // Regression (red team): after a SIGTERM mid-resume and a restart, the retry sent the
+    // answer again and failed A2A_EXECUTION_FAILED ("Task … is not active"), sometimes after
+    // the tool had run. The retry must not fail and must not deliver the answer twice.
+    let h = Harness::new();
+    interrupted_first_run(&h, permission("p1"));
+    let mut script =
+        resume_preamble(json!({"iacCodeSessionId": "sess-1", "input": permission("p1")}));
+    script.push(("SendStreamingMessage", Answer::Down));
+    h.script(script);
+    h.run(h.body("r2", "", Some(allow("p1"))));
+    let mut script =
+        resume_preamble(json!({"iacCodeSessionId": "sess-1", "input": permission("p1")}));
+    script.push((
+        "SendStreamingMessage",
+        Answer::Json(json!({"error": {"code": -32001, "message": "Task task-1 is not active"}, "id": "x", "jsonrpc": "2.0"})),
+    ));
+    script.push((
+        "GetTask",
+        Answer::Json(rpc_result(json!({"task": snapshot(
+            "TASK_STATE_INPUT_REQUIRED", json!({"iacCodeSessionId": "sess-1"}))}))),
+    ));
+    h.script(script);
+    let ev = h.run(h.body("r3", "", Some(allow("p1"))));
+    assert_eq!(last(&ev)["type"], "RUN_FINISHED", "{ev:?}");
+    assert_eq!(last(&ev)["outcome"]["type"], "success", "{ev:?}");
+    let sends = h
+        .calls()
+        .iter()
+        .filter(|c| c.as_str() == "SendStreamingMessage")
+        .count();
+    assert_eq!(
+        sends, 3,
+        "first run, the lost try, the retry: never a fourth"
+    );
+    let doc = h.doc();
+    let key = (doc.execution.execution_id.clone(), "p1".to_string());
+    assert!(doc.applied.contains_key(&key));
+    assert!(doc.in_doubt.is_empty());
+    assert!(doc.execution.pending.is_empty());
+}
+
+#[test]
+fn a_first_answer_the_kernel_refuses_is_not_taken_for_delivered() {
+    let h = Harness::new();
+    interrupted_first_run(&h, permission("p1"));
+    let mut script =
+        resume_preamble(json!({"iacCodeSessionId": "sess-1", "input": permission("p1")}));
+    script.push((
+        "SendStreamingMessage",
+        Answer::Json(json!({"error": {"code": -32001, "message": "Task task-1 is not active"}, "id": "x", "jsonrpc": "2.0"})),
+    ));
+    h.script(script);
+    let ev = h.run(h.body("r2", "", Some(allow("p1"))));
+    assert_eq!(last(&ev)["type"], "RUN_ERROR", "{ev:?}");
+    let doc = h.doc();
+    assert!(doc.in_doubt.is_empty(), "a refusal is no doubt");
+    assert!(doc.applied.is_empty());
+}
