@@ -582,6 +582,47 @@ def scenario_kernel_restart(a, w, args, kernel, port, token):
     return kernel
 
 
+def scenario_sigterm_mid_resume(a, w, args, kernel_url, token):
+    """SIGTERM twice (stop at once) a few ms after a resume's RUN_STARTED, then a restart and
+    the same answer again: the retry never fails (the kernel may already have the answer) and
+    never runs the tool twice."""
+    for i, delay in enumerate((0.0, 0.02, 0.04, 0.08)):
+        s = f"SIGTERM {int(delay * 1000)} ms into a resume, restart, retry"
+        thread = f"mid-resume-{i}"
+        created = os.path.join(w.ws, "created.txt")
+        if os.path.exists(created):
+            os.remove(created)
+        st, ev = a.post(s, w.body(thread, "please run bash"))
+        pid = permission_interrupt(s, ev)
+        entry = {"interruptId": pid, "status": "resolved", "payload": {"decision": "allow_once"}}
+        c = http.client.HTTPConnection("127.0.0.1", a.port, timeout=60)
+        c.request("POST", "/", body=json.dumps(w.body(thread, "", resume=[entry])),
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        r.read1(64)  # RUN_STARTED is the first event
+        time.sleep(delay)
+        a.proc.send_signal(15)
+        a.proc.send_signal(15)
+        try:
+            code = a.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            a.proc.kill()
+            fail(s, "iac-agui ignored two SIGTERMs")
+        expect(s, code == 0, f"exit {code}")
+        c.close()
+        a = Adapter(args, w, kernel_url, token)
+        st, ev2 = a.post(s, w.body(thread, "", resume=[entry]))
+        # Applied before the stop (its acceptance was recorded): the reference's answer to a
+        # repeated resume, RESUME_ALREADY_APPLIED. In doubt or not delivered: the retry goes on.
+        expect(s, st == 200 and outcome(ev2) in ("success", "error:RESUME_ALREADY_APPLIED"),
+               f"the retry failed: {st} {outcome(ev2) if st == 200 else ev2}")
+        st, ev3 = a.post(s, w.body(thread, "hello"))
+        expect(s, st == 200 and outcome(ev3) == "success", f"next turn {outcome(ev3) if st == 200 else ev3}")
+        expect(s, os.path.exists(created), "the tool never ran")
+        print(f"     {int(delay * 1000)} ms: retry {outcome(ev2)}", flush=True)
+    return a
+
+
 def scenario_restart(a, w, args, kernel_url, token):
     s = "adapter restart between interrupt and resume"
     body = w.body("restart", "please run bash")
@@ -662,6 +703,10 @@ def main():
         if args.mode == "external" and not args.only:
             a = scenario_restart(a, w, args, kernel_url, token)
             print("ok   scenario_restart", flush=True)
+        if args.mode == "external" and (not args.only or "sigterm_mid_resume" in args.only):
+            t0 = time.time()
+            a = scenario_sigterm_mid_resume(a, w, args, kernel_url, token)
+            print(f"ok   scenario_sigterm_mid_resume ({time.time() - t0:.1f}s)", flush=True)
         if args.mode == "external" and (not args.only or "kernel_restart" in args.only):
             t0 = time.time()
             kernel = scenario_kernel_restart(a, w, args, kernel, port, token)
