@@ -88,6 +88,8 @@ pub struct RunStream<'a> {
     thread_id: String,
     run_id: String,
     lang: Lang,
+    /// AG-UI 1.0 events only (no threadId/runId on RUN_ERROR): set by the backend.
+    strict_v1: bool,
     /// The run's replay log: every event is appended before it is queued for the client.
     log: Option<Arc<RunLog>>,
     /// The producer's disconnect grace and its state (zero: a disconnect stops at once).
@@ -155,10 +157,16 @@ impl<'a> RunStream<'a> {
             thread_id,
             run_id,
             lang,
+            strict_v1: false,
             log: None,
             detach: Detach::new(std::time::Duration::ZERO),
             started: std::time::Instant::now(),
         }
+    }
+
+    /// The backend speaks strict AG-UI 1.0 (the terminal written here after a panic too).
+    pub(crate) fn set_strict_v1(&mut self, strict: bool) {
+        self.strict_v1 = strict;
     }
 
     /// Tee every event into `log`; with a non-zero `grace`, a disconnect of this stream's
@@ -412,6 +420,7 @@ impl<'a> RunStream<'a> {
                     Msg::InternalError.text(self.lang),
                     &self.thread_id,
                     &self.run_id,
+                    !self.strict_v1,
                 );
                 let _ = self.terminal(&ev);
             }
@@ -452,7 +461,14 @@ fn grace_window(detach: &Detach, log: Option<&RunLog>) {
 }
 
 /// A `RUN_ERROR` with the reference's field order (threadId/runId after code).
-pub fn run_error_json(code: Code, message: &str, thread_id: &str, run_id: &str) -> Vec<u8> {
+/// `ids`: write threadId/runId (AG-UI 0.1; the 1.0 event has none).
+pub fn run_error_json(
+    code: Code,
+    message: &str,
+    thread_id: &str,
+    run_id: &str,
+    ids: bool,
+) -> Vec<u8> {
     use crate::adapter::env::{Env, SystemEnv};
     use crate::agui::events::{Event, Stamped};
     Stamped {
@@ -463,6 +479,7 @@ pub fn run_error_json(code: Code, message: &str, thread_id: &str, run_id: &str) 
             usage: Vec::new(),
             thread_id: thread_id.into(),
             run_id: run_id.into(),
+            ids,
         },
     }
     .to_json()

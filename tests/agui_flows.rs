@@ -603,7 +603,7 @@ fn message_content_is_validated_before_the_stream() {
 fn envelope_props_cwd_and_tools_errors() {
     let s = Stack::new();
     let mut b = s.body("t1", "r1", "x");
-    b.as_object_mut().unwrap().remove("state");
+    b["tools"] = json!({"not": "a list"});
     assert_eq!(
         s.post(&b).error_message(),
         Msg::InvalidEnvelope.text(Lang::En)
@@ -641,7 +641,7 @@ fn envelope_props_cwd_and_tools_errors() {
     );
     // Japanese preferred in the payload, even for an envelope error.
     let mut b = s.body("t1", "r1", "x");
-    b.as_object_mut().unwrap().remove("context");
+    b["context"] = json!("not a list");
     b["forwardedProps"]["iacCode"]["preferredLanguage"] = "ja".into();
     assert_eq!(
         s.post(&b).error_message(),
@@ -756,6 +756,28 @@ fn agui_1_0_mode() {
         json!([{"interruptId": pid, "status": "cancelled"}]),
     ));
     assert_eq!(last(&ev2)["outcome"], json!({"type": "cancelled"}));
+    // Regression (stock clients): the 1.0 RunErrorEvent has no threadId/runId, and
+    // `HttpAgent` 1.0 warns about (and strips) the unknown keys on every RUN_ERROR.
+    let ev = s.run(&s.body("t3", "r1", "fail"));
+    let end = last(&ev);
+    assert_eq!(end["type"], "RUN_ERROR", "{ev:?}");
+    assert!(
+        end.get("threadId").is_none() && end.get("runId").is_none(),
+        "{end}"
+    );
+    assert!(end["code"].is_string() && end["message"].is_string());
+}
+
+#[test]
+fn agui_0_1_mode_keeps_the_ids_on_run_error() {
+    let s = Stack::new();
+    let ev = s.run(&s.body("t3", "r1", "fail"));
+    let end = last(&ev);
+    assert_eq!(end["type"], "RUN_ERROR", "{ev:?}");
+    assert_eq!(
+        (end["threadId"].as_str(), end["runId"].as_str()),
+        (Some("t3"), Some("r1"))
+    );
 }
 
 #[test]
@@ -863,4 +885,17 @@ fn the_routing_header_must_name_the_body_thread_and_is_echoed() {
     let plain = s.post(&s.body("t-route", "r3", "hello"));
     assert_eq!(plain.status, 200);
     assert_eq!(plain.header("x-iac-code-thread-id"), None);
+}
+
+#[test]
+fn an_ag_ui_1_0_sdk_body_without_state_tools_or_context_runs() {
+    // The AG-UI 1.0 SDKs omit empty `state`, `tools` and `context` (`exclude_none`, optional
+    // fields): such a body was a 400 in both modes.
+    let s = Stack::new();
+    let mut b = s.body("sdk10", "r1", "hello");
+    for k in ["state", "tools", "context"] {
+        b.as_object_mut().unwrap().remove(k);
+    }
+    let events = s.run(&b);
+    assert_eq!(last(&events)["outcome"]["type"], "success", "{events:?}");
 }

@@ -62,8 +62,13 @@ impl Backend for Scripted {
                 for _ in 0..2000 {
                     if flag.is_stopped() {
                         self.stopped.fetch_add(1, Ordering::SeqCst);
-                        let _ =
-                            stream.terminal(&run_error_json(Code::Cancelled, "stopped", "t", "r"));
+                        let _ = stream.terminal(&run_error_json(
+                            Code::Cancelled,
+                            "stopped",
+                            "t",
+                            "r",
+                            true,
+                        ));
                         return;
                     }
                     std::thread::sleep(Duration::from_millis(5));

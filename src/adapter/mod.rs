@@ -41,6 +41,7 @@ impl Backend for AguiBackend {
     fn run(&self, req: RunRequest, stream: &mut RunStream<'_>) {
         let sh = &*self.shared;
         let lang = req.payload_lang;
+        stream.set_strict_v1(sh.protocol == crate::config::AguiProtocol::V1_0);
         let reject = |stream: &mut RunStream<'_>, code, msg: Msg| {
             stream.reject(ApiError::new(code, msg).response(lang));
         };

@@ -40,6 +40,7 @@ struct Facts {
 
 pub(crate) fn subscribe(sh: &Shared, req: SubscribeRequest, stream: &mut RunStream<'_>) {
     let lang = req.lang;
+    stream.set_strict_v1(sh.protocol == AguiProtocol::V1_0);
     let err = |code, msg: Msg| ApiError::new(code, msg).response(lang);
     let log = sh.replay.get(&req.thread_id, &req.run_id);
     let facts = match facts(sh, &req, log.as_deref()) {
@@ -56,7 +57,7 @@ pub(crate) fn subscribe(sh: &Shared, req: SubscribeRequest, stream: &mut RunStre
     };
     if let Some((log, from)) = held {
         crate::metrics::M.subscriptions.inc("replay");
-        return replay(&log, from, stream, &req);
+        return replay(&log, from, stream, &req, sh.protocol == AguiProtocol::V1_0);
     }
     let reason = match (req.after_sequence, &log) {
         (None, _) => "no-sequence",
@@ -78,7 +79,7 @@ pub(crate) fn subscribe(sh: &Shared, req: SubscribeRequest, stream: &mut RunStre
         } else {
             next
         };
-        return replay(&l, start, stream, &req);
+        return replay(&l, start, stream, &req, sh.protocol == AguiProtocol::V1_0);
     }
     let Some(facts) = facts.filter(|f| f.current) else {
         return stream.reject(err(Code::ExecutionNotFound, Msg::ExecutionNotFound));
@@ -149,7 +150,13 @@ fn facts(
     }))
 }
 
-fn replay(log: &Arc<RunLog>, from: u64, stream: &mut RunStream<'_>, req: &SubscribeRequest) {
+fn replay(
+    log: &Arc<RunLog>,
+    from: u64,
+    stream: &mut RunStream<'_>,
+    req: &SubscribeRequest,
+    strict_v1: bool,
+) {
     let lang = req.lang;
     if !log.attach(true) {
         return stream.reject(ApiError::new(Code::ServerBusy, Msg::ServerBusy).response(lang));
@@ -184,6 +191,7 @@ fn replay(log: &Arc<RunLog>, from: u64, stream: &mut RunStream<'_>, req: &Subscr
                     Msg::RunServerShuttingDown.text(lang),
                     &req.thread_id,
                     &req.run_id,
+                    !strict_v1,
                 );
                 let _ = stream.terminal(&ev);
                 return;
@@ -330,6 +338,7 @@ impl Snapshot<'_> {
                 usage,
                 thread_id,
                 run_id,
+                ids: self.sh.protocol == AguiProtocol::V0_1,
             },
             End::State(_) => Event::RunError {
                 message: Msg::ExecutionFailed.text(lang).into(),
@@ -337,6 +346,7 @@ impl Snapshot<'_> {
                 usage,
                 thread_id,
                 run_id,
+                ids: self.sh.protocol == AguiProtocol::V0_1,
             },
             // The kernel call was cut short by the end of a drain: the producer's code.
             End::Unavailable if stream.shutting_down() => Event::RunError {
@@ -345,6 +355,7 @@ impl Snapshot<'_> {
                 usage,
                 thread_id,
                 run_id,
+                ids: self.sh.protocol == AguiProtocol::V0_1,
             },
             End::Unavailable => Event::RunError {
                 message: Msg::A2aUnavailable.text(lang).into(),
@@ -352,6 +363,7 @@ impl Snapshot<'_> {
                 usage,
                 thread_id,
                 run_id,
+                ids: self.sh.protocol == AguiProtocol::V0_1,
             },
         };
         let _ = stream.terminal(&self.stamp(event).to_json());

@@ -48,6 +48,9 @@ pub(crate) enum Event {
         usage: Vec<Usage>,
         thread_id: String,
         run_id: String,
+        /// Write `threadId`/`runId` (AG-UI 0.1, as the reference does); the 1.0
+        /// `RunErrorEvent` has no such fields and strict clients reject them.
+        ids: bool,
     },
     TextStart {
         message_id: String,
@@ -273,12 +276,15 @@ impl Stamped {
                 usage,
                 thread_id,
                 run_id,
+                ids,
             } => {
                 w.s("message", message);
                 w.s("code", code.as_str());
                 w.usage(usage);
-                w.s("threadId", thread_id);
-                w.s("runId", run_id);
+                if *ids {
+                    w.s("threadId", thread_id);
+                    w.s("runId", run_id);
+                }
             }
             Event::TextStart { message_id } => {
                 w.s("messageId", message_id);
@@ -447,9 +453,22 @@ mod tests {
                     cached_input_tokens: 0
                 }],
                 thread_id: "t".into(),
-                run_id: "r".into()
+                run_id: "r".into(),
+                ids: true
             }),
             r#"{"type":"RUN_ERROR","timestamp":7,"message":"m","code":"CANCELLED","usage":[{"provider":"p","inputTokens":1,"outputTokens":2,"totalTokens":3,"cachedInputTokens":0}],"threadId":"t","runId":"r"}"#
+        );
+        // AG-UI 1.0: the RunErrorEvent has no threadId/runId (strict clients reject them).
+        assert_eq!(
+            j(Event::RunError {
+                message: "m".into(),
+                code: Code::Cancelled,
+                usage: vec![],
+                thread_id: "t".into(),
+                run_id: "r".into(),
+                ids: false
+            }),
+            r#"{"type":"RUN_ERROR","timestamp":7,"message":"m","code":"CANCELLED"}"#
         );
         assert_eq!(
             j(Event::ToolStart {

@@ -99,26 +99,29 @@ fn envelope(body: &Value) -> Result<RunInput, ()> {
     }
     let run_id = req_str(o, "runId", "run_id")?;
     let parent_run_id = opt_str(o, "parentRunId", "parent_run_id")?;
-    if field(o, "state", "state").is_none() {
-        return Err(());
-    }
+    // AG-UI 1.0 makes `state`, `tools` and `context` optional and its SDKs omit them when
+    // empty: absent means empty (the reference rejects it; docs/protocol.md). Present, they
+    // are checked as before.
     let messages = field(o, "messages", "messages")
         .and_then(Value::as_array)
         .ok_or(())?;
     for m in messages {
         check_message(m)?;
     }
-    let tools = field(o, "tools", "tools")
-        .and_then(Value::as_array)
-        .ok_or(())?;
+    let no_list = Vec::new();
+    let tools = match field(o, "tools", "tools") {
+        None => &no_list,
+        Some(v) => v.as_array().ok_or(())?,
+    };
     for t in tools {
         let t = t.as_object().ok_or(())?;
         req_str(t, "name", "name")?;
         req_str(t, "description", "description")?;
     }
-    let context = field(o, "context", "context")
-        .and_then(Value::as_array)
-        .ok_or(())?;
+    let context = match field(o, "context", "context") {
+        None => &no_list,
+        Some(v) => v.as_array().ok_or(())?,
+    };
     for c in context {
         let c = c.as_object().ok_or(())?;
         req_str(c, "description", "description")?;
@@ -498,13 +501,10 @@ mod tests {
         assert!(parse_envelope(&base()).is_ok());
         let bad = [
             with(base(), |o| {
-                o.remove("state");
+                o.insert("tools".into(), json!({}));
             }),
             with(base(), |o| {
-                o.remove("tools");
-            }),
-            with(base(), |o| {
-                o.remove("context");
+                o.insert("context".into(), json!("x"));
             }),
             with(base(), |o| {
                 o.remove("forwardedProps");
@@ -543,6 +543,12 @@ mod tests {
         let ok = [
             with(base(), |o| {
                 o.insert("state".into(), Value::Null);
+            }),
+            // AG-UI 1.0 SDKs omit empty state, tools and context.
+            with(base(), |o| {
+                o.remove("state");
+                o.remove("tools");
+                o.remove("context");
             }),
             with(base(), |o| {
                 let t = o.remove("threadId").unwrap();

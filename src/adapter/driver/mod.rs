@@ -553,6 +553,7 @@ impl<'a, 's> Run<'a, 's> {
                 usage,
                 thread_id,
                 run_id,
+                ids: self.sh.protocol == AguiProtocol::V0_1,
             },
         };
         // Settle before the terminal event leaves: a disconnect right after must not cancel.
@@ -608,6 +609,7 @@ impl<'a, 's> Run<'a, 's> {
             usage: Vec::new(),
             thread_id: self.a.thread_id.clone(),
             run_id: self.a.run_id.clone(),
+            ids: self.sh.protocol == AguiProtocol::V0_1,
         });
         self.stream.log_terminal(&left.to_json());
         self.stream
