@@ -488,11 +488,24 @@ pub fn run_error_json(
 impl ApiError {
     /// The `{"error":{"code","message"}}` response with the code's status.
     pub fn response(self, lang: Lang) -> Response {
+        self.response_with(lang, serde_json::Map::new())
+    }
+
+    /// The response with `extra` keys in the error object after `code` and `message`.
+    pub fn response_with(self, lang: Lang, extra: serde_json::Map<String, Value>) -> Response {
         let status = self.code.http_status();
         if status == 503 {
             crate::metrics::M.unavailable.inc(self.code.as_str());
         }
-        Response::json(status, self.body(lang))
+        if extra.is_empty() {
+            return Response::json(status, self.body(lang));
+        }
+        let mut error = serde_json::Map::new();
+        error.insert("code".into(), self.code.as_str().into());
+        error.insert("message".into(), self.msg.text(lang).into());
+        error.extend(extra);
+        let body = serde_json::to_vec(&serde_json::json!({ "error": error })).unwrap_or_default();
+        Response::json(status, body)
     }
 }
 

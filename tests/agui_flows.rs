@@ -327,12 +327,27 @@ fn admission_gates_over_http() {
 fn thread_busy_while_streaming_and_duplicate_of_the_running_run() {
     let s = Stack::new();
     let mut r = s.open_stream(&s.body("t1", "slow1", "slow please"));
-    r.chunk().unwrap();
+    let mut raw = Vec::new();
+    let session = loop {
+        raw.extend(r.chunk().unwrap());
+        if let Some(e) = sse_events(&raw)
+            .0
+            .into_iter()
+            .find(|e| e["name"] == "iac-code.session.v1")
+        {
+            break e;
+        }
+    };
     let busy = s.post(&s.body("t1", "other", "hello"));
     assert_eq!(
         (busy.status, busy.error_code().as_str()),
         (409, "THREAD_BUSY")
     );
+    // It names the active run, so a client can subscribe to it or cancel it.
+    let err = &busy.json()["error"];
+    assert_eq!(err["executionId"], session["value"]["executionId"]);
+    assert_eq!(err["runId"], "slow1");
+    assert!(err["message"].as_str().unwrap().contains("executionId"));
     let dup = s.post(&s.body("t1", "slow1", "slow please"));
     assert_eq!(dup.error_code(), "DUPLICATE_RUN_ID");
     drop(r);

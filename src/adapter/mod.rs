@@ -122,6 +122,21 @@ impl Backend for AguiBackend {
         };
         let (kind, retired, execution_id) = match admitted {
             Ok(x) => x,
+            // THREAD_BUSY says which run is active, so the client can subscribe to it or
+            // cancel it (both routes take the execution id).
+            Err(e) if e.code == Code::ThreadBusy => {
+                let active = crate::sync::lock(&slot)
+                    .as_ref()
+                    .map(|t| (t.doc.execution.execution_id.clone(), t.active_run.clone()));
+                let mut extra = serde_json::Map::new();
+                if let Some((execution_id, run_id)) = active {
+                    extra.insert("executionId".into(), execution_id.into());
+                    if let Some(r) = run_id {
+                        extra.insert("runId".into(), r.into());
+                    }
+                }
+                return stream.reject(e.response_with(lang, extra));
+            }
             Err(e) => {
                 sh.registry.forget_if_absent(&inp.thread_id);
                 return stream.reject(e.response(lang));
