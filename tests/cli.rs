@@ -126,46 +126,13 @@ fn sigterm_and_sigint_shut_down_gracefully() {
 
 #[test]
 fn sigterm_stops_the_managed_kernel_too() {
-    let record =
-        std::env::temp_dir().join(format!("iac-agui-cli-stub-{}.json", std::process::id()));
-    let _ = std::fs::remove_file(&record);
-    let state = std::env::temp_dir().join(format!("iac-agui-cli-managed-{}", std::process::id()));
-    let mut child = bin()
-        .args(["--port", "0"])
-        .env("IAC_CODE_AGUI_STATE_DIR", &state)
-        .env(
-            "IAC_CODE_AGUI_KERNEL_CMD",
-            format!(
-                "env STUB_MODE=ok STUB_RECORD={} python3 tests/support/stub_kernel.py",
-                record.display()
-            ),
-        )
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    loop {
-        let line = lines.next().expect("ready line").unwrap();
-        if line.contains("listening on http://") {
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
-    let rec: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
-    let kernel_pid = rec["pid"].as_u64().unwrap();
-    assert!(std::path::Path::new(&format!("/proc/{kernel_pid}")).exists());
-    Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
+    let (mut child, kernel_pid) = managed("sig-term", "ok", true);
+    assert!(alive(kernel_pid));
+    signal(&child, "-TERM");
     let status = wait_exit(&mut child, Duration::from_secs(15)).expect("exited");
     assert_eq!(status.code(), Some(0));
-    // The kernel was stopped and reaped before iac-agui exited: no orphan.
+    // The kernel was stopped and reaped before iac-agui exited: no orphan, no zombie.
     assert!(!std::path::Path::new(&format!("/proc/{kernel_pid}")).exists());
-    let _ = std::fs::remove_file(record);
 }
 
 #[test]

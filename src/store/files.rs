@@ -74,6 +74,19 @@ fn take_lock(root: &Path) -> Result<File, LockFailure> {
     }
 }
 
+/// Create `path` (0600, never through a symlink, never an existing file), write `bytes`
+/// and fsync it.
+fn write_new(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}
+
 /// Whether `path` names the file `held` (same device and inode).
 fn same_file(path: &Path, held: &File) -> bool {
     use std::os::unix::fs::MetadataExt;
@@ -214,24 +227,21 @@ impl FileStore {
     /// synced and removed in the threads directory (a read-only or full disk fails here).
     pub(crate) fn probe(&self) -> Result<(), StoreError> {
         self.ensure_writer()?;
-        let mut rnd = [0u8; 4];
-        crate::ids::fill(&mut rnd).map_err(|e| StoreError::Io(io::Error::other(e)))?;
-        let tmp = self
-            .threads
-            .join(format!(".probe.{}.tmp", crate::ids::hex(&rnd)));
-        let result = (|| -> io::Result<()> {
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-                .open(&tmp)?;
-            // About the size of a thread file: a full disk refuses a write this size.
-            f.write_all(&[b' '; 4096])?;
-            f.sync_all()
-        })();
+        let tmp = self.temp_path("probe")?;
+        // About the size of a thread file: a full disk refuses a write this size.
+        let result = write_new(&tmp, &[b' '; 4096]);
         let _ = fs::remove_file(&tmp);
         result.map_err(StoreError::Io)
+    }
+
+    /// A fresh temp-file path in the threads directory (`.NAME.RANDOM.tmp`, which start-up
+    /// cleans up after a crash).
+    fn temp_path(&self, name: &str) -> Result<PathBuf, StoreError> {
+        let mut rnd = [0u8; 4];
+        crate::ids::fill(&mut rnd).map_err(|e| StoreError::Io(io::Error::other(e)))?;
+        Ok(self
+            .threads
+            .join(format!(".{name}.{}.tmp", crate::ids::hex(&rnd))))
     }
 
     /// Atomically replace the thread's file.
@@ -245,22 +255,10 @@ impl FileStore {
             .file_name()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let mut rnd = [0u8; 4];
-        crate::ids::fill(&mut rnd).map_err(|e| StoreError::Io(io::Error::other(e)))?;
-        let tmp = self
-            .threads
-            .join(format!(".{file_name}.{}.tmp", crate::ids::hex(&rnd)));
+        let tmp = self.temp_path(&file_name)?;
         let bytes = doc.to_bytes();
         let result = (|| -> io::Result<()> {
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-                .open(&tmp)?;
-            f.write_all(&bytes)?;
-            f.sync_all()?;
-            drop(f);
+            write_new(&tmp, &bytes)?;
             fs::rename(&tmp, &target)?;
             // The rename is durable only once the directory entry is.
             File::open(&self.threads)?.sync_all()?;

@@ -583,19 +583,27 @@ fn an_unreachable_kernel_is_one_run_error() {
     assert_eq!(last(&ev)["code"], "A2A_UNAVAILABLE");
 }
 
-#[test]
-fn a_cancel_requested_before_the_task_id_cancels_the_task_when_it_appears() {
-    let h = Harness::new();
-    // The cancel route asks while `SendStreamingMessage` has not named a task yet.
+/// When the first `SendStreamingMessage` arrives, do `f` to every live run's control (what
+/// the cancel route does, at that exact moment).
+fn on_first_send_to_each_run(h: &Harness, f: fn(&crate::adapter::shared::RunControl)) {
     let shared = Arc::downgrade(&h.backend.shared);
     *lock(&h.kernel.on_first_send) = Some(Box::new(move || {
         if let Some(sh) = shared.upgrade() {
             for c in lock(&sh.runs).values() {
-                c.cancel_requested
-                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                f(c);
             }
         }
     }));
+}
+
+#[test]
+fn a_cancel_requested_before_the_task_id_cancels_the_task_when_it_appears() {
+    let h = Harness::new();
+    // The cancel route asks while `SendStreamingMessage` has not named a task yet.
+    on_first_send_to_each_run(&h, |c| {
+        c.cancel_requested
+            .store(true, std::sync::atomic::Ordering::SeqCst)
+    });
     h.script(vec![
         (
             "SendStreamingMessage",
@@ -624,14 +632,7 @@ fn a_cancel_that_wins_the_race_with_the_last_kernel_event_ends_the_run_cancelled
     // `RUN_FINISHED` success. The route claims the end here just before the kernel's
     // completion arrives; the run must then end cancelled, as the route said.
     let h = Harness::new();
-    let shared = Arc::downgrade(&h.backend.shared);
-    *lock(&h.kernel.on_first_send) = Some(Box::new(move || {
-        if let Some(sh) = shared.upgrade() {
-            for c in lock(&sh.runs).values() {
-                assert!(c.claim_cancel());
-            }
-        }
-    }));
+    on_first_send_to_each_run(&h, |c| assert!(c.claim_cancel()));
     h.script(vec![(
         "SendStreamingMessage",
         Answer::Stream(vec![
@@ -666,16 +667,27 @@ fn allow(id: &str) -> Value {
     json!([{"interruptId": id, "status": "resolved", "payload": {"decision": "allow_once"}}])
 }
 
+/// A resume of the paused `p1` whose answer gets `send` from the kernel.
+fn resume_p1_with(h: &Harness, send: Answer) {
+    let mut script =
+        resume_preamble(json!({"iacCodeSessionId": "sess-1", "input": permission("p1")}));
+    script.push(("SendStreamingMessage", send));
+    h.script(script);
+}
+
+fn not_active() -> Answer {
+    Answer::Json(
+        json!({"error": {"code": -32001, "message": "Task task-1 is not active"}, "id": "x", "jsonrpc": "2.0"}),
+    )
+}
+
 #[test]
 fn an_answer_whose_acceptance_was_not_seen_stays_in_doubt() {
     // The stop came while the kernel's answer was awaited (SIGTERM, a crash): the answer may
     // have been delivered, and the thread file says so.
     let h = Harness::new();
     interrupted_first_run(&h, permission("p1"));
-    let mut script =
-        resume_preamble(json!({"iacCodeSessionId": "sess-1", "input": permission("p1")}));
-    script.push(("SendStreamingMessage", Answer::Down));
-    h.script(script);
+    resume_p1_with(&h, Answer::Down);
     let ev = h.run(h.body("r2", "", Some(allow("p1"))));
     assert_eq!(last(&ev)["type"], "RUN_ERROR", "{ev:?}");
     let doc = h.doc();
@@ -692,23 +704,14 @@ fn a_retry_of_an_answer_the_kernel_already_had_follows_the_task_instead_of_faili
     // the tool had run. The retry must not fail and must not deliver the answer twice.
     let h = Harness::new();
     interrupted_first_run(&h, permission("p1"));
-    let mut script =
-        resume_preamble(json!({"iacCodeSessionId": "sess-1", "input": permission("p1")}));
-    script.push(("SendStreamingMessage", Answer::Down));
-    h.script(script);
+    resume_p1_with(&h, Answer::Down);
     h.run(h.body("r2", "", Some(allow("p1"))));
-    let mut script =
-        resume_preamble(json!({"iacCodeSessionId": "sess-1", "input": permission("p1")}));
-    script.push((
-        "SendStreamingMessage",
-        Answer::Json(json!({"error": {"code": -32001, "message": "Task task-1 is not active"}, "id": "x", "jsonrpc": "2.0"})),
-    ));
-    script.push((
+    resume_p1_with(&h, not_active());
+    h.script(vec![(
         "GetTask",
         Answer::Json(rpc_result(json!({"task": snapshot(
             "TASK_STATE_INPUT_REQUIRED", json!({"iacCodeSessionId": "sess-1"}))}))),
-    ));
-    h.script(script);
+    )]);
     let ev = h.run(h.body("r3", "", Some(allow("p1"))));
     assert_eq!(last(&ev)["type"], "RUN_FINISHED", "{ev:?}");
     assert_eq!(last(&ev)["outcome"]["type"], "success", "{ev:?}");
@@ -732,13 +735,7 @@ fn a_retry_of_an_answer_the_kernel_already_had_follows_the_task_instead_of_faili
 fn a_first_answer_the_kernel_refuses_is_not_taken_for_delivered() {
     let h = Harness::new();
     interrupted_first_run(&h, permission("p1"));
-    let mut script =
-        resume_preamble(json!({"iacCodeSessionId": "sess-1", "input": permission("p1")}));
-    script.push((
-        "SendStreamingMessage",
-        Answer::Json(json!({"error": {"code": -32001, "message": "Task task-1 is not active"}, "id": "x", "jsonrpc": "2.0"})),
-    ));
-    h.script(script);
+    resume_p1_with(&h, not_active());
     let ev = h.run(h.body("r2", "", Some(allow("p1"))));
     assert_eq!(last(&ev)["type"], "RUN_ERROR", "{ev:?}");
     let doc = h.doc();
