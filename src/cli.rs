@@ -179,6 +179,69 @@ fn serve_demo_kernel(port: u16) -> Result<(), String> {
     Ok(())
 }
 
+/// `GET /capabilities`: an AG-UI 1.0 `AgentCapabilities` object (the discovery convention of
+/// the AG-UI docs and ag-ui-adk), with iac-code's own facts under `custom.iacCode`.
+pub(crate) fn capabilities_body(cfg: &Config, default_cwd: bool) -> Vec<u8> {
+    let protocol = match cfg.agui_protocol {
+        config::AguiProtocol::V0_1 => "0.1",
+        config::AguiProtocol::V1_0 => "1.0",
+    };
+    let v = serde_json::json!({
+        "identity": {
+            "name": "iac-agui",
+            "type": "iac-code",
+            "description": "The iac-code infrastructure agent over AG-UI (an adapter in front of its A2A kernel).",
+            "version": VERSION,
+            "provider": "iac-code",
+        },
+        "transport": {
+            "streaming": true,
+            "websocket": false,
+            "httpBinary": false,
+            "pushNotifications": false,
+            "resumable": true,
+        },
+        "tools": {"supported": false, "clientProvided": false},
+        "state": {"snapshots": false, "deltas": false, "memory": true, "persistentState": false},
+        "reasoning": {"supported": true, "streaming": true, "encrypted": false},
+        "multimodal": {
+            "input": {"image": true, "audio": false, "video": false, "pdf": false, "file": false},
+            "output": {"image": false, "audio": false},
+        },
+        "humanInTheLoop": {
+            "supported": true,
+            "approvals": true,
+            "interrupts": true,
+            "interventions": false,
+            "feedback": false,
+            "approveWithEdits": false,
+        },
+        "custom": {
+            "iacCode": {
+                "schemaVersion": 1,
+                "protocolMode": protocol,
+                "forwardedPropsRequired": !default_cwd,
+                "routes": {
+                    "run": "POST /",
+                    "cancel": "POST /extensions/iac-code/v1/executions/{executionId}/cancel",
+                    "subscribe": "POST /extensions/iac-code/v1/executions/{executionId}/subscribe",
+                    "health": "GET /health",
+                    "metrics": "GET /metrics",
+                },
+                "limits": {
+                    "maxRunBodyBytes": crate::limits::MAX_RUN_BODY,
+                    "maxRuns": cfg.max_runs,
+                    "maxConnections": cfg.max_connections,
+                    "heartbeatIntervalSeconds": cfg.heartbeat_interval.as_secs(),
+                    "disconnectGraceSeconds": cfg.disconnect_grace.as_secs(),
+                    "replayRetentionSeconds": cfg.replay_retention.as_secs(),
+                },
+            },
+        },
+    });
+    serde_json::to_vec(&v).unwrap_or_default()
+}
+
 /// The exact `/health` body (reference §1.2), plus `protocolVersion` in AG-UI 1.0 mode.
 pub fn health_body(protocol: config::AguiProtocol) -> Vec<u8> {
     let mut v = serde_json::json!({
@@ -398,6 +461,7 @@ fn serve_with(
         shared: shared.clone(),
     });
     let mut routes = RouteConfig::new(cfg.auth_token.clone(), health_body(cfg.agui_protocol));
+    routes.capabilities_body = capabilities_body(&cfg, false);
     routes.hosts = HostRule::for_listener(addr.ip().is_loopback(), cfg.allowed_hosts.as_deref());
     if cfg.console {
         let roots = crate::agui::cwd::allowed_roots(env_get);

@@ -20,6 +20,7 @@ const SUBSCRIBE_SUFFIX: &str = "/subscribe";
 pub(crate) enum Route {
     Health,
     Metrics,
+    Capabilities,
     Run,
     Cancel { execution_id: String },
     Subscribe { execution_id: String },
@@ -28,14 +29,16 @@ pub(crate) enum Route {
 impl Route {
     fn allow(&self) -> &'static str {
         match self {
-            Route::Health | Route::Metrics => "HEAD, GET",
+            Route::Health | Route::Metrics | Route::Capabilities => "HEAD, GET",
             _ => "POST",
         }
     }
 
     fn accepts(&self, method: &str) -> bool {
         match self {
-            Route::Health | Route::Metrics => method == "GET" || method == "HEAD",
+            Route::Health | Route::Metrics | Route::Capabilities => {
+                method == "GET" || method == "HEAD"
+            }
             _ => method == "POST",
         }
     }
@@ -46,6 +49,7 @@ pub(crate) fn match_route(path: &str) -> Option<Route> {
     match path {
         "/health" => return Some(Route::Health),
         "/metrics" => return Some(Route::Metrics),
+        "/capabilities" => return Some(Route::Capabilities),
         "/" => return Some(Route::Run),
         _ => {}
     }
@@ -157,6 +161,8 @@ pub struct RouteConfig {
     pub(crate) draining_body: Vec<u8>,
     /// The `/health` body while the kernel is down (503).
     pub(crate) kernel_down_body: Vec<u8>,
+    /// The `GET /capabilities` body (AG-UI 1.0 `AgentCapabilities`).
+    pub(crate) capabilities_body: Vec<u8>,
     /// The `/health` body while the state directory cannot be written (503).
     pub(crate) store_down_body: Vec<u8>,
     /// The browser console (`--console`, `--demo`); without it `/console` does not exist.
@@ -173,6 +179,7 @@ impl RouteConfig {
             draining_body: with_status(&health_body, "draining", None),
             kernel_down_body: with_status(&health_body, "unavailable", Some("kernel")),
             store_down_body: with_status(&health_body, "unavailable", Some("state")),
+            capabilities_body: b"{}".to_vec(),
             console: None,
             health_body,
             max_run_body: limits::MAX_RUN_BODY,
@@ -254,6 +261,14 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
         });
     }
     let lang = header_lang(head);
+    if route == Route::Capabilities {
+        if !authorized(head.header("authorization"), cfg.auth_token.as_deref()) {
+            return HeadDecision::Respond(
+                ApiError::new(Code::Unauthorized, Msg::Unauthorized).response(lang),
+            );
+        }
+        return HeadDecision::Respond(Response::json(200, cfg.capabilities_body.clone()));
+    }
     if route == Route::Metrics {
         if !authorized(head.header("authorization"), cfg.auth_token.as_deref()) {
             return HeadDecision::Respond(

@@ -836,3 +836,52 @@ fn sigterm_during_the_kernels_start_up_stops_it_and_exits_0() {
     assert_eq!(status.code(), Some(0), "{status:?}");
     assert!(!alive(kernel), "the starting kernel outlived iac-agui");
 }
+
+#[test]
+fn capabilities_describe_the_agent_and_need_the_token_when_one_is_set() {
+    let dir = common::tempdir("cli-capabilities");
+    let get = |addr, auth: Option<&str>| {
+        let mut h = vec![("Host", "127.0.0.1")];
+        let bearer = auth.map(|t| format!("Bearer {t}"));
+        if let Some(b) = &bearer {
+            h.push(("Authorization", b.as_str()));
+        }
+        common::raw(addr, &common::request("GET", "/capabilities", &h, b""))
+    };
+    let (mut child, addr) =
+        start_with_env(&[], &[("IAC_CODE_AGUI_STATE_DIR", dir.to_str().unwrap())]);
+    let r = get(addr, None);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let c = r.json();
+    assert_eq!(c["identity"]["name"], "iac-agui");
+    assert_eq!(c["identity"]["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(c["transport"]["streaming"], true);
+    assert_eq!(c["transport"]["resumable"], true);
+    assert_eq!(c["humanInTheLoop"]["interrupts"], true);
+    assert_eq!(c["tools"]["clientProvided"], false);
+    assert_eq!(c["multimodal"]["input"]["image"], true);
+    assert_eq!(c["custom"]["iacCode"]["protocolMode"], "0.1");
+    assert!(
+        c["custom"]["iacCode"]["routes"]["subscribe"]
+            .as_str()
+            .unwrap()
+            .contains("/subscribe")
+    );
+    child.kill().unwrap();
+    let _ = child.wait();
+    let (mut child, addr) = start_with_env(
+        &["--agui-protocol", "1.0"],
+        &[
+            ("IAC_CODE_AGUI_STATE_DIR", dir.to_str().unwrap()),
+            ("IAC_CODE_AGUI_AUTH_TOKEN", "tok"),
+        ],
+    );
+    assert_eq!(get(addr, None).status, 401);
+    assert_eq!(get(addr, Some("wrong")).status, 401);
+    let r = get(addr, Some("tok"));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["custom"]["iacCode"]["protocolMode"], "1.0");
+    child.kill().unwrap();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -652,6 +652,31 @@ def scenario_sigterm_mid_resume(a, w, args, kernel_url, token):
     return a
 
 
+def scenario_capabilities(a, w):
+    """`GET /capabilities` is an AG-UI 1.0 `AgentCapabilities` with no key the model does not
+    know (the generated models allow extras, so they are looked for explicitly)."""
+    s = "capabilities parse as AG-UI 1.0 AgentCapabilities"
+    from ag_ui.core import AgentCapabilities
+    from pydantic import BaseModel
+    c = http.client.HTTPConnection("127.0.0.1", a.port, timeout=10)
+    c.request("GET", "/capabilities")
+    r = c.getresponse()
+    body = json.loads(r.read())
+    expect(s, r.status == 200, f"status {r.status}")
+    caps = AgentCapabilities.model_validate(body)
+
+    def extras(m, path):
+        out = [f"{path}.{k}" for k in (m.model_extra or {})]
+        for name in type(m).model_fields:
+            v = getattr(m, name)
+            if isinstance(v, BaseModel):
+                out += extras(v, f"{path}.{name}")
+        return out
+    unknown = extras(caps, "capabilities")
+    expect(s, not unknown, f"keys the 1.0 model does not know: {unknown}")
+    expect(s, caps.transport.streaming and caps.human_in_the_loop.interrupts, str(caps))
+
+
 def scenario_restart(a, w, args, kernel_url, token):
     s = "adapter restart between interrupt and resume"
     body = w.body("restart", "please run bash")
@@ -722,7 +747,7 @@ def main():
         if args.mode == "managed":
             scenarios += [scenario_ts_client, scenario_stop_then_send]
         if args.protocol == "1.0":
-            scenarios = [scenario_plain, scenario_permission, scenario_busy_and_cancel]
+            scenarios = [scenario_plain, scenario_permission, scenario_busy_and_cancel, scenario_capabilities]
         for sc in scenarios:
             if args.only and not any(o in sc.__name__ for o in args.only.split(",")):
                 continue
