@@ -58,6 +58,14 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     };
     crate::logging::init(cfg.debug, cfg.log_stdout, cfg.log_format);
     crate::notify::init(std::env::var("NOTIFY_SOCKET").ok());
+    let mut cfg = cfg;
+    match checked_default_cwd(&cfg) {
+        Ok(d) => cfg.default_cwd = d,
+        Err(e) => {
+            crate::logging::fatal(&e);
+            return ExitCode::from(EXIT_USAGE);
+        }
+    }
     for w in &cfg.warnings {
         log::warn!("{w}");
     }
@@ -388,6 +396,33 @@ fn serve(cfg: Config) -> Result<(), String> {
     result
 }
 
+/// `--default-cwd` resolved like a request's cwd (it must lie under an allowed root), or
+/// with `--demo` and none given, the first allowed root (the console's workspace too).
+fn checked_default_cwd(cfg: &Config) -> Result<Option<String>, String> {
+    let env_get = |k: &str| std::env::var(k).ok();
+    let roots = crate::agui::cwd::allowed_roots(env_get);
+    let home = env_get("HOME");
+    let wanted = match (&cfg.default_cwd, cfg.demo) {
+        (Some(d), _) => d.clone(),
+        // The demo's own choice: best effort, never a reason not to start.
+        (None, true) => {
+            return Ok(roots.first().and_then(|r| {
+                crate::agui::cwd::resolve_cwd(&r.display().to_string(), &roots, home.as_deref())
+                    .ok()
+            }));
+        }
+        (None, false) => return Ok(None),
+    };
+    crate::agui::cwd::resolve_cwd(&wanted, &roots, home.as_deref())
+        .map(Some)
+        .map_err(|m| {
+            format!(
+                "--default-cwd {wanted:?}: {}",
+                m.text(crate::i18n::Lang::En)
+            )
+        })
+}
+
 /// The allowed workspace roots, with a warning when one is `/` (every absolute path would be
 /// an allowed workspace; in a container, the process cwd `/` is the usual culprit).
 fn allowed_roots_checked(env_get: impl Fn(&str) -> Option<String>) -> Vec<std::path::PathBuf> {
@@ -454,14 +489,15 @@ fn serve_with(
                 ..Default::default()
             },
         )
-        .with_readiness(ready.clone()),
+        .with_readiness(ready.clone())
+        .with_default_cwd(cfg.default_cwd.clone()),
     );
     start_replay_expiry(Arc::downgrade(&shared), cfg.replay_retention)?;
     let backend: Arc<dyn Backend> = Arc::new(AguiBackend {
         shared: shared.clone(),
     });
     let mut routes = RouteConfig::new(cfg.auth_token.clone(), health_body(cfg.agui_protocol));
-    routes.capabilities_body = capabilities_body(&cfg, false);
+    routes.capabilities_body = capabilities_body(&cfg, cfg.default_cwd.is_some());
     routes.hosts = HostRule::for_listener(addr.ip().is_loopback(), cfg.allowed_hosts.as_deref());
     if cfg.console {
         let roots = crate::agui::cwd::allowed_roots(env_get);

@@ -56,6 +56,8 @@ pub(crate) struct Config {
     /// How long a run goes on after its client disconnected (0: stop at once).
     pub(crate) disconnect_grace: Duration,
     pub(crate) replay_retention: Duration,
+    /// The workspace of requests without `forwardedProps.iacCode` (generic AG-UI clients).
+    pub(crate) default_cwd: Option<String>,
     /// How long a drain lets running runs finish (0: stop at once).
     pub(crate) shutdown_grace: Duration,
     /// Serve the browser console at `/console` (`--console`, implied by `--demo`).
@@ -87,6 +89,7 @@ impl Default for Config {
             log_format: crate::logging::LogFormat::Text,
             disconnect_grace: limits::DISCONNECT_GRACE,
             replay_retention: limits::REPLAY_RETENTION,
+            default_cwd: None,
             shutdown_grace: limits::SHUTDOWN_GRACE,
             console: false,
             warnings: Vec::new(),
@@ -141,7 +144,7 @@ OPTIONS:
                                 idle_shutdown, debug, log_stdout, auth_token, a2a_token, agui_protocol,
                                 heartbeat_interval, max_connections, max_runs, a2a_idle_timeout, demo,
                                 allowed_hosts, interrupt_ttl, log_format, disconnect_grace, shutdown_grace,
-                                console, replay_retention
+                                console, replay_retention, default_cwd
     --disconnect-grace SECS     Keep a run going this long after its client disconnected, so it can
                                 re-attach (0 = a disconnect stops the run at once)
                                 [env IAC_CODE_AGUI_DISCONNECT_GRACE] (default 0)
@@ -149,6 +152,9 @@ OPTIONS:
                                 signal stops at once [env IAC_CODE_AGUI_SHUTDOWN_GRACE] (default 30)
     --replay-retention SECS     Keep a finished run's replay log (for re-attaching) this long
                                 [env IAC_CODE_AGUI_REPLAY_RETENTION] (default 600)
+    --default-cwd DIR           Workspace for requests without forwardedProps.iacCode (stock AG-UI
+                                clients); must lie under an allowed root [env
+                                IAC_CODE_AGUI_DEFAULT_CWD] (default: none; --demo: its workspace)
     --heartbeat-interval SECS   Seconds of silence before an SSE heartbeat (default 15)
     --max-connections N         Open client connections before new ones get 503 (default 4096)
     --max-runs N                Concurrent requests in workers before new ones get 503 (default 2048)
@@ -229,6 +235,7 @@ pub(crate) fn parse(
             Long("disconnect-grace") => "disconnect_grace",
             Long("shutdown-grace") => "shutdown_grace",
             Long("replay-retention") => "replay_retention",
+            Long("default-cwd") => "default_cwd",
             other => return Err(err(other.unexpected())),
         };
         let value = p.value().map_err(err)?;
@@ -333,6 +340,12 @@ pub(crate) fn parse(
     if let Some(v) = pick("replay_retention", Some("IAC_CODE_AGUI_REPLAY_RETENTION")) {
         c.replay_retention = as_seconds("replay_retention", v, true)?;
     }
+    if let Some(v) = pick("default_cwd", Some("IAC_CODE_AGUI_DEFAULT_CWD")) {
+        let s = as_string("default_cwd", v)?;
+        if !s.is_empty() {
+            c.default_cwd = Some(s);
+        }
+    }
     if let Some(v) = pick("a2a_idle_timeout", None) {
         c.a2a_idle_timeout = as_seconds("a2a_idle_timeout", v, false)?;
     }
@@ -415,6 +428,7 @@ const FILE_KEYS: &[&str] = &[
     "log_format",
     "disconnect_grace",
     "replay_retention",
+    "default_cwd",
     "shutdown_grace",
     "console",
 ];

@@ -914,3 +914,67 @@ fn an_ag_ui_1_0_sdk_body_without_state_tools_or_context_runs() {
     let events = s.run(&b);
     assert_eq!(last(&events)["outcome"]["type"], "success", "{events:?}");
 }
+
+#[test]
+fn without_iac_code_properties_a_default_cwd_lets_a_stock_client_run_pause_and_resume() {
+    // A stock AG-UI client (or a browser that must not choose server paths) sends
+    // `forwardedProps: {}`; with --default-cwd the server supplies the properties.
+    let dir = tempdir("default-cwd");
+    std::fs::create_dir_all(dir.join("ws")).unwrap();
+    let kernel = common::procs::free_port();
+    let mut k = common::procs::kernel(kernel);
+    let ws = dir.join("ws");
+    let (adapter, addr) =
+        common::procs::adapter(&dir, kernel, &["--default-cwd", ws.to_str().unwrap()]);
+    let _adapter = common::procs::Stopper(adapter);
+    let body = |run: &str, text: &str, resume: Option<Value>| {
+        let mut b = json!({"threadId": "stock", "runId": run,
+            "messages": [{"id": run, "role": "user", "content": text}], "forwardedProps": {}});
+        if let Some(r) = resume {
+            b["messages"] = json!([]);
+            b["resume"] = r;
+        }
+        serde_json::to_vec(&b).unwrap()
+    };
+    let r = post_json(addr, "/", &[], &body("r1", "hello", None));
+    let (events, _) = sse_events(&r.body);
+    assert_eq!(last(&events)["outcome"]["type"], "success", "{}", r.text());
+    let r = post_json(
+        addr,
+        "/",
+        &[],
+        &body("r2", "create a file (permission)", None),
+    );
+    let (events, _) = sse_events(&r.body);
+    let pending = interrupts(&events);
+    assert_eq!(pending.len(), 1, "{}", r.text());
+    let ros = session_event(&events)["rosInvocationId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(ros.starts_with("agui-default-"), "{ros}");
+    let resume = json!([{"interruptId": pending[0]["id"], "status": "resolved",
+        "payload": {"decision": "allow_once"}}]);
+    let r = post_json(addr, "/", &[], &body("r3", "", Some(resume)));
+    let (events, _) = sse_events(&r.body);
+    assert_eq!(last(&events)["outcome"]["type"], "success", "{}", r.text());
+    assert_eq!(session_event(&events)["rosInvocationId"], ros.as_str());
+    // A request that carries iacCode is validated as sent: its own cwd must be allowed.
+    let mut own: Value = serde_json::from_slice(&body("r4", "hello", None)).unwrap();
+    own["threadId"] = "own".into();
+    own["forwardedProps"] =
+        json!({"iacCode": {"schemaVersion": 1, "rosInvocationId": "x", "cwd": "/etc"}});
+    let r = post_json(addr, "/", &[], &serde_json::to_vec(&own).unwrap());
+    assert_eq!(r.status, 400, "{}", r.text());
+    let _ = k.kill();
+    let _ = k.wait();
+}
+
+#[test]
+fn without_a_default_cwd_a_request_without_iac_code_properties_is_refused() {
+    let s = Stack::new();
+    let mut b = s.body("t1", "r1", "hello");
+    b["forwardedProps"] = json!({});
+    let r = s.post(&b);
+    assert_eq!((r.status, r.error_code().as_str()), (400, "INVALID_INPUT"));
+}

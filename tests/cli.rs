@@ -885,3 +885,18 @@ fn capabilities_describe_the_agent_and_need_the_token_when_one_is_set() {
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_default_cwd_outside_the_allowed_roots_is_refused_at_start() {
+    let out = bin()
+        .args(["--port", "0", "--demo", "--default-cwd", "/etc"])
+        .env("IAC_CODE_AGUI_ALLOWED_CWDS", std::env::temp_dir())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--default-cwd"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

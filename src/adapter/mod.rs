@@ -32,6 +32,23 @@ use driver::{Run, RunArgs};
 use shared::RunControl;
 pub use shared::Shared;
 
+/// Whether forwardedProps carries the iac-code properties (either spelling).
+fn has_iac_props(forwarded: &serde_json::Value) -> bool {
+    forwarded
+        .as_object()
+        .is_some_and(|o| o.contains_key("iacCode") || o.contains_key("iac_code"))
+}
+
+/// The properties `--default-cwd` supplies: schema 1, the workspace, and a rosInvocationId
+/// stable per thread (`agui-default-` + the first 16 hex digits of SHA-256 of the thread id),
+/// so a thread's resumes and cancels match its runs.
+fn default_props(cwd: &str, thread_id: &str) -> serde_json::Value {
+    use sha2::{Digest, Sha256};
+    let h = Sha256::digest(thread_id.as_bytes());
+    let ros = format!("agui-default-{}", crate::ids::hex(&h[..8]));
+    serde_json::json!({"iacCode": {"schemaVersion": 1, "cwd": cwd, "rosInvocationId": ros}})
+}
+
 /// The AG-UI backend behind `POST /` and the cancel route.
 pub struct AguiBackend {
     pub shared: Arc<Shared>,
@@ -48,7 +65,18 @@ impl Backend for AguiBackend {
         let Ok(inp) = input::parse_envelope(&req.body) else {
             return reject(stream, Code::InvalidInput, Msg::InvalidEnvelope);
         };
-        let Ok(props) = input::parse_iac_props(&inp.forwarded_props) else {
+        // A stock AG-UI client sends no iacCode properties: with `--default-cwd` the server
+        // supplies them (a browser must not choose server paths); a request that carries them
+        // is validated as sent.
+        let defaulted;
+        let forwarded = match &sh.default_cwd {
+            Some(cwd) if !has_iac_props(&inp.forwarded_props) => {
+                defaulted = default_props(cwd, &inp.thread_id);
+                &defaulted
+            }
+            _ => &inp.forwarded_props,
+        };
+        let Ok(props) = input::parse_iac_props(forwarded) else {
             return reject(stream, Code::InvalidInput, Msg::InvalidForwardedProps);
         };
         // Run language (reference §1.7): the parsed preference, whichever container and key

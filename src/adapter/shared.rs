@@ -41,6 +41,8 @@ pub struct Shared {
     pub(crate) stopping: AtomicBool,
     /// Kernel readiness: runs kick a probe when a kernel call failed.
     pub readiness: Arc<Readiness>,
+    /// `--default-cwd`: the workspace of requests that carry no `iacCode` properties.
+    pub(crate) default_cwd: Option<String>,
 }
 
 impl Shared {
@@ -71,6 +73,7 @@ impl Shared {
             roots,
             home,
             protocol,
+            default_cwd: None,
             runs: Mutex::new(HashMap::new()),
             wind_downs: Arc::new(WindDowns::default()),
             wind_down_bound: crate::limits::WIND_DOWN_BOUND,
@@ -89,6 +92,12 @@ impl Shared {
     }
 
     /// Runs outlive their client's disconnect by `grace`; replay logs with these bounds.
+    /// Requests without `forwardedProps.iacCode` run in `cwd` (`--default-cwd`).
+    pub fn with_default_cwd(mut self, cwd: Option<String>) -> Shared {
+        self.default_cwd = cwd;
+        self
+    }
+
     pub fn with_detach(mut self, grace: Duration, replay: ReplayBounds) -> Shared {
         self.disconnect_grace = grace;
         self.replay = ReplayLogs::new(replay);
