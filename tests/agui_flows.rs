@@ -771,6 +771,30 @@ fn agui_1_0_mode() {
         json!([{"interruptId": pid, "status": "cancelled"}]),
     ));
     assert_eq!(last(&ev2)["outcome"], json!({"type": "cancelled"}));
+    // Regression (stock clients): a resume's answer is a message of its own, not more of the
+    // interrupted run's message (HttpAgent 1.0 appended it above the tool result).
+    let first = s.run(&s.body("t4", "r1", "create a file (permission)"));
+    let pid = pending_id(&first);
+    let resumed = s.run(&s.resume_body(
+        "t4",
+        "r2",
+        json!([{"interruptId": pid, "status": "resolved", "payload": {"decision": "allow_once"}}]),
+    ));
+    let text_ids = |ev: &[Value]| -> Vec<String> {
+        ev.iter()
+            .filter(|e| e["type"] == "TEXT_MESSAGE_START")
+            .map(|e| e["messageId"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (before, after) = (text_ids(&first), text_ids(&resumed));
+    assert!(
+        !before.is_empty() && !after.is_empty(),
+        "{first:?} {resumed:?}"
+    );
+    assert!(
+        after.iter().all(|a| !before.contains(a)),
+        "the resume reused a message id: {before:?} {after:?}"
+    );
     // Regression (stock clients): the 1.0 RunErrorEvent has no threadId/runId, and
     // `HttpAgent` 1.0 warns about (and strips) the unknown keys on every RUN_ERROR.
     let ev = s.run(&s.body("t3", "r1", "fail"));
@@ -977,4 +1001,23 @@ fn without_a_default_cwd_a_request_without_iac_code_properties_is_refused() {
     b["forwardedProps"] = json!({});
     let r = s.post(&b);
     assert_eq!((r.status, r.error_code().as_str()), (400, "INVALID_INPUT"));
+}
+
+#[test]
+fn agui_0_1_mode_keeps_the_kernels_message_ids_across_a_resume() {
+    // Byte parity with the reference: in 0.1 mode the resume continues the kernel's message.
+    let s = Stack::new();
+    let first = s.run(&s.body("t4", "r1", "create a file (permission)"));
+    let pid = pending_id(&first);
+    let resumed = s.run(&s.resume_body(
+        "t4",
+        "r2",
+        json!([{"interruptId": pid, "status": "resolved", "payload": {"decision": "allow_once"}}]),
+    ));
+    let id = |ev: &[Value]| {
+        ev.iter()
+            .find(|e| e["type"] == "TEXT_MESSAGE_START")
+            .map(|e| e["messageId"].clone())
+    };
+    assert_eq!(id(&first), id(&resumed));
 }

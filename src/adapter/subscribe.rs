@@ -298,6 +298,9 @@ impl Snapshot<'_> {
             Default::default(),
             Default::default(),
         );
+        if self.sh.protocol == AguiProtocol::V1_0 {
+            mapper = mapper.with_run_scoped_messages(&self.req.run_id);
+        }
         let end = match first {
             None => Ok(End::Interrupt(self.facts.pending.clone())),
             Some(snap) => self.follow(&*session, snap, &mut mapper, stream),

@@ -126,7 +126,10 @@ impl<'a, 's> Run<'a, 's> {
             )
         };
         let session = sh.kernel.session();
-        let mapper = Mapper::new(&*sh.env, &a.thread_id, &a.run_id, steps, digests);
+        let mut mapper = Mapper::new(&*sh.env, &a.thread_id, &a.run_id, steps, digests);
+        if sh.protocol == AguiProtocol::V1_0 {
+            mapper = mapper.with_run_scoped_messages(&a.run_id);
+        }
         Run {
             sh,
             stream,

@@ -86,6 +86,10 @@ pub struct Mapper<'e> {
     // usage in first-seen order
     usage: Vec<Usage>,
     out: Vec<Stamped>,
+    /// AG-UI 1.0: a suffix that makes the kernel's message ids this run's own. The kernel
+    /// reuses one message id for a whole task, so a resume's answer would otherwise append to
+    /// the interrupted run's message in the client (above the tool result).
+    message_scope: Option<String>,
 }
 
 impl<'e> Mapper<'e> {
@@ -115,7 +119,17 @@ impl<'e> Mapper<'e> {
             run_steps: BTreeSet::new(),
             usage: Vec::new(),
             out: Vec::new(),
+            message_scope: None,
         }
+    }
+
+    /// Text message ids of this run are the kernel's plus `.` and a digest of `run_id`
+    /// (AG-UI 1.0 mode; 0.1 keeps the reference's ids).
+    pub(crate) fn with_run_scoped_messages(mut self, run_id: &str) -> Mapper<'e> {
+        use sha2::{Digest, Sha256};
+        let h = Sha256::digest(run_id.as_bytes());
+        self.message_scope = Some(crate::ids::hex(&h[..4]));
+        self
     }
 
     /// Events produced since the last call.
@@ -255,7 +269,10 @@ impl<'e> Mapper<'e> {
     ) {
         self.close_reasoning();
         let id = match message_id
-            .map(str::to_string)
+            .map(|m| match &self.message_scope {
+                Some(scope) => format!("{m}.{scope}"),
+                None => m.to_string(),
+            })
             .or_else(|| self.current.clone())
         {
             Some(id) => id,
