@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::adapter::replay::RunLog;
 use crate::agui::events::Stamped;
+use crate::agui::field::{FieldError, Problem};
 use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
 use crate::i18n::{self, Lang};
@@ -491,6 +492,15 @@ impl ApiError {
         self.response_with(lang, serde_json::Map::new())
     }
 
+    /// `400 INVALID_INPUT` naming the field that is wrong, in `lang`.
+    pub fn invalid_field(e: &crate::agui::field::FieldError, lang: Lang) -> Response {
+        let body = serde_json::json!({"error": {"code": Code::InvalidInput.as_str(), "message": e.message(lang)}});
+        Response::json(
+            Code::InvalidInput.http_status(),
+            serde_json::to_vec(&body).unwrap_or_default(),
+        )
+    }
+
     /// The response with `extra` keys in the error object after `code` and `message`.
     pub fn response_with(self, lang: Lang, extra: serde_json::Map<String, Value>) -> Response {
         let status = self.code.http_status();
@@ -767,12 +777,20 @@ fn cancel_job(backend: &dyn Backend, request: Request, lang: Lang, outbox: &Outb
         return respond(ApiError::new(Code::InvalidJson, Msg::CancelInvalidJson).response(lang));
     };
     let Some(obj) = body.as_object() else {
-        return respond(ApiError::new(Code::InvalidInput, Msg::CancelNotObject).response(lang));
+        let e = FieldError::new("", Problem::Type("object"));
+        return respond(ApiError::invalid_field(&e, lang));
     };
-    let text = |k: &str| obj.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
-    let (Some(thread_id), Some(ros)) = (text("threadId"), text("rosInvocationId")) else {
-        return respond(ApiError::new(Code::InvalidInput, Msg::CancelIdsRequired).response(lang));
+    let ids = identity(obj, "threadId").and_then(|t| Ok((t, identity(obj, "rosInvocationId")?)));
+    let (thread_id, ros) = match ids {
+        Ok(x) => x,
+        Err(BodyError::Field(e)) => return respond(ApiError::invalid_field(&e, lang)),
+        Err(BodyError::Json) => {
+            return respond(
+                ApiError::new(Code::InvalidJson, Msg::CancelInvalidJson).response(lang),
+            );
+        }
     };
+    let (thread_id, ros) = (thread_id.as_str(), ros.as_str());
     if routed.as_deref().is_some_and(|h| h != thread_id) {
         return respond(
             ApiError::new(Code::ThreadIdMismatch, Msg::ThreadIdMismatch).response(lang),
@@ -793,34 +811,59 @@ fn cancel_job(backend: &dyn Backend, request: Request, lang: Lang, outbox: &Outb
     }
 }
 
+/// Why a subscribe or cancel body is refused: not JSON (400 `INVALID_JSON`), or a field
+/// (400 `INVALID_INPUT`, the message names it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BodyError {
+    Json,
+    Field(FieldError),
+}
+
+/// The identity strings of a subscribe or cancel body: present, strings, not empty.
+fn identity(obj: &serde_json::Map<String, Value>, key: &str) -> Result<String, BodyError> {
+    match obj.get(key) {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+        Some(Value::String(_)) | None | Some(Value::Null) => {
+            Err(BodyError::Field(FieldError::new(key, Problem::Required)))
+        }
+        Some(_) => Err(BodyError::Field(FieldError::new(
+            key,
+            Problem::Type("string"),
+        ))),
+    }
+}
+
 /// Upstream's subscribe body: exactly `threadId`, `runId`, `rosInvocationId` (non-empty
 /// strings) and an optional integer `afterSequence` ≥ −1; or `Last-Event-ID: N` (the body
 /// wins when both are given).
 pub fn parse_subscribe_body(
     body: &[u8],
     last_event_id: Option<&str>,
-) -> Result<(String, String, String, Option<i64>), Msg> {
-    let v = parse_json(body).ok_or(Msg::SubscribeInvalidJson)?;
-    let obj = v.as_object().ok_or(Msg::SubscribeInvalid)?;
+) -> Result<(String, String, String, Option<i64>), BodyError> {
+    let v = parse_json(body).ok_or(BodyError::Json)?;
+    let obj = v.as_object().ok_or(BodyError::Field(FieldError::new(
+        "",
+        Problem::Type("object"),
+    )))?;
     const KEYS: [&str; 4] = ["threadId", "runId", "rosInvocationId", "afterSequence"];
-    if obj.keys().any(|k| !KEYS.contains(&k.as_str())) {
-        return Err(Msg::SubscribeInvalid);
+    if let Some(k) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err(BodyError::Field(FieldError::new(k, Problem::Unknown)));
     }
-    let text = |k: &str| match obj.get(k) {
-        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
-        _ => Err(Msg::SubscribeInvalid),
-    };
-    let (thread, run, ros) = (text("threadId")?, text("runId")?, text("rosInvocationId")?);
-    let sequence = |n: Option<i64>| match n {
+    let (thread, run, ros) = (
+        identity(obj, "threadId")?,
+        identity(obj, "runId")?,
+        identity(obj, "rosInvocationId")?,
+    );
+    let sequence = |n: Option<i64>, field: &str| match n {
         Some(n) if n >= -1 => Ok(Some(n)),
-        _ => Err(Msg::SubscribeInvalid),
+        _ => Err(BodyError::Field(FieldError::new(field, Problem::Value))),
     };
     let after = match obj.get("afterSequence") {
         None => match last_event_id.map(str::trim) {
             None => None,
-            Some(h) => sequence(h.parse::<i64>().ok())?,
+            Some(h) => sequence(h.parse::<i64>().ok(), "Last-Event-ID")?,
         },
-        Some(v) => sequence(v.as_i64())?,
+        Some(v) => sequence(v.as_i64(), "afterSequence")?,
     };
     Ok((thread, run, ros, after))
 }
@@ -845,13 +888,12 @@ fn subscribe_job(
     let (thread_id, run_id, ros, after) = match parse_subscribe_body(&request.body, last.as_deref())
     {
         Ok(x) => x,
-        Err(m) => {
-            let code = if m == Msg::SubscribeInvalidJson {
-                Code::InvalidJson
-            } else {
-                Code::InvalidInput
-            };
-            respond(ApiError::new(code, m).response(lang));
+        Err(BodyError::Json) => {
+            respond(ApiError::new(Code::InvalidJson, Msg::SubscribeInvalidJson).response(lang));
+            return Vec::new();
+        }
+        Err(BodyError::Field(e)) => {
+            respond(ApiError::invalid_field(&e, lang));
             return Vec::new();
         }
     };
@@ -904,16 +946,53 @@ mod tests {
             br#"{"threadId":"t","runId":"r"}"#,
             br#"[]"#,
         ] {
-            assert_eq!(parse_subscribe_body(bad, None), Err(Msg::SubscribeInvalid));
+            assert!(
+                matches!(parse_subscribe_body(bad, None), Err(BodyError::Field(_))),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
         }
-        assert_eq!(
-            parse_subscribe_body(b"{", None),
-            Err(Msg::SubscribeInvalidJson)
-        );
-        assert_eq!(
-            parse_subscribe_body(ok, Some("x")),
-            Err(Msg::SubscribeInvalid)
-        );
+        assert_eq!(parse_subscribe_body(b"{", None), Err(BodyError::Json));
+        let field = |b: &[u8], h| match parse_subscribe_body(b, h) {
+            Err(BodyError::Field(e)) => e.path,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(field(ok, Some("x")), "Last-Event-ID");
+        // Every refusal names its field, in every language.
+        let cases: [(&[u8], &str); 7] = [
+            (
+                br#"{"threadId":"t","runId":"r","rosInvocationId":"x","afterSequence":-2}"#,
+                "afterSequence",
+            ),
+            (
+                br#"{"threadId":"t","runId":"r","rosInvocationId":"x","afterSequence":"1"}"#,
+                "afterSequence",
+            ),
+            (
+                br#"{"threadId":"t","runId":"r","rosInvocationId":"x","extra":1}"#,
+                "extra",
+            ),
+            (
+                br#"{"threadId":"","runId":"r","rosInvocationId":"x"}"#,
+                "threadId",
+            ),
+            (
+                br#"{"threadId":"t","runId":5,"rosInvocationId":"x"}"#,
+                "runId",
+            ),
+            (br#"{"threadId":"t","runId":"r"}"#, "rosInvocationId"),
+            (br#"[]"#, ""),
+        ];
+        for (b, want) in cases {
+            let Err(BodyError::Field(e)) = parse_subscribe_body(b, None) else {
+                panic!("{}", String::from_utf8_lossy(b));
+            };
+            assert_eq!(e.path, want);
+            for lang in Lang::ALL {
+                let shown = if want.is_empty() { "body" } else { want };
+                assert!(e.message(lang).contains(&format!("`{shown}`")), "{lang:?}");
+            }
+        }
     }
 
     #[test]

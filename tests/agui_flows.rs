@@ -617,35 +617,50 @@ fn message_content_is_validated_before_the_stream() {
 #[test]
 fn envelope_props_cwd_and_tools_errors() {
     let s = Stack::new();
+    let msg = |b: &Value| {
+        let r = s.post(b);
+        assert_eq!(
+            (r.status, r.error_code().as_str()),
+            (400, "INVALID_INPUT"),
+            "{}",
+            r.text()
+        );
+        r.error_message()
+    };
     let mut b = s.body("t1", "r1", "x");
     b["tools"] = json!({"not": "a list"});
-    assert_eq!(
-        s.post(&b).error_message(),
-        Msg::InvalidEnvelope.text(Lang::En)
-    );
+    assert_eq!(msg(&b), "`tools` must be of type array.");
     let mut b = s.body("", "r1", "x");
     b["threadId"] = "".into();
-    assert_eq!(
-        s.post(&b).error_message(),
-        Msg::InvalidEnvelope.text(Lang::En)
-    );
+    assert_eq!(msg(&b), "`threadId` is required.");
     let mut b = s.body("t1", "r1", "x");
     b["forwardedProps"]["iacCode"]["schemaVersion"] = 2.into();
     assert_eq!(
-        s.post(&b).error_message(),
-        Msg::InvalidForwardedProps.text(Lang::En)
+        msg(&b),
+        "`forwardedProps.iacCode.schemaVersion` does not have an allowed value."
+    );
+    let mut b = s.body("t1", "r1", "x");
+    b["forwardedProps"]["iacCode"]["colour"] = "red".into();
+    assert_eq!(
+        msg(&b),
+        "`forwardedProps.iacCode.colour` is not a known field."
+    );
+    let mut b = s.body("t1", "r1", "x");
+    b["forwardedProps"] = json!({});
+    assert!(
+        msg(&b).starts_with(
+            "`forwardedProps.iacCode` is required (schemaVersion, rosInvocationId, cwd)"
+        )
     );
     let mut b = s.body("t1", "r1", "x");
     b["forwardedProps"]["iacCode"]["cwd"] = "/etc".into();
-    assert_eq!(
-        s.post(&b).error_message(),
-        Msg::CwdOutsideRoots.text(Lang::En)
-    );
+    assert_eq!(msg(&b), Msg::CwdOutsideRoots.text(Lang::En));
     let mut b = s.body("t1", "r1", "x");
     b["forwardedProps"]["iacCode"]["cwd"] = "relative".into();
-    assert_eq!(
-        s.post(&b).error_message(),
-        Msg::CwdNotAbsolute.text(Lang::En)
+    let m = msg(&b);
+    assert!(
+        m.contains("`forwardedProps.iacCode.cwd`") && m.contains("absolute path"),
+        "{m}"
     );
     let mut b = s.body("t1", "r1", "x");
     b["tools"] = json!([{"name": "t", "description": "d"}]);
@@ -658,10 +673,7 @@ fn envelope_props_cwd_and_tools_errors() {
     let mut b = s.body("t1", "r1", "x");
     b["context"] = json!("not a list");
     b["forwardedProps"]["iacCode"]["preferredLanguage"] = "ja".into();
-    assert_eq!(
-        s.post(&b).error_message(),
-        Msg::InvalidEnvelope.text(Lang::Ja)
-    );
+    assert_eq!(msg(&b), "`context` の型は array でなければなりません。");
 }
 
 #[test]

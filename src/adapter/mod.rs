@@ -62,8 +62,9 @@ impl Backend for AguiBackend {
         let reject = |stream: &mut RunStream<'_>, code, msg: Msg| {
             stream.reject(ApiError::new(code, msg).response(lang));
         };
-        let Ok(inp) = input::parse_envelope(&req.body) else {
-            return reject(stream, Code::InvalidInput, Msg::InvalidEnvelope);
+        let inp = match input::parse_envelope(&req.body) {
+            Ok(i) => i,
+            Err(e) => return stream.reject(ApiError::invalid_field(&e, lang)),
         };
         // A stock AG-UI client sends no iacCode properties: with `--default-cwd` the server
         // supplies them (a browser must not choose server paths); a request that carries them
@@ -76,8 +77,9 @@ impl Backend for AguiBackend {
             }
             _ => &inp.forwarded_props,
         };
-        let Ok(props) = input::parse_iac_props(forwarded) else {
-            return reject(stream, Code::InvalidInput, Msg::InvalidForwardedProps);
+        let props = match input::parse_iac_props(forwarded) {
+            Ok(p) => p,
+            Err(e) => return stream.reject(ApiError::invalid_field(&e, lang)),
         };
         // Run language (reference §1.7): the parsed preference, whichever container and key
         // spelling carried it, else the payload language.

@@ -4,15 +4,9 @@
 
 use serde_json::{Map, Number, Value};
 
-/// The input does not have the required shape (the caller picks the 400 message).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Invalid;
+pub use super::field::{FieldError, Problem};
 
-impl From<()> for Invalid {
-    fn from(_: ()) -> Invalid {
-        Invalid
-    }
-}
+type R<T> = Result<T, FieldError>;
 
 /// A field by its camelCase alias or its snake_case name (the alias wins when both exist,
 /// as with pydantic's `populate_by_name`).
@@ -33,19 +27,26 @@ pub(crate) fn run_ids(body: &Value) -> (String, String) {
     (get("threadId", "thread_id"), get("runId", "run_id"))
 }
 
-fn opt_str(o: &Map<String, Value>, camel: &str, snake: &str) -> Result<Option<String>, ()> {
+fn opt_str(o: &Map<String, Value>, camel: &str, snake: &str) -> R<Option<String>> {
     match field(o, camel, snake) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(()),
+        Some(_) => Err(FieldError::new(camel, Problem::Type("string"))),
     }
 }
 
-fn req_str(o: &Map<String, Value>, camel: &str, snake: &str) -> Result<String, ()> {
+fn req_str(o: &Map<String, Value>, camel: &str, snake: &str) -> R<String> {
     match field(o, camel, snake) {
         Some(Value::String(s)) => Ok(s.clone()),
-        _ => Err(()),
+        None | Some(Value::Null) => Err(FieldError::new(camel, Problem::Required)),
+        Some(_) => Err(FieldError::new(camel, Problem::Type("string"))),
     }
+}
+
+/// `v` as an object, or a type error at `path`.
+fn object<'a>(v: &'a Value, path: &str) -> R<&'a Map<String, Value>> {
+    v.as_object()
+        .ok_or_else(|| FieldError::new(path, Problem::Type("object")))
 }
 
 /// `resume[]` entry status.
@@ -85,55 +86,73 @@ pub struct RunInput {
     pub(crate) resume: Option<Vec<ResumeEntry>>,
 }
 
-/// Validate the envelope. `Err(())` is the generic "invalid envelope" 400.
-pub fn parse_envelope(body: &Value) -> Result<RunInput, Invalid> {
-    Ok(envelope(body)?)
+/// Validate the envelope; the error names the field (the 400 `INVALID_INPUT` message).
+pub fn parse_envelope(body: &Value) -> Result<RunInput, FieldError> {
+    envelope(body)
 }
 
-fn envelope(body: &Value) -> Result<RunInput, ()> {
-    let o = body.as_object().ok_or(())?;
+fn envelope(body: &Value) -> R<RunInput> {
+    let o = object(body, "")?;
     let thread_id = req_str(o, "threadId", "thread_id")?;
     // REC (D8): an empty thread id is an envelope error, not a state error.
     if thread_id.is_empty() {
-        return Err(());
+        return Err(FieldError::new("threadId", Problem::Required));
     }
     let run_id = req_str(o, "runId", "run_id")?;
     let parent_run_id = opt_str(o, "parentRunId", "parent_run_id")?;
     // AG-UI 1.0 makes `state`, `tools` and `context` optional and its SDKs omit them when
     // empty: absent means empty (the reference rejects it; docs/protocol.md). Present, they
     // are checked as before.
-    let messages = field(o, "messages", "messages")
-        .and_then(Value::as_array)
-        .ok_or(())?;
-    for m in messages {
-        check_message(m)?;
+    let messages = match field(o, "messages", "messages") {
+        Some(Value::Array(a)) => a,
+        None | Some(Value::Null) => return Err(FieldError::new("messages", Problem::Required)),
+        Some(_) => return Err(FieldError::new("messages", Problem::Type("array"))),
+    };
+    for (i, m) in messages.iter().enumerate() {
+        check_message(m).map_err(|e| e.within(&format!("messages[{i}]")))?;
     }
     let no_list = Vec::new();
-    let tools = match field(o, "tools", "tools") {
-        None => &no_list,
-        Some(v) => v.as_array().ok_or(())?,
+    let list = |key: &str| -> R<&Vec<Value>> {
+        match field(o, key, key) {
+            None => Ok(&no_list),
+            Some(Value::Array(a)) => Ok(a),
+            Some(_) => Err(FieldError::new(key, Problem::Type("array"))),
+        }
     };
-    for t in tools {
-        let t = t.as_object().ok_or(())?;
-        req_str(t, "name", "name")?;
-        req_str(t, "description", "description")?;
+    let tools = list("tools")?;
+    for (i, t) in tools.iter().enumerate() {
+        let at = format!("tools[{i}]");
+        let t = object(t, &at)?;
+        (|| -> R<()> {
+            req_str(t, "name", "name")?;
+            req_str(t, "description", "description")?;
+            Ok(())
+        })()
+        .map_err(|e| e.within(&at))?;
     }
-    let context = match field(o, "context", "context") {
-        None => &no_list,
-        Some(v) => v.as_array().ok_or(())?,
-    };
-    for c in context {
-        let c = c.as_object().ok_or(())?;
-        req_str(c, "description", "description")?;
-        req_str(c, "value", "value")?;
+    let context = list("context")?;
+    for (i, c) in context.iter().enumerate() {
+        let at = format!("context[{i}]");
+        let c = object(c, &at)?;
+        (|| -> R<()> {
+            req_str(c, "description", "description")?;
+            req_str(c, "value", "value")?;
+            Ok(())
+        })()
+        .map_err(|e| e.within(&at))?;
     }
     let forwarded_props = field(o, "forwardedProps", "forwarded_props")
-        .ok_or(())?
+        .ok_or_else(|| FieldError::new("forwardedProps", Problem::Required))?
         .clone();
     let resume = match field(o, "resume", "resume") {
         None | Some(Value::Null) => None,
-        Some(Value::Array(a)) => Some(a.iter().map(parse_resume_entry).collect::<Result<_, _>>()?),
-        Some(_) => return Err(()),
+        Some(Value::Array(a)) => Some(
+            a.iter()
+                .enumerate()
+                .map(|(i, e)| parse_resume_entry(e).map_err(|x| x.within(&format!("resume[{i}]"))))
+                .collect::<R<_>>()?,
+        ),
+        Some(_) => return Err(FieldError::new("resume", Problem::Type("array"))),
     };
     Ok(RunInput {
         thread_id,
@@ -146,13 +165,14 @@ fn envelope(body: &Value) -> Result<RunInput, ()> {
     })
 }
 
-fn parse_resume_entry(v: &Value) -> Result<ResumeEntry, ()> {
-    let o = v.as_object().ok_or(())?;
+fn parse_resume_entry(v: &Value) -> R<ResumeEntry> {
+    let o = object(v, "")?;
     let interrupt_id = req_str(o, "interruptId", "interrupt_id")?;
     let status = match field(o, "status", "status") {
         Some(Value::String(s)) if s == "resolved" => ResumeStatus::Resolved,
         Some(Value::String(s)) if s == "cancelled" => ResumeStatus::Cancelled,
-        _ => return Err(()),
+        None | Some(Value::Null) => return Err(FieldError::new("status", Problem::Required)),
+        Some(_) => return Err(FieldError::new("status", Problem::Value)),
     };
     let payload = match o.get("payload") {
         None | Some(Value::Null) => None,
@@ -165,15 +185,15 @@ fn parse_resume_entry(v: &Value) -> Result<ResumeEntry, ()> {
     })
 }
 
-fn check_common(o: &Map<String, Value>) -> Result<(), ()> {
+fn check_common(o: &Map<String, Value>) -> R<()> {
     req_str(o, "id", "id")?;
     opt_str(o, "name", "name")?;
     opt_str(o, "encryptedValue", "encrypted_value")?;
     Ok(())
 }
 
-fn check_message(m: &Value) -> Result<(), ()> {
-    let o = m.as_object().ok_or(())?;
+fn check_message(m: &Value) -> R<()> {
+    let o = object(m, "")?;
     match o.get("role").and_then(Value::as_str) {
         Some("developer" | "system" | "reasoning") => {
             check_common(o)?;
@@ -185,19 +205,12 @@ fn check_message(m: &Value) -> Result<(), ()> {
             match field(o, "toolCalls", "tool_calls") {
                 None | Some(Value::Null) => {}
                 Some(Value::Array(calls)) => {
-                    for c in calls {
-                        let c = c.as_object().ok_or(())?;
-                        req_str(c, "id", "id")?;
-                        if c.get("type").and_then(Value::as_str) != Some("function") {
-                            return Err(());
-                        }
-                        let f = c.get("function").and_then(Value::as_object).ok_or(())?;
-                        req_str(f, "name", "name")?;
-                        req_str(f, "arguments", "arguments")?;
-                        opt_str(c, "encryptedValue", "encrypted_value")?;
+                    for (i, c) in calls.iter().enumerate() {
+                        let at = format!("toolCalls[{i}]");
+                        check_tool_call(c).map_err(|e| e.within(&at))?;
                     }
                 }
-                Some(_) => return Err(()),
+                Some(_) => return Err(FieldError::new("toolCalls", Problem::Type("array"))),
             }
         }
         Some("user") => {
@@ -205,11 +218,16 @@ fn check_message(m: &Value) -> Result<(), ()> {
             match o.get("content") {
                 Some(Value::String(_)) => {}
                 Some(Value::Array(parts)) => {
-                    for p in parts {
-                        check_content(p)?;
+                    for (i, p) in parts.iter().enumerate() {
+                        check_content(p).map_err(|e| e.within(&format!("content[{i}]")))?;
                     }
                 }
-                _ => return Err(()),
+                None | Some(Value::Null) => {
+                    return Err(FieldError::new("content", Problem::Required));
+                }
+                Some(_) => {
+                    return Err(FieldError::new("content", Problem::Type("string or array")));
+                }
             }
         }
         Some("tool") => {
@@ -222,32 +240,61 @@ fn check_message(m: &Value) -> Result<(), ()> {
             req_str(o, "id", "id")?;
             req_str(o, "activityType", "activity_type")?;
             if !o.get("content").is_some_and(Value::is_object) {
-                return Err(());
+                return Err(FieldError::new("content", Problem::Type("object")));
             }
         }
-        _ => return Err(()),
+        None => return Err(FieldError::new("role", Problem::Required)),
+        Some(_) => return Err(FieldError::new("role", Problem::Value)),
     }
     Ok(())
 }
 
-fn check_content(p: &Value) -> Result<(), ()> {
-    let o = p.as_object().ok_or(())?;
+fn check_tool_call(c: &Value) -> R<()> {
+    let c = object(c, "")?;
+    req_str(c, "id", "id")?;
+    if c.get("type").and_then(Value::as_str) != Some("function") {
+        return Err(FieldError::new("type", Problem::Value));
+    }
+    let f = c
+        .get("function")
+        .ok_or_else(|| FieldError::new("function", Problem::Required))
+        .and_then(|f| object(f, "function"))?;
+    (|| -> R<()> {
+        req_str(f, "name", "name")?;
+        req_str(f, "arguments", "arguments")?;
+        Ok(())
+    })()
+    .map_err(|e| e.within("function"))?;
+    opt_str(c, "encryptedValue", "encrypted_value")?;
+    Ok(())
+}
+
+fn check_content(p: &Value) -> R<()> {
+    let o = object(p, "")?;
     match o.get("type").and_then(Value::as_str) {
         Some("text") => {
             req_str(o, "text", "text")?;
         }
         Some("image" | "audio" | "video" | "document") => {
-            let src = o.get("source").and_then(Value::as_object).ok_or(())?;
-            req_str(src, "value", "value")?;
-            match src.get("type").and_then(Value::as_str) {
-                Some("data") => {
-                    req_str(src, "mimeType", "mime_type")?;
+            let src = o
+                .get("source")
+                .ok_or_else(|| FieldError::new("source", Problem::Required))
+                .and_then(|s| object(s, "source"))?;
+            (|| -> R<()> {
+                req_str(src, "value", "value")?;
+                match src.get("type").and_then(Value::as_str) {
+                    Some("data") => {
+                        req_str(src, "mimeType", "mime_type")?;
+                    }
+                    Some("url") => {
+                        opt_str(src, "mimeType", "mime_type")?;
+                    }
+                    None => return Err(FieldError::new("type", Problem::Required)),
+                    Some(_) => return Err(FieldError::new("type", Problem::Value)),
                 }
-                Some("url") => {
-                    opt_str(src, "mimeType", "mime_type")?;
-                }
-                _ => return Err(()),
-            }
+                Ok(())
+            })()
+            .map_err(|e| e.within("source"))?;
         }
         Some("binary") => {
             req_str(o, "mimeType", "mime_type")?;
@@ -259,10 +306,11 @@ fn check_content(p: &Value) -> Result<(), ()> {
             }
             opt_str(o, "filename", "filename")?;
             if !any {
-                return Err(());
+                return Err(FieldError::new("url", Problem::Required));
             }
         }
-        _ => return Err(()),
+        None => return Err(FieldError::new("type", Problem::Required)),
+        Some(_) => return Err(FieldError::new("type", Problem::Value)),
     }
     Ok(())
 }
@@ -309,11 +357,11 @@ pub struct IacProps {
 /// Strict lookup: a key under its alias or its name, never both; records consumed keys.
 struct Strict<'a> {
     o: &'a Map<String, Value>,
-    seen: usize,
+    seen: Vec<String>,
 }
 
 impl<'a> Strict<'a> {
-    fn get(&mut self, alias: &str, name: &str) -> Result<Option<&'a Value>, ()> {
+    fn get(&mut self, alias: &str, name: &str) -> R<Option<&'a Value>> {
         let a = self.o.get(alias);
         let n = if alias == name {
             None
@@ -321,86 +369,106 @@ impl<'a> Strict<'a> {
             self.o.get(name)
         };
         match (a, n) {
-            (Some(_), Some(_)) => Err(()),
+            (Some(_), Some(_)) => Err(FieldError::new(alias, Problem::Duplicate)),
             (Some(v), None) | (None, Some(v)) => {
-                self.seen += 1;
+                self.seen
+                    .push(if a.is_some() { alias } else { name }.to_string());
                 Ok(Some(v))
             }
             (None, None) => Ok(None),
         }
     }
 
-    fn opt_str(&mut self, alias: &str, name: &str) -> Result<Option<String>, ()> {
+    fn opt_str(&mut self, alias: &str, name: &str) -> R<Option<String>> {
         match self.get(alias, name)? {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(_) => Err(()),
+            Some(_) => Err(FieldError::new(alias, Problem::Type("string"))),
         }
     }
 
-    fn bool_default_false(&mut self, alias: &str, name: &str) -> Result<bool, ()> {
+    fn bool_default_false(&mut self, alias: &str, name: &str) -> R<bool> {
         match self.get(alias, name)? {
             None => Ok(false),
             Some(Value::Bool(b)) => Ok(*b),
-            Some(_) => Err(()),
+            Some(_) => Err(FieldError::new(alias, Problem::Type("boolean"))),
         }
     }
 
-    /// Every key of the object was consumed (strict `extra="forbid"`).
-    fn finish(self) -> Result<(), ()> {
-        if self.seen == self.o.len() {
-            Ok(())
-        } else {
-            Err(())
+    /// Every key of the object was consumed (strict `extra="forbid"`); else the first one
+    /// that was not is named.
+    fn finish(self) -> R<()> {
+        match self.o.keys().find(|k| !self.seen.iter().any(|s| s == *k)) {
+            None => Ok(()),
+            Some(k) => Err(FieldError::new(k, Problem::Unknown)),
         }
     }
 }
 
-/// Validate `forwardedProps` (the generic forwarded-props 400 on any failure).
-pub fn parse_iac_props(forwarded: &Value) -> Result<IacProps, Invalid> {
-    Ok(iac_props(forwarded)?)
-}
-
-fn iac_props(forwarded: &Value) -> Result<IacProps, ()> {
-    let fp = forwarded.as_object().ok_or(())?;
+/// Validate `forwardedProps`; the error names the field (paths from `forwardedProps`).
+pub fn parse_iac_props(forwarded: &Value) -> Result<IacProps, FieldError> {
+    let fp = object(forwarded, "forwardedProps")?;
+    let iac = match fp.get("iacCode").or_else(|| fp.get("iac_code")) {
+        Some(v) => v,
+        None => {
+            return Err(FieldError::new(
+                "forwardedProps.iacCode",
+                Problem::IacCodeRequired,
+            ));
+        }
+    };
+    if let Some(k) = fp.keys().find(|k| *k != "iacCode" && *k != "iac_code") {
+        return Err(FieldError::new(k, Problem::Unknown).within("forwardedProps"));
+    }
     if fp.len() != 1 {
-        return Err(());
+        return Err(FieldError::new(
+            "forwardedProps.iacCode",
+            Problem::Duplicate,
+        ));
     }
-    let iac = fp
-        .get("iacCode")
-        .or_else(|| fp.get("iac_code"))
-        .and_then(Value::as_object)
-        .ok_or(())?;
-    let mut s = Strict { o: iac, seen: 0 };
+    let iac = object(iac, "").map_err(|e| e.within("forwardedProps.iacCode"))?;
+    iac_props(iac).map_err(|e| e.within("forwardedProps.iacCode"))
+}
+
+fn iac_props(iac: &Map<String, Value>) -> R<IacProps> {
+    let mut s = Strict {
+        o: iac,
+        seen: Vec::new(),
+    };
     match s.get("schemaVersion", "schema_version")? {
         // REC: the integer 1 (and 1.0); never `true`.
         Some(Value::Number(n)) if n.as_f64() == Some(1.0) => {}
-        _ => return Err(()),
+        None | Some(Value::Null) => {
+            return Err(FieldError::new("schemaVersion", Problem::Required));
+        }
+        Some(_) => return Err(FieldError::new("schemaVersion", Problem::Value)),
     }
     let ros_invocation_id = s
         .opt_str("rosInvocationId", "ros_invocation_id")?
-        .ok_or(())?;
+        .ok_or_else(|| FieldError::new("rosInvocationId", Problem::Required))?;
     let n = ros_invocation_id.chars().count();
     if !(1..=256).contains(&n) {
-        return Err(());
+        return Err(FieldError::new("rosInvocationId", Problem::Value));
     }
-    let cwd = s.opt_str("cwd", "cwd")?.ok_or(())?;
+    let cwd = s
+        .opt_str("cwd", "cwd")?
+        .ok_or_else(|| FieldError::new("cwd", Problem::Required))?;
     let model = s.opt_str("model", "model")?;
     let llm_api_key = s.opt_str("llmApiKey", "llm_api_key")?;
     let llm_headers = match s.get("llmHeaders", "llm_headers")? {
         None | Some(Value::Null) => None,
         Some(Value::Object(m)) => {
-            if !m.values().all(Value::is_string) {
-                return Err(());
+            if let Some((k, _)) = m.iter().find(|(_, v)| !v.is_string()) {
+                return Err(FieldError::new(k, Problem::Type("string")).within("llmHeaders"));
             }
             Some(m.clone())
         }
-        Some(_) => return Err(()),
+        Some(_) => return Err(FieldError::new("llmHeaders", Problem::Type("object"))),
     };
     let thinking = match s.get("thinking", "thinking")? {
         None | Some(Value::Null) => None,
-        Some(Value::Object(t)) => Some(parse_thinking(t)?),
-        Some(_) => return Err(()),
+        Some(Value::Object(t)) => Some(parse_thinking(t).map_err(|e| e.within("thinking"))?),
+        Some(_) => return Err(FieldError::new("thinking", Problem::Type("object"))),
     };
     let user_id = s.opt_str("userId", "user_id")?;
     let channel = s.opt_str("channel", "channel")?;
@@ -410,29 +478,19 @@ fn iac_props(forwarded: &Value) -> Result<IacProps, ()> {
         candidate_presentation.as_deref(),
         None | Some("standard" | "rich")
     ) {
-        return Err(());
+        return Err(FieldError::new("candidatePresentation", Problem::Value));
     }
     let run_mode = s.opt_str("runMode", "run_mode")?;
     if !matches!(run_mode.as_deref(), None | Some("normal" | "pipeline")) {
-        return Err(());
+        return Err(FieldError::new("runMode", Problem::Value));
     }
     let pipeline_name = s.opt_str("pipelineName", "pipeline_name")?;
     let cleanup_only = s.bool_default_false("cleanupOnly", "cleanup_only")?;
     let active_guidance = s.bool_default_false("activeGuidance", "active_guidance")?;
     let alibaba_cloud = match s.get("alibabaCloud", "alibaba_cloud")? {
         None | Some(Value::Null) => None,
-        Some(Value::Object(a)) => {
-            let mut s2 = Strict { o: a, seen: 0 };
-            let c = AlibabaCloud {
-                access_key_id: s2.opt_str("accessKeyId", "access_key_id")?,
-                access_key_secret: s2.opt_str("accessKeySecret", "access_key_secret")?,
-                security_token: s2.opt_str("securityToken", "security_token")?,
-                region_id: s2.opt_str("regionId", "region_id")?,
-            };
-            s2.finish()?;
-            Some(c)
-        }
-        Some(_) => return Err(()),
+        Some(Value::Object(a)) => Some(parse_alibaba(a).map_err(|e| e.within("alibabaCloud"))?),
+        Some(_) => return Err(FieldError::new("alibabaCloud", Problem::Type("object"))),
     };
     s.finish()?;
     Ok(IacProps {
@@ -454,8 +512,26 @@ fn iac_props(forwarded: &Value) -> Result<IacProps, ()> {
     })
 }
 
-fn parse_thinking(t: &Map<String, Value>) -> Result<Thinking, ()> {
-    let mut s = Strict { o: t, seen: 0 };
+fn parse_alibaba(a: &Map<String, Value>) -> R<AlibabaCloud> {
+    let mut s = Strict {
+        o: a,
+        seen: Vec::new(),
+    };
+    let c = AlibabaCloud {
+        access_key_id: s.opt_str("accessKeyId", "access_key_id")?,
+        access_key_secret: s.opt_str("accessKeySecret", "access_key_secret")?,
+        security_token: s.opt_str("securityToken", "security_token")?,
+        region_id: s.opt_str("regionId", "region_id")?,
+    };
+    s.finish()?;
+    Ok(c)
+}
+
+fn parse_thinking(t: &Map<String, Value>) -> R<Thinking> {
+    let mut s = Strict {
+        o: t,
+        seen: Vec::new(),
+    };
     let enabled = s.bool_default_false("enabled", "enabled")?;
     let effort = s.opt_str("effort", "effort")?;
     let budget = match s.get("budget", "budget")? {
@@ -468,11 +544,11 @@ fn parse_thinking(t: &Map<String, Value>) -> Result<Thinking, ()> {
                 || text.starts_with('-')
                 || digits.bytes().all(|b| b == b'0')
             {
-                return Err(());
+                return Err(FieldError::new("budget", Problem::Value));
             }
             Some(n.clone())
         }
-        Some(_) => return Err(()),
+        Some(_) => return Err(FieldError::new("budget", Problem::Type("integer"))),
     };
     s.finish()?;
     Ok(Thinking {
@@ -577,7 +653,7 @@ mod tests {
         assert_eq!(r.resume, None);
     }
 
-    fn props(iac: Value) -> Result<IacProps, Invalid> {
+    fn props(iac: Value) -> Result<IacProps, FieldError> {
         parse_iac_props(&json!({"iacCode": iac}))
     }
 
@@ -632,5 +708,275 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.preferred_language.as_deref(), Some("ja"));
+    }
+
+    #[test]
+    fn every_validation_failure_names_its_field_in_every_language() {
+        use crate::i18n::Lang;
+        let iac = |f: fn(&mut Map<String, Value>)| {
+            with(base(), |o| {
+                f(o["forwardedProps"]["iacCode"].as_object_mut().unwrap())
+            })
+        };
+        // (body, the path the message must name)
+        let cases: Vec<(Value, &str)> = vec![
+            (json!([]), "body"),
+            (
+                with(base(), |o| {
+                    o.remove("threadId");
+                }),
+                "threadId",
+            ),
+            (
+                with(base(), |o| {
+                    o.insert("threadId".into(), json!(5));
+                }),
+                "threadId",
+            ),
+            (
+                with(base(), |o| {
+                    o.remove("runId");
+                }),
+                "runId",
+            ),
+            (
+                with(base(), |o| {
+                    o.insert("parentRunId".into(), json!(1));
+                }),
+                "parentRunId",
+            ),
+            (
+                with(base(), |o| {
+                    o.remove("messages");
+                }),
+                "messages",
+            ),
+            (
+                with(base(), |o| {
+                    o.insert("messages".into(), json!({}));
+                }),
+                "messages",
+            ),
+            (
+                with(base(), |o| {
+                    o.insert("messages".into(), json!([5]));
+                }),
+                "messages[0]",
+            ),
+            (
+                with(base(), |o| {
+                    o.insert("messages".into(), json!([{"id": "m", "content": "x"}]));
+                }),
+                "messages[0].role",
+            ),
+            (
+                with(base(), |o| {
+                    o.insert("messages".into(), json!([{"id": "m", "role": "user"}]));
+                }),
+                "messages[0].content",
+            ),
+            (
+                with(base(), |o| {
+                    o.insert("messages".into(), json!([{"role": "user", "content": "x"}]));
+                }),
+                "messages[0].id",
+            ),
+            (
+                with(base(), |o| {
+                    o.insert("messages".into(), json!([{"id": "m", "role": "user", "content": [{"type": "image", "source": {"type": "data", "value": "x"}}]}]));
+                }),
+                "messages[0].content[0].source.mimeType",
+            ),
+            (
+                with(base(), |o| {
+                    o.insert("messages".into(), json!([{"id": "a", "role": "assistant", "toolCalls": [{"id": "c", "type": "function", "function": {"name": "f"}}]}]));
+                }),
+                "messages[0].toolCalls[0].function.arguments",
+            ),
+            (
+                with(base(), |o| {
+                    o.insert("tools".into(), json!([{"name": "x"}]));
+                }),
+                "tools[0].description",
+            ),
+            (
+                with(base(), |o| {
+                    o.insert("context".into(), json!([{"value": "x"}]));
+                }),
+                "context[0].description",
+            ),
+            (
+                with(base(), |o| {
+                    o.remove("forwardedProps");
+                }),
+                "forwardedProps",
+            ),
+            (
+                with(base(), |o| {
+                    o.insert("resume".into(), json!({}));
+                }),
+                "resume",
+            ),
+            (
+                with(base(), |o| {
+                    o.insert(
+                        "resume".into(),
+                        json!([{"interruptId": "i", "status": "maybe"}]),
+                    );
+                }),
+                "resume[0].status",
+            ),
+            (
+                with(base(), |o| {
+                    o.insert("resume".into(), json!([{"status": "resolved"}]));
+                }),
+                "resume[0].interruptId",
+            ),
+        ];
+        let iac_cases: Vec<(Value, &str)> = vec![
+            (
+                with(base(), |o| {
+                    o.insert("forwardedProps".into(), json!({}));
+                }),
+                "forwardedProps.iacCode",
+            ),
+            (
+                with(base(), |o| {
+                    o.insert("forwardedProps".into(), json!([]));
+                }),
+                "forwardedProps",
+            ),
+            (
+                with(base(), |o| {
+                    o["forwardedProps"]["other"] = json!(1);
+                }),
+                "forwardedProps.other",
+            ),
+            (
+                with(base(), |o| {
+                    o.insert("forwardedProps".into(), json!({"iacCode": 5}));
+                }),
+                "forwardedProps.iacCode",
+            ),
+            (
+                iac(|o| {
+                    o.remove("schemaVersion");
+                }),
+                "forwardedProps.iacCode.schemaVersion",
+            ),
+            (
+                iac(|o| {
+                    o.insert("schemaVersion".into(), json!(true));
+                }),
+                "forwardedProps.iacCode.schemaVersion",
+            ),
+            (
+                iac(|o| {
+                    o.remove("rosInvocationId");
+                }),
+                "forwardedProps.iacCode.rosInvocationId",
+            ),
+            (
+                iac(|o| {
+                    o.insert("rosInvocationId".into(), json!(""));
+                }),
+                "forwardedProps.iacCode.rosInvocationId",
+            ),
+            (
+                iac(|o| {
+                    o.remove("cwd");
+                }),
+                "forwardedProps.iacCode.cwd",
+            ),
+            (
+                iac(|o| {
+                    o.insert("cwd".into(), json!(1));
+                }),
+                "forwardedProps.iacCode.cwd",
+            ),
+            (
+                iac(|o| {
+                    o.insert("colour".into(), json!("red"));
+                }),
+                "forwardedProps.iacCode.colour",
+            ),
+            (
+                iac(|o| {
+                    o.insert("run_mode".into(), json!("x"));
+                    o.insert("runMode".into(), json!("x"));
+                }),
+                "forwardedProps.iacCode.runMode",
+            ),
+            (
+                iac(|o| {
+                    o.insert("runMode".into(), json!("fast"));
+                }),
+                "forwardedProps.iacCode.runMode",
+            ),
+            (
+                iac(|o| {
+                    o.insert("candidatePresentation".into(), json!("x"));
+                }),
+                "forwardedProps.iacCode.candidatePresentation",
+            ),
+            (
+                iac(|o| {
+                    o.insert("llmHeaders".into(), json!({"a": 1}));
+                }),
+                "forwardedProps.iacCode.llmHeaders.a",
+            ),
+            (
+                iac(|o| {
+                    o.insert("thinking".into(), json!({"budget": 0}));
+                }),
+                "forwardedProps.iacCode.thinking.budget",
+            ),
+            (
+                iac(|o| {
+                    o.insert("thinking".into(), json!({"enabled": 1}));
+                }),
+                "forwardedProps.iacCode.thinking.enabled",
+            ),
+            (
+                iac(|o| {
+                    o.insert("thinking".into(), json!({"x": 1}));
+                }),
+                "forwardedProps.iacCode.thinking.x",
+            ),
+            (
+                iac(|o| {
+                    o.insert("alibabaCloud".into(), json!({"region": "x"}));
+                }),
+                "forwardedProps.iacCode.alibabaCloud.region",
+            ),
+            (
+                iac(|o| {
+                    o.insert("cleanupOnly".into(), json!("yes"));
+                }),
+                "forwardedProps.iacCode.cleanupOnly",
+            ),
+        ];
+        let check = |e: FieldError, want: &str, body: &Value| {
+            assert_eq!(
+                e.path.replace("body", ""),
+                want.replace("body", ""),
+                "{body}"
+            );
+            for lang in Lang::ALL {
+                let m = e.message(lang);
+                assert!(m.contains(&format!("`{want}`")), "{lang:?}: {m} ({body})");
+            }
+        };
+        for (body, want) in cases {
+            check(parse_envelope(&body).unwrap_err(), want, &body);
+        }
+        for (body, want) in iac_cases {
+            let inp = parse_envelope(&body).unwrap();
+            check(
+                parse_iac_props(&inp.forwarded_props).unwrap_err(),
+                want,
+                &body,
+            );
+        }
     }
 }
