@@ -134,16 +134,36 @@ try {
     await shot("06-stopped");
   });
 
+  const turns = () => page.evaluate(() => ({
+    users: [...document.querySelectorAll("#log .msg.user")].map((e) => e.textContent),
+    answers: [...document.querySelectorAll("#log .msg.assistant")].map((e) => e.textContent),
+    tools: document.querySelectorAll("#log .tool").length,
+  }));
+
+  await step("a reload after finished turns shows the thread's earlier turns again", async () => {
+    const before = await turns();
+    if (before.users.length < 2 || before.answers.length < 2) fail("history", `too few turns: ${JSON.stringify(before)}`);
+    await page.reload({ waitUntil: "load" });
+    await page.waitForFunction((n) => document.querySelectorAll("#log .msg.user").length >= n, { timeout: 10000 }, before.users.length);
+    const after = await turns();
+    if (JSON.stringify(after) !== JSON.stringify(before)) fail("history", `before ${JSON.stringify(before)} after ${JSON.stringify(after)}`);
+    await shot("07-history-after-reload");
+  });
+
   await step("a reload mid-run re-attaches and shows the whole answer once", async () => {
+    const earlier = (await turns()).users.length;
     await send("pace 30 10");
     await page.waitForFunction(() => /\b5@/.test([...document.querySelectorAll("#log .msg.assistant")].pop()?.textContent || ""), { timeout: 10000 });
     await page.reload({ waitUntil: "load" });
     await page.waitForFunction(() => document.querySelector("#state").textContent === "finished", { timeout: 20000 });
-    const text = await page.$eval("#log", (e) => e.innerText);
+    // The earlier turns are there again, and the live run once, after them.
+    const now = await turns();
+    if (now.users.length !== earlier + 1) fail("reload", `users ${JSON.stringify(now.users)}`);
+    const text = now.answers[now.answers.length - 1];
     const seen = [...text.matchAll(/\b(\d+)@\d+/g)].map((m) => Number(m[1]));
     const want = Array.from({ length: 30 }, (_, i) => i);
     if (JSON.stringify(seen) !== JSON.stringify(want)) fail("reload", `deltas ${seen.join(",")}`);
-    await shot("07-reloaded");
+    await shot("08-reloaded");
   });
 
   await step("no external resource, no CSP violation or script error", async () => {
