@@ -146,7 +146,10 @@ class Adapter:
         env.update(work.env)
         env["IAC_CODE_AGUI_STATE_DIR"] = os.path.join(work.dir, "state")
         env["RUST_LOG"] = "info"
-        cmd = [args.bin, "--port", "0", "--agui-protocol", args.protocol, "--log-format", args.log_format]
+        # --default-cwd: stock clients (the validator) send no iacCode; the scenarios that do are
+        # validated as sent.
+        cmd = [args.bin, "--port", "0", "--agui-protocol", args.protocol, "--log-format", args.log_format,
+               "--default-cwd", work.ws]
         if kernel_url:
             cmd += ["--a2a-url", kernel_url]
             env["IAC_CODE_AGUI_A2A_TOKEN"] = kernel_token
@@ -652,6 +655,19 @@ def scenario_sigterm_mid_resume(a, w, args, kernel_url, token):
     return a
 
 
+def scenario_validator(a, w):
+    """The community validator (ag-ui-validate 0.4) in live mode with its own RunAgentInput
+    (no iacCode: the server's --default-cwd) finds no conformance violation."""
+    s = "ag-ui-validate live mode"
+    tool = os.environ.get("IAC_AGUI_VALIDATOR")
+    if not tool:
+        fail(s, "IAC_AGUI_VALIDATOR is not set (tests/interop/run.sh installs the validator)")
+    r = subprocess.run([tool, f"http://127.0.0.1:{a.port}/", "--timeout", "90", "--no-color"],
+                       capture_output=True, text=True, timeout=120)
+    out = r.stdout + r.stderr
+    expect(s, r.returncode == 0 and "no conformance violations" in out, f"exit {r.returncode}: {out[-800:]}")
+
+
 def scenario_capabilities(a, w):
     """`GET /capabilities` is an AG-UI 1.0 `AgentCapabilities` with no key the model does not
     know (the generated models allow extras, so they are looked for explicitly)."""
@@ -743,11 +759,12 @@ def main():
         a = Adapter(args, w, kernel_url, token)
         scenarios = [scenario_plain, scenario_thinking, scenario_permission, scenario_admission,
                      scenario_busy_and_cancel, scenario_cancel_paused, scenario_disconnect, scenario_llm_error,
-                     scenario_pipeline, scenario_replay_finished, scenario_metrics]
+                     scenario_pipeline, scenario_replay_finished, scenario_metrics, scenario_validator]
         if args.mode == "managed":
             scenarios += [scenario_ts_client, scenario_stop_then_send]
         if args.protocol == "1.0":
-            scenarios = [scenario_plain, scenario_permission, scenario_busy_and_cancel, scenario_capabilities]
+            scenarios = [scenario_plain, scenario_permission, scenario_busy_and_cancel, scenario_capabilities,
+                         scenario_validator]
         for sc in scenarios:
             if args.only and not any(o in sc.__name__ for o in args.only.split(",")):
                 continue

@@ -35,6 +35,18 @@ if [ "$(cat "$ROOT/ts/pin.txt" 2>/dev/null)" != "$TS_CLIENT_PIN" ]; then
   echo "$TS_CLIENT_PIN" > "$ROOT/ts/pin.txt"
 fi
 cp tests/interop/ts_client.mjs "$ROOT/ts/ts_client.mjs"
+
+# The community conformance validator, live mode, in a venv of its own (its httpx must not
+# move the kernel's).
+VALIDATOR_PIN="ag-ui-validate[transport]==0.4.0"
+if [ "$(cat "$ROOT/validator/pin.txt" 2>/dev/null)" != "$VALIDATOR_PIN" ]; then
+  rm -rf "$ROOT/validator"
+  "$PY" -m venv "$ROOT/validator" || { echo "interop: cannot create the validator's venv" >&2; exit 1; }
+  "$ROOT/validator/bin/pip" install -q --disable-pip-version-check "$VALIDATOR_PIN" \
+    || { echo "interop: cannot install $VALIDATOR_PIN" >&2; exit 1; }
+  echo "$VALIDATOR_PIN" > "$ROOT/validator/pin.txt"
+fi
+export IAC_AGUI_VALIDATOR="$PWD/$ROOT/validator/bin/ag-ui-validate"
 export IAC_AGUI_TS_CLIENT="$ROOT/ts/ts_client.mjs"
 
 cargo build --quiet
