@@ -223,7 +223,12 @@ fn cancel_route_validation_order() {
             "INVALID_JSON",
             Msg::CancelInvalidJson.text(Lang::En),
         ),
-        (b"[]", 400, "INVALID_INPUT", "`body` must be of type object."),
+        (
+            b"[]",
+            400,
+            "INVALID_INPUT",
+            "`body` must be of type object.",
+        ),
         (
             br#"{"threadId":"t"}"#,
             400,

@@ -14,6 +14,7 @@ Scenarios (keyword in the user's message):
   otherwise  -> a short answer
 """
 
+import itertools
 import json
 import sys
 import time
@@ -60,6 +61,14 @@ COMPLETE_STEP_CONCLUSION = {
     "rejection_reason": "The user chose not to deploy now.",
     "category": "none",
 }
+
+
+CALLS = itertools.count(1)
+
+
+def next_call_id():
+    """A fresh tool-call id per call, as real models give (clients key tool calls by it)."""
+    return f"call_fake_{next(CALLS)}"
 
 
 def plan(req):
@@ -149,7 +158,7 @@ class Handler(BaseHTTPRequestHandler):
         finish = "stop"
         if tool:
             name, args = tool
-            self.chunk({"tool_calls": [{"index": 0, "id": "call_fake_1", "type": "function",
+            self.chunk({"tool_calls": [{"index": 0, "id": next_call_id(), "type": "function",
                                         "function": {"name": name, "arguments": ""}}]})
             self.chunk({"tool_calls": [{"index": 0, "function": {"arguments": json.dumps(args)}}]})
             finish = "tool_calls"
@@ -166,7 +175,7 @@ class Handler(BaseHTTPRequestHandler):
         finish = "stop"
         if tool:
             name, args = tool
-            msg["tool_calls"] = [{"id": "call_fake_1", "type": "function",
+            msg["tool_calls"] = [{"id": next_call_id(), "type": "function",
                                   "function": {"name": name, "arguments": json.dumps(args)}}]
             finish = "tool_calls"
         body = json.dumps({"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": "fake-model",

@@ -655,6 +655,20 @@ def scenario_sigterm_mid_resume(a, w, args, kernel_url, token):
     return a
 
 
+def scenario_ts_agent_v1(a, w):
+    """`HttpAgent` from @ag-ui/client 1.0.0 drives plain, permission → resume, question →
+    answer, fail and cancel flows with no console.warn/error, every event strict 1.0, and
+    the post-approval text as its own assistant message."""
+    s = "ts HttpAgent 1.0"
+    script = os.environ.get("IAC_AGUI_TS_AGENT_V1")
+    if not script:
+        fail(s, "IAC_AGUI_TS_AGENT_V1 is not set (tests/interop/run.sh installs the client)")
+    p = subprocess.run(["node", script, f"http://127.0.0.1:{a.port}/", w.ws], capture_output=True, text=True,
+                       timeout=300)
+    out = (p.stdout + p.stderr).strip()
+    expect(s, p.returncode == 0 and "ts-agent-v1 ok" in out, out[-1500:])
+
+
 def scenario_validator(a, w):
     """The community validator (ag-ui-validate 0.4) in live mode with its own RunAgentInput
     (no iacCode: the server's --default-cwd) finds no conformance violation."""
@@ -764,7 +778,7 @@ def main():
             scenarios += [scenario_ts_client, scenario_stop_then_send]
         if args.protocol == "1.0":
             scenarios = [scenario_plain, scenario_permission, scenario_busy_and_cancel, scenario_capabilities,
-                         scenario_validator]
+                         scenario_validator, scenario_ts_agent_v1]
         for sc in scenarios:
             if args.only and not any(o in sc.__name__ for o in args.only.split(",")):
                 continue

@@ -36,6 +36,19 @@ if [ "$(cat "$ROOT/ts/pin.txt" 2>/dev/null)" != "$TS_CLIENT_PIN" ]; then
 fi
 cp tests/interop/ts_client.mjs "$ROOT/ts/ts_client.mjs"
 
+# AG-UI 1.0's own TypeScript client (HttpAgent) and schemas, pinned, for the 1.0-mode flows.
+TS_V1_PIN="@ag-ui/client@1.0.0 @ag-ui/core@1.0.0"
+if [ "$(cat "$ROOT/ts1/pin.txt" 2>/dev/null)" != "$TS_V1_PIN" ]; then
+  rm -rf "$ROOT/ts1"
+  mkdir -p "$ROOT/ts1"
+  # shellcheck disable=SC2086
+  (cd "$ROOT/ts1" && npm init -y >/dev/null && npm install --silent --no-audit --no-fund $TS_V1_PIN) \
+    || { echo "interop: cannot install $TS_V1_PIN" >&2; exit 1; }
+  echo "$TS_V1_PIN" > "$ROOT/ts1/pin.txt"
+fi
+cp tests/interop/ts_agent_v1.mjs "$ROOT/ts1/ts_agent_v1.mjs"
+export IAC_AGUI_TS_AGENT_V1="$PWD/$ROOT/ts1/ts_agent_v1.mjs"
+
 # The community conformance validator, live mode, in a venv of its own (its httpx must not
 # move the kernel's).
 VALIDATOR_PIN="ag-ui-validate[transport]==0.4.0"

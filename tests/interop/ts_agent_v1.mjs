@@ -1,0 +1,143 @@
+// AG-UI 1.0's own client, `HttpAgent` from @ag-ui/client 1.0.0, against iac-agui in
+// `--agui-protocol 1.0` mode, as a front-end team uses it: plain, permission → resume,
+// question → answer (a pipeline's clarifying question), an LLM failure, a cancel.
+//   node ts_agent_v1.mjs URL CWD
+// Every event is also parsed with @ag-ui/core 1.0's schema for its type, `.strict()` (no
+// unknown keys); any console.warn or console.error the client prints is a failure.
+import { HttpAgent } from "@ag-ui/client";
+import * as schemas from "@ag-ui/core/schemas";
+
+const [url, cwd] = process.argv.slice(2);
+const printed = [];
+for (const level of ["warn", "error"]) {
+  const original = console[level];
+  console[level] = (...args) => {
+    printed.push(`console.${level}: ${args.map(String).join(" ")}`);
+    original.apply(console, args);
+  };
+}
+const fail = (flow, what) => {
+  process.stdout.write(`TS AGENT FAILED [${flow}]: ${what}\n`);
+  process.exit(1);
+};
+const id = (p) => `${p}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+
+/** `RUN_STARTED` → `RunStartedEventSchema`. */
+function schemaFor(type) {
+  const name = type.toLowerCase().split("_").map((w) => w[0].toUpperCase() + w.slice(1)).join("") + "EventSchema";
+  return schemas[name];
+}
+
+/** Run once; the events seen (each checked strictly) and the outcome. */
+async function run(flow, agent, params) {
+  const events = [];
+  let outcome = null;
+  let interrupts = [];
+  await agent.runAgent({ runId: id("run"), ...params }, {
+    onEvent({ event }) {
+      const schema = schemaFor(event.type);
+      if (!schema) fail(flow, `no 1.0 schema for ${event.type}`);
+      const strict = typeof schema.strict === "function" ? schema.strict() : schema;
+      const r = strict.safeParse(event);
+      if (!r.success) fail(flow, `${event.type} does not parse strictly: ${r.error.message} ${JSON.stringify(event)}`);
+      events.push(event);
+      if (event.type === "CUSTOM" && event.name === "iac-code.session.v1") lastSession = event.value;
+    },
+    onRunFinishedEvent(p) {
+      outcome = p.outcome;
+      if (p.outcome === "interrupt") interrupts = p.interrupts;
+    },
+    onRunErrorEvent({ event }) {
+      outcome = "error:" + event.code;
+    },
+  });
+  if (printed.length) fail(flow, printed.join(" | "));
+  return { events, outcome, interrupts };
+}
+
+let lastSession = null;
+const user = (text) => ({ id: id("m"), role: "user", content: text });
+const textOf = (m) => (typeof m.content === "string" ? m.content : "");
+
+// plain
+{
+  const agent = new HttpAgent({ url, threadId: id("v1-plain") });
+  agent.addMessage(user("hello"));
+  const r = await run("plain", agent, {});
+  if (r.outcome !== "success") fail("plain", `outcome ${r.outcome}`);
+  if (!agent.messages.some((m) => m.role === "assistant" && textOf(m))) fail("plain", "no assistant text");
+}
+
+// permission → resume: the answer after the approval is its own assistant message, after the
+// tool result.
+{
+  const agent = new HttpAgent({ url, threadId: id("v1-perm") });
+  agent.addMessage(user("please run bash"));
+  const first = await run("permission", agent, {});
+  if (first.outcome !== "interrupt" || first.interrupts.length !== 1) fail("permission", `outcome ${first.outcome}`);
+  const before = agent.messages.length;
+  const r = await run("permission resume", agent, {
+    resume: [{ interruptId: first.interrupts[0].id, status: "resolved", payload: { decision: "allow_once" } }],
+  });
+  if (r.outcome !== "success") fail("permission resume", `outcome ${r.outcome}`);
+  const msgs = agent.messages;
+  const tool = msgs.findIndex((m, i) => i >= 0 && m.role === "tool");
+  const answer = msgs.findIndex((m, i) => i > tool && m.role === "assistant" && textOf(m));
+  if (tool < 0) fail("permission resume", `no tool message in ${JSON.stringify(msgs)}`);
+  if (answer < 0) fail("permission resume", `no assistant message after the tool result: ${JSON.stringify(msgs)}`);
+  if (answer < before) fail("permission resume", "the post-approval text went into an earlier message");
+}
+
+// question → answer: a pipeline's clarifying question, answered with its first option
+{
+  const agent = new HttpAgent({ url, threadId: id("v1-question") });
+  agent.addMessage(user("build a pipeline for a web app"));
+  const props = { iacCode: { schemaVersion: 1, rosInvocationId: "ros-v1", cwd, runMode: "pipeline" } };
+  const first = await run("question", agent, { forwardedProps: props });
+  if (first.outcome !== "interrupt") fail("question", `outcome ${first.outcome}`);
+  const q = first.interrupts[0];
+  const option = (q.responseSchema?.oneOf || []).map((s) => s.properties?.selectedId?.const).find(Boolean);
+  const payload = option ? { selectedId: option } : { freeText: "the cheapest one" };
+  const r = await run("question answer", agent, {
+    forwardedProps: props,
+    resume: [{ interruptId: q.id, status: "resolved", payload }],
+  });
+  // The answer must be taken (its tool result shown). What the fake model's pipeline does
+  // after it is the same as in the Python pipeline scenario (run.py `scenario_pipeline`,
+  // which issue 22 asks to tighten): it may end A2A_EXECUTION_FAILED.
+  if (!r.events.some((e) => e.type === "TOOL_CALL_RESULT")) fail("question answer", "the answer produced no tool result");
+  if (!["success", "interrupt", "error:A2A_EXECUTION_FAILED"].includes(r.outcome)) fail("question answer", `outcome ${r.outcome}`);
+}
+
+// an LLM failure: one RUN_ERROR, still strictly 1.0
+{
+  const agent = new HttpAgent({ url, threadId: id("v1-fail") });
+  agent.addMessage(user("llm-error please"));
+  const r = await run("fail", agent, {});
+  if (!String(r.outcome).startsWith("error:")) fail("fail", `outcome ${r.outcome}`);
+}
+
+// cancel: the cancel route while the agent streams; the run ends `cancelled`
+{
+  const threadId = id("v1-cancel");
+  const agent = new HttpAgent({ url, threadId });
+  agent.addMessage(user("slow please"));
+  lastSession = null;
+  const done = run("cancel", agent, {});
+  const deadline = Date.now() + 30000;
+  // The session event (first in the stream) names the execution to cancel.
+  while (!lastSession && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  const sessionId = lastSession;
+  if (!sessionId) fail("cancel", "no session event");
+  const c = await fetch(new URL(`/extensions/iac-code/v1/executions/${sessionId.executionId}/cancel`, url), {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ threadId, rosInvocationId: sessionId.rosInvocationId }),
+  });
+  if (![200, 202].includes(c.status)) fail("cancel", `cancel route ${c.status}`);
+  const r = await done;
+  if (r.outcome !== "cancelled") fail("cancel", `outcome ${r.outcome}`);
+}
+
+console.log("ts-agent-v1 ok: plain, permission resume, question answer, fail, cancel");
+process.exit(0);
