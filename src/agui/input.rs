@@ -141,9 +141,11 @@ fn envelope(body: &Value) -> R<RunInput> {
         })()
         .map_err(|e| e.within(&at))?;
     }
+    // Optional in AG-UI 1.0 (its SDKs omit it when unset): absent is `{}`, which then needs
+    // the server's --default-cwd (or names `forwardedProps.iacCode` as required).
     let forwarded_props = field(o, "forwardedProps", "forwarded_props")
-        .ok_or_else(|| FieldError::new("forwardedProps", Problem::Required))?
-        .clone();
+        .cloned()
+        .unwrap_or_else(|| Value::Object(Map::new()));
     let resume = match field(o, "resume", "resume") {
         None | Some(Value::Null) => None,
         Some(Value::Array(a)) => Some(
@@ -583,9 +585,6 @@ mod tests {
                 o.insert("context".into(), json!("x"));
             }),
             with(base(), |o| {
-                o.remove("forwardedProps");
-            }),
-            with(base(), |o| {
                 o.insert("threadId".into(), json!(5));
             }),
             with(base(), |o| {
@@ -807,12 +806,6 @@ mod tests {
             ),
             (
                 with(base(), |o| {
-                    o.remove("forwardedProps");
-                }),
-                "forwardedProps",
-            ),
-            (
-                with(base(), |o| {
                     o.insert("resume".into(), json!({}));
                 }),
                 "resume",
@@ -837,6 +830,12 @@ mod tests {
             (
                 with(base(), |o| {
                     o.insert("forwardedProps".into(), json!({}));
+                }),
+                "forwardedProps.iacCode",
+            ),
+            (
+                with(base(), |o| {
+                    o.remove("forwardedProps");
                 }),
                 "forwardedProps.iacCode",
             ),

@@ -95,15 +95,37 @@ def parse_sse(raw, scenario, first_id=0):
     return events
 
 
+STRICT_V1 = False
+
+
+def extra_keys(model, path):
+    """Keys a pydantic model kept as extras, at any depth (lists of models included)."""
+    from pydantic import BaseModel
+    out = [f"{path}.{k}" for k in (getattr(model, "model_extra", None) or {})]
+    for name in type(model).model_fields:
+        v = getattr(model, name)
+        items = v if isinstance(v, list) else [v]
+        for j, x in enumerate(items):
+            if isinstance(x, BaseModel):
+                out += extra_keys(x, f"{path}.{name}" + (f"[{j}]" if isinstance(v, list) else ""))
+    return out
+
+
 def check_stream(scenario, events):
     """Official models + stream rules; the message names the offending event."""
     if not events:
         fail(scenario, "empty stream")
     for i, e in enumerate(events):
         try:
-            EVENTS.validate_python(e)
+            model = EVENTS.validate_python(e)
         except Exception as ex:  # noqa: BLE001
             fail(scenario, f"event {i} {e.get('type')} is rejected by the official AG-UI models: {str(ex).splitlines()[0]}")
+        # The 1.0 models allow extra keys; strict 1.0 means none (0.1 mode keeps the
+        # reference's bytes, extras included).
+        if STRICT_V1:
+            unknown = extra_keys(model, e.get("type", "event"))
+            if unknown:
+                fail(scenario, f"event {i} {e.get('type')} has keys the AG-UI 1.0 models do not know: {unknown}")
         for k, v in e.items():
             if v is None:
                 fail(scenario, f"event {i} {e.get('type')} carries null in {k}")
@@ -669,6 +691,33 @@ def scenario_ts_agent_v1(a, w):
     expect(s, p.returncode == 0 and "ts-agent-v1 ok" in out, out[-1500:])
 
 
+def scenario_python_sdk_v1(a, w):
+    """The Python SDK 1.0's own serialized RunAgentInput (`model_dump_json(by_alias=True,
+    exclude_none=True)`: no empty state, tools or context) runs, with iacCode properties and
+    without them (the server's --default-cwd)."""
+    s = "Python SDK 1.0 RunAgentInput"
+    lib = os.environ.get("IAC_AGUI_PY_SDK_V1")
+    if not lib:
+        fail(s, "IAC_AGUI_PY_SDK_V1 is not set (tests/interop/run.sh installs ag-ui-protocol 1.0)")
+    code = (
+        "import json, sys\n"
+        "from ag_ui.core import RunAgentInput, UserMessage\n"
+        "thread, run, text, props = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])\n"
+        "kw = {'forwarded_props': props} if props is not None else {}\n"
+        "print(RunAgentInput(thread_id=thread, run_id=run, messages=[UserMessage(id=run + '-m', role='user',"
+        " content=text)], **kw).model_dump_json(by_alias=True, exclude_none=True))\n"
+    )
+    iac = {"iacCode": {"schemaVersion": 1, "rosInvocationId": "ros-interop", "cwd": w.ws}}
+    for thread, props in (("py-sdk-iac", iac), ("py-sdk-bare", None)):
+        p = subprocess.run([sys.executable, "-c", code, thread, thread + "-r1", "hello", json.dumps(props)],
+                           capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=lib), timeout=60)
+        expect(s, p.returncode == 0, p.stderr[-500:])
+        body = json.loads(p.stdout)
+        expect(s, "state" not in body and "tools" not in body, f"the SDK body changed: {body}")
+        st, ev = a.post(s, body)
+        expect(s, st == 200 and outcome(ev) == "success", f"{thread}: {st} {ev if st != 200 else outcome(ev)}")
+
+
 def scenario_validator(a, w):
     """The community validator (ag-ui-validate 0.4) in live mode with its own RunAgentInput
     (no iacCode: the server's --default-cwd) finds no conformance violation."""
@@ -759,6 +808,8 @@ def main():
     p.add_argument("--kernel-beside-bin", action="store_true",
                    help="managed mode without IAC_CODE_AGUI_KERNEL_CMD: iac-agui finds iac-code itself")
     args = p.parse_args()
+    global STRICT_V1
+    STRICT_V1 = args.protocol == "1.0"
     llm = subprocess.Popen([sys.executable, os.path.join(HERE, "fake_llm.py")], stdout=subprocess.PIPE, text=True)
     llm_port = int(llm.stdout.readline())
     w = Work(llm_port)
@@ -773,12 +824,13 @@ def main():
         a = Adapter(args, w, kernel_url, token)
         scenarios = [scenario_plain, scenario_thinking, scenario_permission, scenario_admission,
                      scenario_busy_and_cancel, scenario_cancel_paused, scenario_disconnect, scenario_llm_error,
-                     scenario_pipeline, scenario_replay_finished, scenario_metrics, scenario_validator]
+                     scenario_pipeline, scenario_replay_finished, scenario_metrics, scenario_validator,
+                     scenario_python_sdk_v1]
         if args.mode == "managed":
             scenarios += [scenario_ts_client, scenario_stop_then_send]
         if args.protocol == "1.0":
             scenarios = [scenario_plain, scenario_permission, scenario_busy_and_cancel, scenario_capabilities,
-                         scenario_validator, scenario_ts_agent_v1]
+                         scenario_validator, scenario_ts_agent_v1, scenario_python_sdk_v1]
         for sc in scenarios:
             if args.only and not any(o in sc.__name__ for o in args.only.split(",")):
                 continue

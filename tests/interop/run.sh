@@ -48,6 +48,8 @@ if [ "$(cat "$ROOT/ts1/pin.txt" 2>/dev/null)" != "$TS_V1_PIN" ]; then
 fi
 cp tests/interop/ts_agent_v1.mjs "$ROOT/ts1/ts_agent_v1.mjs"
 export IAC_AGUI_TS_AGENT_V1="$PWD/$ROOT/ts1/ts_agent_v1.mjs"
+# The Python SDK 1.0 (already installed for the 1.0 models), to build its own RunAgentInput.
+export IAC_AGUI_PY_SDK_V1="$PWD/$ROOT/agui10"
 
 # The community conformance validator, live mode, in a venv of its own (its httpx must not
 # move the kernel's).

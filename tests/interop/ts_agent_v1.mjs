@@ -139,5 +139,15 @@ const textOf = (m) => (typeof m.content === "string" ? m.content : "");
   if (r.outcome !== "cancelled") fail("cancel", `outcome ${r.outcome}`);
 }
 
-console.log("ts-agent-v1 ok: plain, permission resume, question answer, fail, cancel");
+// capabilities: an AgentCapabilities object by @ag-ui/core's own schema, strict at the top
+{
+  const r = await fetch(new URL("/capabilities", url));
+  if (r.status !== 200) fail("capabilities", `status ${r.status}`);
+  const caps = await r.json();
+  const parsed = schemas.AgentCapabilitiesSchema.strict().safeParse(caps);
+  if (!parsed.success) fail("capabilities", parsed.error.message);
+  if (!caps.transport?.streaming || !caps.humanInTheLoop?.interrupts) fail("capabilities", JSON.stringify(caps));
+}
+
+console.log("ts-agent-v1 ok: plain, permission resume, question answer, fail, cancel, capabilities");
 process.exit(0);
