@@ -785,20 +785,8 @@ fn agui_1_0_mode() {
     assert_eq!(last(&ev2)["outcome"], json!({"type": "cancelled"}));
     // Regression (stock clients): a resume's answer is a message of its own, not more of the
     // interrupted run's message (HttpAgent 1.0 appended it above the tool result).
-    let first = s.run(&s.body("t4", "r1", "create a file (permission)"));
-    let pid = pending_id(&first);
-    let resumed = s.run(&s.resume_body(
-        "t4",
-        "r2",
-        json!([{"interruptId": pid, "status": "resolved", "payload": {"decision": "allow_once"}}]),
-    ));
-    let text_ids = |ev: &[Value]| -> Vec<String> {
-        ev.iter()
-            .filter(|e| e["type"] == "TEXT_MESSAGE_START")
-            .map(|e| e["messageId"].as_str().unwrap().to_string())
-            .collect()
-    };
-    let (before, after) = (text_ids(&first), text_ids(&resumed));
+    let (first, resumed) = permission_then_allow(&s, "t4");
+    let (before, after) = (text_message_ids(&first), text_message_ids(&resumed));
     assert!(
         !before.is_empty() && !after.is_empty(),
         "{first:?} {resumed:?}"
@@ -1019,17 +1007,28 @@ fn without_a_default_cwd_a_request_without_iac_code_properties_is_refused() {
 fn agui_0_1_mode_keeps_the_kernels_message_ids_across_a_resume() {
     // Byte parity with the reference: in 0.1 mode the resume continues the kernel's message.
     let s = Stack::new();
-    let first = s.run(&s.body("t4", "r1", "create a file (permission)"));
+    let (first, resumed) = permission_then_allow(&s, "t4");
+    assert_eq!(
+        text_message_ids(&first)[..1],
+        text_message_ids(&resumed)[..1]
+    );
+}
+
+/// A permission run on `thread`, then its resume allowing it: both runs' events.
+fn permission_then_allow(s: &Stack, thread: &str) -> (Vec<Value>, Vec<Value>) {
+    let first = s.run(&s.body(thread, "r1", "create a file (permission)"));
     let pid = pending_id(&first);
     let resumed = s.run(&s.resume_body(
-        "t4",
+        thread,
         "r2",
         json!([{"interruptId": pid, "status": "resolved", "payload": {"decision": "allow_once"}}]),
     ));
-    let id = |ev: &[Value]| {
-        ev.iter()
-            .find(|e| e["type"] == "TEXT_MESSAGE_START")
-            .map(|e| e["messageId"].clone())
-    };
-    assert_eq!(id(&first), id(&resumed));
+    (first, resumed)
+}
+
+fn text_message_ids(ev: &[Value]) -> Vec<String> {
+    ev.iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_START")
+        .map(|e| e["messageId"].as_str().unwrap().to_string())
+        .collect()
 }
