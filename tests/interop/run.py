@@ -607,6 +607,19 @@ def scenario_kernel_restart(a, w, args, kernel, port, token):
     return kernel
 
 
+def kernel_task_state(kernel_url, token, task_id):
+    """`GetTask` straight to the kernel: the task's state."""
+    host, port = kernel_url.removeprefix("http://").rstrip("/").rsplit(":", 1)
+    c = http.client.HTTPConnection(host, int(port), timeout=10)
+    c.request("POST", "/", body=json.dumps({"jsonrpc": "2.0", "id": "probe", "method": "GetTask",
+                                              "params": {"id": task_id}}),
+              headers={"Content-Type": "application/json", "A2A-Version": "1.0",
+                       "Authorization": f"Bearer {token}"})
+    body = json.loads(c.getresponse().read())
+    c.close()
+    return ((body.get("result") or {}).get("status") or {}).get("state")
+
+
 def scenario_sigterm_mid_resume(a, w, args, kernel_url, token):
     """SIGTERM twice (stop at once) a few ms after a resume's RUN_STARTED, then a restart and
     the same answer again: the retry never fails (the kernel may already have the answer) and
@@ -621,6 +634,7 @@ def scenario_sigterm_mid_resume(a, w, args, kernel_url, token):
         st, ev = a.post(s, w.body(thread, "please run bash"))
         pid = permission_interrupt(s, ev)
         a_execution[thread] = session(s, ev, thread)["executionId"]
+        task_id = session(s, ev, thread)["taskId"]
         entry = {"interruptId": pid, "status": "resolved", "payload": {"decision": "allow_once"}}
         c = http.client.HTTPConnection("127.0.0.1", a.port, timeout=60)
         c.request("POST", "/", body=json.dumps(w.body(thread, "", resume=[entry])),
@@ -666,14 +680,22 @@ def scenario_sigterm_mid_resume(a, w, args, kernel_url, token):
         # Applied before the stop (its acceptance was recorded): the reference's answer to a
         # repeated resume, RESUME_ALREADY_APPLIED. In doubt or not delivered: the retry goes on.
         allowed = ("success", "error:RESUME_ALREADY_APPLIED") + (("error:CANCELLED", "cancelled") if stuck else ())
-        expect(s, st == 200 and outcome(ev2) in allowed,
+        kernel_failed = False
+        if st == 200 and outcome(ev2) == "error:A2A_EXECUTION_FAILED":
+            # Allowed only when the kernel itself failed the task (its turn died with the
+            # first try's cut stream): the retry then says so instead of sending again.
+            state = kernel_task_state(kernel_url, token, task_id)
+            kernel_failed = state in ("TASK_STATE_FAILED", "TASK_STATE_REJECTED")
+            expect(s, kernel_failed, f"A2A_EXECUTION_FAILED while the kernel's task is {state}")
+        expect(s, st == 200 and (outcome(ev2) in allowed or kernel_failed),
                f"the retry failed: {st} {outcome(ev2) if st == 200 else ev2}")
         st, ev3 = a.post(s, w.body(thread, "hello"))
         expect(s, st == 200 and outcome(ev3) == "success", f"next turn {outcome(ev3) if st == 200 else ev3}")
         # (A kernel turn that died with the first try's stream may not have run the tool.)
-        expect(s, stuck or os.path.exists(created), "the tool never ran")
-        print(f"     {int(delay * 1000)} ms: retry {outcome(ev2)}"
-              f"{' (the kernel left the delivered answer WORKING; cancelled)' if stuck else ''}", flush=True)
+        expect(s, stuck or kernel_failed or os.path.exists(created), "the tool never ran")
+        note = (" (the kernel left the delivered answer WORKING; cancelled)" if stuck else
+                " (the kernel failed the task when the first try's stream was cut)" if kernel_failed else "")
+        print(f"     {int(delay * 1000)} ms: retry {outcome(ev2)}{note}", flush=True)
     return a
 
 
