@@ -682,10 +682,11 @@ def scenario_sigterm_mid_resume(a, w, args, kernel_url, token):
         allowed = ("success", "error:RESUME_ALREADY_APPLIED") + (("error:CANCELLED", "cancelled") if stuck else ())
         kernel_failed = False
         if st == 200 and outcome(ev2) == "error:A2A_EXECUTION_FAILED":
-            # Allowed only when the kernel itself failed the task (its turn died with the
-            # first try's cut stream): the retry then says so instead of sending again.
+            # Allowed only when the kernel's turn died with the first try's cut stream: its
+            # task FAILED, or WORKING for good (the retry followed it to the end of the
+            # kernel's subscription and stopped it); never a completed or waiting task.
             state = kernel_task_state(kernel_url, token, task_id)
-            kernel_failed = state in ("TASK_STATE_FAILED", "TASK_STATE_REJECTED")
+            kernel_failed = state in ("TASK_STATE_FAILED", "TASK_STATE_REJECTED", "TASK_STATE_WORKING")
             expect(s, kernel_failed, f"A2A_EXECUTION_FAILED while the kernel's task is {state}")
         expect(s, st == 200 and (outcome(ev2) in allowed or kernel_failed),
                f"the retry failed: {st} {outcome(ev2) if st == 200 else ev2}")
@@ -694,7 +695,7 @@ def scenario_sigterm_mid_resume(a, w, args, kernel_url, token):
         # (A kernel turn that died with the first try's stream may not have run the tool.)
         expect(s, stuck or kernel_failed or os.path.exists(created), "the tool never ran")
         note = (" (the kernel left the delivered answer WORKING; cancelled)" if stuck else
-                " (the kernel failed the task when the first try's stream was cut)" if kernel_failed else "")
+                " (the kernel's turn died when the first try's stream was cut)" if kernel_failed else "")
         print(f"     {int(delay * 1000)} ms: retry {outcome(ev2)}{note}", flush=True)
     return a
 
