@@ -416,17 +416,23 @@ impl<'a> RunStream<'a> {
             StreamState::NotStarted => self
                 .reject(ApiError::new(Code::InternalError, Msg::InternalError).response(self.lang)),
             StreamState::Open => {
-                let ev = run_error_json(
-                    Code::A2aUnavailable,
-                    Msg::InternalError.text(self.lang),
-                    &self.thread_id,
-                    &self.run_id,
-                    !self.strict_v1,
-                );
-                let _ = self.terminal(&ev);
+                let _ = self.error_terminal(Code::A2aUnavailable, Msg::InternalError);
             }
             StreamState::Done => {}
         }
+    }
+
+    /// End the stream with `RUN_ERROR code` in this stream's dialect (no threadId/runId in
+    /// strict 1.0).
+    pub(crate) fn error_terminal(&mut self, code: Code, msg: Msg) -> Result<(), Stopped> {
+        let ev = run_error_json(
+            code,
+            msg.text(self.lang),
+            &self.thread_id,
+            &self.run_id,
+            !self.strict_v1,
+        );
+        self.terminal(&ev)
     }
 }
 

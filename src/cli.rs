@@ -174,7 +174,7 @@ fn serve_demo_kernel(port: u16) -> Result<(), String> {
     )
     .map_err(|e| format!("cannot start the demo kernel: {e}"))?;
     crate::logging::ready(
-        "demo kernel",
+        Some("demo kernel"),
         VERSION,
         kernel.base_url().trim_end_matches('/'),
     );
@@ -539,7 +539,7 @@ fn serve_with(
         start_idle_monitor(cfg.idle_shutdown, shared, jobs, server.shutdown_handle())?;
     }
     // One stable line that scripts and tests can wait for.
-    crate::logging::ready("iac-agui", VERSION, &format!("http://{local}"));
+    crate::logging::ready(None, VERSION, &format!("http://{local}"));
     crate::notify::ready();
     if cfg.console {
         log::info!("browser console on http://{local}/console");

@@ -174,16 +174,17 @@ pub(crate) fn direct(
 
 /// The ready line: `iac-agui VERSION listening on URL` in text; in JSON the fixed message
 /// `listening` with the URL and version as fields.
-pub(crate) fn ready(what: &str, version: &str, url: &str) {
-    let text = if what == "iac-agui" {
-        format!("iac-agui {version} listening on {url}")
-    } else {
-        format!("iac-agui {what} listening on {url}")
-    };
-    let msg = if what == "iac-agui" {
-        "listening".to_string()
-    } else {
-        format!("{what} listening")
+/// `part`: `None` for the server itself, else what listens (`demo kernel`).
+pub(crate) fn ready(part: Option<&str>, version: &str, url: &str) {
+    let (text, msg) = match part {
+        None => (
+            format!("iac-agui {version} listening on {url}"),
+            "listening".to_string(),
+        ),
+        Some(p) => (
+            format!("iac-agui {p} listening on {url}"),
+            format!("{p} listening"),
+        ),
     };
     direct(
         log::Level::Info,

@@ -22,6 +22,7 @@ use crate::app::{RunStream, SubscribeRequest};
 use crate::catalog::Msg;
 use crate::config::AguiProtocol;
 use crate::errors::{ApiError, Code};
+use crate::i18n::Lang;
 use crate::limits;
 use crate::sync::lock;
 
@@ -57,7 +58,7 @@ pub(crate) fn subscribe(sh: &Shared, req: SubscribeRequest, stream: &mut RunStre
     };
     if let Some((log, from)) = held {
         crate::metrics::M.subscriptions.inc("replay");
-        return replay(&log, from, stream, &req, sh.protocol == AguiProtocol::V1_0);
+        return replay(&log, from, stream, lang);
     }
     let reason = match (req.after_sequence, &log) {
         (None, _) => "no-sequence",
@@ -79,7 +80,7 @@ pub(crate) fn subscribe(sh: &Shared, req: SubscribeRequest, stream: &mut RunStre
         } else {
             next
         };
-        return replay(&l, start, stream, &req, sh.protocol == AguiProtocol::V1_0);
+        return replay(&l, start, stream, lang);
     }
     let Some(facts) = facts.filter(|f| f.current) else {
         return stream.reject(err(Code::ExecutionNotFound, Msg::ExecutionNotFound));
@@ -150,14 +151,7 @@ fn facts(
     }))
 }
 
-fn replay(
-    log: &Arc<RunLog>,
-    from: u64,
-    stream: &mut RunStream<'_>,
-    req: &SubscribeRequest,
-    strict_v1: bool,
-) {
-    let lang = req.lang;
+fn replay(log: &Arc<RunLog>, from: u64, stream: &mut RunStream<'_>, lang: Lang) {
     if !log.attach(true) {
         return stream.reject(ApiError::new(Code::ServerBusy, Msg::ServerBusy).response(lang));
     }
@@ -186,14 +180,7 @@ fn replay(
                 std::time::Instant::now() + limits::SUBSCRIBER_SHUTDOWN_TAIL
             });
             if std::time::Instant::now() >= deadline {
-                let ev = crate::app::run_error_json(
-                    Code::ServerShuttingDown,
-                    Msg::RunServerShuttingDown.text(lang),
-                    &req.thread_id,
-                    &req.run_id,
-                    !strict_v1,
-                );
-                let _ = stream.terminal(&ev);
+                let _ = stream.error_terminal(Code::ServerShuttingDown, Msg::RunServerShuttingDown);
                 return;
             }
         }

@@ -120,27 +120,9 @@ fn envelope(body: &Value) -> R<RunInput> {
         }
     };
     let tools = list("tools")?;
-    for (i, t) in tools.iter().enumerate() {
-        let at = format!("tools[{i}]");
-        let t = object(t, &at)?;
-        (|| -> R<()> {
-            req_str(t, "name", "name")?;
-            req_str(t, "description", "description")?;
-            Ok(())
-        })()
-        .map_err(|e| e.within(&at))?;
-    }
+    strings_in_each(tools, "tools", ["name", "description"])?;
     let context = list("context")?;
-    for (i, c) in context.iter().enumerate() {
-        let at = format!("context[{i}]");
-        let c = object(c, &at)?;
-        (|| -> R<()> {
-            req_str(c, "description", "description")?;
-            req_str(c, "value", "value")?;
-            Ok(())
-        })()
-        .map_err(|e| e.within(&at))?;
-    }
+    strings_in_each(context, "context", ["description", "value"])?;
     // Optional in AG-UI 1.0 (its SDKs omit it when unset): absent is `{}`, which then needs
     // the server's --default-cwd (or names `forwardedProps.iacCode` as required).
     let forwarded_props = field(o, "forwardedProps", "forwarded_props")
@@ -165,6 +147,18 @@ fn envelope(body: &Value) -> R<RunInput> {
         forwarded_props,
         resume,
     })
+}
+
+/// Every element of list `name` is an object with the string fields `keys`.
+fn strings_in_each(list: &[Value], name: &str, keys: [&str; 2]) -> R<()> {
+    for (i, v) in list.iter().enumerate() {
+        let at = format!("{name}[{i}]");
+        let o = object(v, &at)?;
+        for k in keys {
+            req_str(o, k, k).map_err(|e| e.within(&at))?;
+        }
+    }
+    Ok(())
 }
 
 fn parse_resume_entry(v: &Value) -> R<ResumeEntry> {

@@ -138,6 +138,9 @@ fn watch(ready: &Readiness, client: &A2aClient, managed: Option<&Managed>, inter
         if ready.stop.load(Ordering::SeqCst) {
             return;
         }
+        // A managed child that is not running has no health to probe (it is down until it
+        // restarts); the store is probed on the interval either way.
+        let mut kernel_running = true;
         if let Some(m) = managed {
             let mut k = lock(m);
             if let Some(code) = k.exited() {
@@ -165,20 +168,15 @@ fn watch(ready: &Readiness, client: &A2aClient, managed: Option<&Managed>, inter
                     }
                 }
             }
-            if !k.running() {
-                drop(k);
-                if kicked || Instant::now() >= next_probe {
-                    next_probe = Instant::now() + interval;
-                    ready.probe_store();
-                }
-                continue;
-            }
+            kernel_running = k.running();
         }
         let now = Instant::now();
         if kicked || now >= next_probe {
             next_probe = now + interval;
             ready.probe_store();
-            ready.set(client.session().health() == Ok(200));
+            if kernel_running {
+                ready.set(client.session().health() == Ok(200));
+            }
         }
     }
 }

@@ -398,16 +398,15 @@ impl Server {
                             b.remaining == 0
                         }
                         Some(dec) => match dec.decode(&conn.inbuf, &mut b.body, b.limit) {
-                            Ok(used)
-                                if b.body.len() > self.cfg.body_budget_exempt
-                                    && !b.reserved.grow_to(self.cfg.body_budget, b.body.len()) =>
-                            {
-                                let _ = used;
-                                let r = self.handler.over_body_budget(&b.head).closing();
-                                self.respond(slot, r, false, false);
-                                return;
-                            }
                             Ok(used) => {
+                                // A chunked body is counted against the budget as it grows.
+                                if b.body.len() > self.cfg.body_budget_exempt
+                                    && !b.reserved.grow_to(self.cfg.body_budget, b.body.len())
+                                {
+                                    let r = self.handler.over_body_budget(&b.head).closing();
+                                    self.respond(slot, r, false, false);
+                                    return;
+                                }
                                 conn.inbuf.drain(..used);
                                 dec.is_done()
                             }

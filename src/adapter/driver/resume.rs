@@ -79,7 +79,7 @@ impl Run<'_, '_> {
                 // Bad ids, or a task the kernel does not know any more: GetTask tells which.
                 Ok(Restore::Invalid) => {
                     return Err(match self.session.get_task(&task) {
-                        Ok(Payload::Error(e)) if e.code == Some(-32001) => self.fail(
+                        Ok(Payload::Error(e)) if e.code == Some(TASK_NOT_ACTIVE) => self.fail(
                             Code::ExecutionLost,
                             Msg::ResumeSessionUnavailable,
                             Cleanup::Lost,
