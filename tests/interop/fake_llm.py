@@ -56,10 +56,14 @@ def tool_names(req):
     return {(t.get("function") or {}).get("name") for t in req.get("tools") or []}
 
 
+# The "selling" pipeline's intent step (iac-code 0.16.0) requires is_infra_intent and
+# confidence, and a category from its enum; a conclusion outside that schema fails the step
+# (and the run) after the kernel's own retry.
 COMPLETE_STEP_CONCLUSION = {
     "is_infra_intent": False,
+    "confidence": "high",
+    "category": "other",
     "rejection_reason": "The user chose not to deploy now.",
-    "category": "none",
 }
 
 

@@ -48,6 +48,24 @@ if [ "$(cat "$ROOT/ts1/pin.txt" 2>/dev/null)" != "$TS_V1_PIN" ]; then
 fi
 cp tests/interop/ts_agent_v1.mjs "$ROOT/ts1/ts_agent_v1.mjs"
 export IAC_AGUI_TS_AGENT_V1="$PWD/$ROOT/ts1/ts_agent_v1.mjs"
+# CopilotKit 1.75's runtime and client core, pinned (its optional peers, LangChain and the
+# like, are not needed: --legacy-peer-deps), with the agent class of docs/clients.md taken
+# from the file verbatim, so the guide's code is what runs.
+CK_PIN="@copilotkit/runtime@1.75.0 @copilotkit/core@1.75.0 @ag-ui/client@0.0.59 rxjs@7.8.1"
+if [ "$(cat "$ROOT/ck/pin.txt" 2>/dev/null)" != "$CK_PIN" ]; then
+  rm -rf "$ROOT/ck"
+  mkdir -p "$ROOT/ck"
+  # shellcheck disable=SC2086
+  (cd "$ROOT/ck" && npm init -y >/dev/null && npm install --silent --no-audit --no-fund --legacy-peer-deps $CK_PIN) \
+    || { echo "interop: cannot install $CK_PIN" >&2; exit 1; }
+  echo "$CK_PIN" > "$ROOT/ck/pin.txt"
+fi
+cp tests/interop/copilotkit.mjs "$ROOT/ck/copilotkit.mjs"
+awk '/^```js file=iac-code-agent.mjs$/ {on = 1; next} on && /^```$/ {exit} on' docs/clients.md > "$ROOT/ck/iac-code-agent.mjs"
+[ -s "$ROOT/ck/iac-code-agent.mjs" ] || { echo "interop: docs/clients.md has no iac-code-agent.mjs block" >&2; exit 1; }
+export IAC_AGUI_COPILOTKIT="$PWD/$ROOT/ck/copilotkit.mjs"
+# CopilotKit's runtime reports usage to its vendor unless told not to; tests talk to loopback only.
+export COPILOTKIT_TELEMETRY_DISABLED=true
 # The Python SDK 1.0 (already installed for the 1.0 models), to build its own RunAgentInput.
 export IAC_AGUI_PY_SDK_V1="$PWD/$ROOT/agui10"
 

@@ -102,11 +102,10 @@ const textOf = (m) => (typeof m.content === "string" ? m.content : "");
     forwardedProps: props,
     resume: [{ interruptId: q.id, status: "resolved", payload }],
   });
-  // The answer must be taken (its tool result shown). What the fake model's pipeline does
-  // after it is the same as in the Python pipeline scenario (run.py `scenario_pipeline`,
-  // which issue 22 asks to tighten): it may end A2A_EXECUTION_FAILED.
+  // The answer is taken (its tool result shown) and the step concludes: the run succeeds.
   if (!r.events.some((e) => e.type === "TOOL_CALL_RESULT")) fail("question answer", "the answer produced no tool result");
-  if (!["success", "interrupt", "error:A2A_EXECUTION_FAILED"].includes(r.outcome)) fail("question answer", `outcome ${r.outcome}`);
+  if (!r.events.some((e) => e.type === "STEP_FINISHED")) fail("question answer", "the step did not finish");
+  if (r.outcome !== "success") fail("question answer", `outcome ${r.outcome}`);
 }
 
 // an LLM failure: one RUN_ERROR, still strictly 1.0
