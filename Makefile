@@ -18,6 +18,7 @@ run:
 # real iac-code kernel (tests/interop/run.sh; needs python3 and the PyPI registry once).
 test: lint
 	$(CARGO) test --all-targets
+	$(CARGO) test --no-default-features
 	tests/interop/run.sh
 
 # Only the hermetic Rust tests.
@@ -30,6 +31,7 @@ interop:
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --all-targets --no-default-features -- -D warnings
 
 fmt:
 	$(CARGO) fmt --all

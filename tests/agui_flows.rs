@@ -1,5 +1,7 @@
 //! AG-UI runs end to end through real sockets: adapter in front of the scripted demo kernel.
 //! Every stream passes the stream checker (one terminal event, last; balanced spans).
+// Every flow here runs against the demo kernel.
+#![cfg(feature = "demo")]
 
 mod common;
 

@@ -1,4 +1,6 @@
 //! The binary: exit codes, the ready line, graceful shutdown on signals.
+// Every test here runs against the demo kernel.
+#![cfg(feature = "demo")]
 
 mod common;
 

@@ -1,6 +1,8 @@
 //! SIGKILL the adapter at varied points during runs that end in interrupts. After every kill
 //! each thread file loads and validates, no temp file is left, and every persisted interrupt
 //! can be resumed by the restarted adapter (bounded: 12 kills).
+// Every test here runs against the demo kernel.
+#![cfg(feature = "demo")]
 
 mod common;
 

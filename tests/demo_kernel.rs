@@ -1,5 +1,7 @@
 //! The demo kernel, driven through the real A2A client, produces the same frame shapes as the
 //! captured real kernel (wrappers, states, metadata keys, ids), and supports every scripted flow.
+// Every test here runs against the demo kernel.
+#![cfg(feature = "demo")]
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};

@@ -1,6 +1,8 @@
 //! Graceful drain on SIGTERM/SIGINT (issue 13): running runs finish, new work gets 503
 //! `SERVER_SHUTTING_DOWN`, the rest end with one `RUN_ERROR SERVER_SHUTTING_DOWN` and a
 //! `CancelTask` upstream when the grace ends, a second signal stops at once, exit code 0.
+// Every test here runs against the demo kernel (in-process or `--demo-kernel-only`).
+#![cfg(feature = "demo")]
 
 mod common;
 

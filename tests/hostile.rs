@@ -1,5 +1,7 @@
 //! Hostile and sloppy clients: half-closes, connection churn without fd leaks, huge numbers,
 //! floods of small requests.
+// Every test here runs against the demo kernel.
+#![cfg(feature = "demo")]
 
 mod common;
 

@@ -1,5 +1,7 @@
 //! Large but legitimate events never kill a run, and a slow reader slows only its own run
 //! (backpressure instead of a size cap, issue 13).
+// Every test here runs against the demo kernel (in-process or `--demo-kernel-only`).
+#![cfg(feature = "demo")]
 
 mod common;
 

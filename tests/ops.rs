@@ -1,5 +1,7 @@
 //! Operating the server (issue 14): readiness that tells the truth about the kernel, a
 //! managed kernel restarted after it died, and `/metrics` counters that move.
+// Every test here runs against the demo kernel.
+#![cfg(feature = "demo")]
 
 mod common;
 

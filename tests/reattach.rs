@@ -1,5 +1,7 @@
 //! Runs that outlive their connection (issue 13): the replay log, the subscribe route in
 //! replay and snapshot modes, the disconnect grace, and its errors.
+// Every test here runs against the demo kernel.
+#![cfg(feature = "demo")]
 
 mod common;
 

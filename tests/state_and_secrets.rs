@@ -1,5 +1,7 @@
 //! Fail-closed persistence, crash safety of thread files, and secrets that must never reach
 //! the disk or the logs.
+// Every test here runs against the demo kernel.
+#![cfg(feature = "demo")]
 
 mod common;
 

@@ -4,6 +4,8 @@
 //!
 //! These need root (chattr +i, a tmpfs mount), which this project's machines and CI are;
 //! without it a test fails saying so, it is never skipped.
+// Every test here runs against the demo kernel (in-process or `--demo-kernel-only`).
+#![cfg(feature = "demo")]
 
 mod common;
 

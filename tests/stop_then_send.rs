@@ -4,6 +4,8 @@
 //! The demo kernel's `cancel_linger` models the real kernel under load: a cancelled task takes
 //! that long to stop, `CancelTask` answers only then, and a task started on the same context
 //! meanwhile streams its text and then fails.
+// Every test here runs against the demo kernel.
+#![cfg(feature = "demo")]
 
 mod common;
 
