@@ -6,12 +6,13 @@
 //!
 //! Everything talks to 127.0.0.1 only and stops by itself.
 
+use iac_agui::clock::{Clock as _, SystemClock};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 const BIN: &str = env!("CARGO_BIN_EXE_iac-agui");
 
@@ -164,7 +165,7 @@ fn read_sse(s: &mut TcpStream, mut on_data: impl FnMut(&[u8], Instant)) -> u16 {
             }
             sse.extend_from_slice(&buf[i + 2..i + 2 + size]);
             buf.drain(..i + 2 + size + 2);
-            let now = Instant::now();
+            let now = SystemClock.now();
             while let Some(j) = sse.windows(2).position(|w| w == b"\n\n") {
                 let block: Vec<u8> = sse.drain(..j + 2).collect();
                 on_data(&block[..j], now);
@@ -235,7 +236,7 @@ fn read_sse_crlf(s: &mut TcpStream, mut on_event: impl FnMut(Instant, &[u8])) {
             return;
         }
         carry.extend_from_slice(&tmp[..n]);
-        let now = Instant::now();
+        let now = SystemClock.now();
         let mut start = 0;
         while let Some(i) = carry[start..].windows(4).position(|w| w == b"\r\n\r\n") {
             on_event(now, &carry[start..start + i]);
@@ -246,7 +247,8 @@ fn read_sse_crlf(s: &mut TcpStream, mut on_event: impl FnMut(Instant, &[u8])) {
 }
 
 fn now_micros() -> u128 {
-    SystemTime::now()
+    SystemClock
+        .wall()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_micros())
         .unwrap_or(0)
@@ -359,7 +361,7 @@ fn bench() {
     let mut starts = Vec::new();
     for i in 0..5 {
         let d = state_dir(&format!("start{i}"));
-        let t0 = Instant::now();
+        let t0 = SystemClock.now();
         let a = adapter(&k, &[], &d);
         loop {
             if let Ok(mut s) = TcpStream::connect(a.addr) {
@@ -559,7 +561,7 @@ fn load() {
     let heartbeats = Arc::new(AtomicUsize::new(0));
     let finished = Arc::new(AtomicUsize::new(0));
     let mut joins = Vec::new();
-    let t0 = Instant::now();
+    let t0 = SystemClock.now();
     for i in 0..n {
         let (addr, dir) = (a.addr, dir.clone());
         let (errors, worst_gap, heartbeats, finished) = (
@@ -617,7 +619,7 @@ fn load() {
     // A burst of admissions on fresh threads.
     let burst = 500;
     let burst_errors = Arc::new(AtomicUsize::new(0));
-    let t1 = Instant::now();
+    let t1 = SystemClock.now();
     let joins: Vec<_> = (0..burst)
         .map(|i| {
             let (addr, dir, errs) = (a.addr, dir.clone(), burst_errors.clone());

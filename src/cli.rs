@@ -32,14 +32,15 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         args.next();
         return ExitCode::from(crate::signals::kernel_child_main(args));
     }
+    let env = config::Environ::capture();
     if args.peek().is_some_and(|a| a == "healthcheck") {
         args.next();
-        return healthcheck(args.next().and_then(|a| a.into_string().ok()));
+        return healthcheck(args.next().and_then(|a| a.into_string().ok()), &env);
     }
-    let cfg = match config::parse(args, |k| std::env::var(k).ok()) {
+    let cfg = match config::parse(args, &env) {
         Ok(Command::Serve(c)) => {
             if c.demo_kernel_only.is_none() {
-                crate::malloc::tune_once(|k| std::env::var_os(k));
+                crate::malloc::tune_once(|k| env.get_os(k));
             }
             *c
         }
@@ -57,7 +58,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
     };
     crate::logging::init(cfg.debug, cfg.log_stdout, cfg.log_format);
-    crate::notify::init(std::env::var("NOTIFY_SOCKET").ok());
+    crate::notify::init(cfg.env.get("NOTIFY_SOCKET"));
     let mut cfg = cfg;
     match checked_default_cwd(&cfg) {
         Ok(d) => cfg.default_cwd = d,
@@ -71,7 +72,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     }
     raise_fd_limit();
     if let Some(port) = cfg.demo_kernel_only {
-        return match serve_demo_kernel(port) {
+        return match serve_demo_kernel(port, &cfg.env) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 crate::logging::fatal(&e);
@@ -91,10 +92,12 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
 /// `iac-agui healthcheck [URL]`: GET the health endpoint (default
 /// `http://127.0.0.1:$IAC_CODE_AGUI_PORT/health`, port 8000) and exit 0 on 200, else 1. For
 /// container health checks in an image without a shell or curl.
-fn healthcheck(url: Option<String>) -> ExitCode {
+fn healthcheck(url: Option<String>, env: &config::Environ) -> ExitCode {
     use std::io::{Read, Write};
     let url = url.unwrap_or_else(|| {
-        let port = std::env::var("IAC_CODE_AGUI_PORT").unwrap_or_else(|_| "8000".into());
+        let port = env
+            .get("IAC_CODE_AGUI_PORT")
+            .unwrap_or_else(|| "8000".into());
         format!("http://127.0.0.1:{port}/health")
     });
     let check = || -> Result<u16, String> {
@@ -155,16 +158,14 @@ fn raise_fd_limit() {
 const NO_DEMO: &str = "this build has no demo kernel (built without the `demo` feature)";
 
 #[cfg(not(feature = "demo"))]
-fn serve_demo_kernel(_port: u16) -> Result<(), String> {
+fn serve_demo_kernel(_port: u16, _env: &config::Environ) -> Result<(), String> {
     Err(NO_DEMO.into())
 }
 
 /// Serve only the scripted demo kernel (for benchmarks and client tests) until a signal.
 #[cfg(feature = "demo")]
-fn serve_demo_kernel(port: u16) -> Result<(), String> {
-    let token = std::env::var("IACCODE_A2A_HTTP_TOKEN")
-        .ok()
-        .filter(|t| !t.is_empty());
+fn serve_demo_kernel(port: u16, env: &config::Environ) -> Result<(), String> {
+    let token = env.get("IACCODE_A2A_HTTP_TOKEN").filter(|t| !t.is_empty());
     let kernel = crate::kernel::demo::DemoKernel::start_on(
         port,
         crate::kernel::demo::DemoConfig {
@@ -299,7 +300,7 @@ impl Drop for TempStateDir {
 }
 
 /// The kernel this process talks to; dropping it stops whatever was started.
-#[allow(dead_code)] // the values are held only for their Drop
+#[allow(dead_code, reason = "the values are held only for their Drop")]
 enum Kernel {
     #[cfg(feature = "demo")]
     Demo(crate::kernel::demo::DemoKernel),
@@ -340,8 +341,8 @@ fn start_kernel(cfg: &Config) -> Result<(Kernel, A2aClient), String> {
     } else if let Some(url) = &cfg.a2a_url {
         (Kernel::External, url.clone(), cfg.a2a_token.clone())
     } else {
-        let spec = crate::kernel::process::KernelSpec::from_env(|k| std::env::var(k).ok());
-        let k = crate::kernel::process::ManagedKernel::start(&spec, |k| std::env::var(k).ok())?;
+        let spec = crate::kernel::process::KernelSpec::from_env(|k| cfg.env.get(k));
+        let k = crate::kernel::process::ManagedKernel::start(&spec, &cfg.env)?;
         let (url, token) = (k.base_url.clone(), Some(k.token.clone()));
         log::info!("local A2A kernel ready on {url}");
         (
@@ -399,7 +400,7 @@ fn serve(cfg: Config) -> Result<(), String> {
 /// `--default-cwd` resolved like a request's cwd (it must lie under an allowed root), or
 /// with `--demo` and none given, the first allowed root (the console's workspace too).
 fn checked_default_cwd(cfg: &Config) -> Result<Option<String>, String> {
-    let env_get = |k: &str| std::env::var(k).ok();
+    let env_get = |k: &str| cfg.env.get(k);
     let roots = crate::agui::cwd::allowed_roots(env_get);
     let home = env_get("HOME");
     let wanted = match (&cfg.default_cwd, cfg.demo) {
@@ -443,7 +444,8 @@ fn serve_with(
     ready: Arc<crate::kernel::watch::Readiness>,
     signals: &crate::signals::Target,
 ) -> Result<(), String> {
-    let env_get = |k: &str| std::env::var(k).ok();
+    let env = cfg.env.clone();
+    let env_get = |k: &str| env.get(k);
     // A demo without an explicit state directory never touches the real one: its threads
     // live in a private temporary directory that goes away at exit, so the walkthrough can
     // be repeated.
@@ -593,7 +595,11 @@ fn start_idle_monitor(
                 std::thread::sleep(tick);
                 let quiet = jobs.load(std::sync::atomic::Ordering::SeqCst) == 0
                     && shared.registry.quiescent()
-                    && shared.registry.last_activity().elapsed() >= idle;
+                    && shared
+                        .env
+                        .now()
+                        .saturating_duration_since(shared.registry.last_activity())
+                        >= idle;
                 if quiet {
                     log::info!("idle for {idle:?}: shutting down");
                     handle.shutdown();

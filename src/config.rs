@@ -28,6 +28,49 @@ impl AguiProtocol {
     }
 }
 
+/// The process environment, read once at start-up: nothing else reads environment variables
+/// (`clippy.toml`), so every setting has one source and tests inject their own.
+#[derive(Debug, Clone, Default)]
+pub struct Environ(std::collections::HashMap<OsString, OsString>);
+
+impl Environ {
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the one read of the process environment"
+    )]
+    pub fn capture() -> Environ {
+        Environ(std::env::vars_os().collect())
+    }
+
+    /// An environment with just these variables (tests).
+    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Environ {
+        Environ(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        )
+    }
+
+    /// This environment with `key` set to `value`.
+    pub fn with(mut self, key: &str, value: &str) -> Environ {
+        self.0.insert(key.into(), value.into());
+        self
+    }
+
+    /// A variable that is set and valid UTF-8 (like `std::env::var(k).ok()`).
+    pub fn get(&self, key: &str) -> Option<String> {
+        self.0
+            .get(std::ffi::OsStr::new(key))
+            .and_then(|v| v.to_str())
+            .map(str::to_string)
+    }
+
+    pub fn get_os(&self, key: &str) -> Option<OsString> {
+        self.0.get(std::ffi::OsStr::new(key)).cloned()
+    }
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
     pub(crate) host: String,
@@ -64,6 +107,10 @@ pub(crate) struct Config {
     pub(crate) console: bool,
     /// Things to tell the operator once logging is up (accepted but ignored settings).
     pub(crate) warnings: Vec<String>,
+    /// The language of answers that have no request language (`LANGUAGE`/`LC_*`/`LANG`).
+    pub(crate) default_lang: crate::i18n::Lang,
+    /// The environment the settings came from (the kernel child's, paths, roots).
+    pub(crate) env: Environ,
 }
 
 impl Default for Config {
@@ -93,6 +140,8 @@ impl Default for Config {
             shutdown_grace: limits::SHUTDOWN_GRACE,
             console: false,
             warnings: Vec::new(),
+            default_lang: crate::i18n::Lang::En,
+            env: Environ::default(),
         }
     }
 }
@@ -176,11 +225,12 @@ ENVIRONMENT:
     RUST_LOG                    Log filter, e.g. `info` or `iac_agui=debug`
 ";
 
-/// Parse everything. `env` looks up environment variables (injectable for tests).
+/// Parse everything from the arguments, the environment and the config file.
 pub(crate) fn parse(
     args: impl IntoIterator<Item = OsString>,
-    env: impl Fn(&str) -> Option<String>,
+    environ: &Environ,
 ) -> Result<Command, ConfigError> {
+    let env = |k: &str| environ.get(k);
     use lexopt::prelude::*;
     let mut p = lexopt::Parser::from_args(args);
     let mut flags: BTreeMap<&'static str, String> = BTreeMap::new();
@@ -403,6 +453,8 @@ pub(crate) fn parse(
             "--demo and --a2a-url cannot be combined.".into(),
         ));
     }
+    c.default_lang = crate::i18n::server_default(env);
+    c.env = environ.clone();
     Ok(Command::Serve(Box::new(c)))
 }
 
@@ -535,15 +587,10 @@ mod tests {
     use super::*;
 
     fn run(args: &[&str], env: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        let env: Vec<(String, String)> = env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let env = Environ::from_pairs(env.iter().copied());
         let mut argv = vec![OsString::from("iac-agui")];
         argv.extend(args.iter().map(OsString::from));
-        match parse(argv.into_iter().skip(1), |k| {
-            env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
-        })? {
+        match parse(argv.into_iter().skip(1), &env)? {
             Command::Serve(c) => Ok(*c),
             other => panic!("unexpected {other:?}"),
         }

@@ -57,11 +57,6 @@ pub(crate) fn server_default(get: impl Fn(&str) -> Option<String>) -> Lang {
     Lang::En
 }
 
-/// The server default from the real environment (recomputed per request, like the reference).
-pub(crate) fn env_default() -> Lang {
-    server_default(|k| std::env::var(k).ok())
-}
-
 /// `normalize(tag)`: strip, lowercase, `_`→`-`, keep the primary subtag if supported.
 pub(crate) fn normalize(tag: &str) -> Option<Lang> {
     let t = tag.trim().to_lowercase().replace('_', "-");

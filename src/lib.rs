@@ -7,6 +7,7 @@ pub mod agui;
 pub mod app;
 pub mod catalog;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod console;
 pub mod errors;

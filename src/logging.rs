@@ -224,7 +224,7 @@ pub(crate) fn kernel_line(stream: &'static str, line: &str) {
 
 /// The wall clock as RFC 3339 with milliseconds in UTC, as env_logger writes it.
 fn now_rfc3339() -> String {
-    crate::rfc3339::format_millis(std::time::SystemTime::now())
+    crate::rfc3339::format_millis(crate::clock::Clock::wall(&crate::clock::SystemClock))
 }
 
 /// Install the logger: info by default, debug with `-d`, `RUST_LOG` overrides.

@@ -8,9 +8,14 @@ use crate::limits;
 use crate::server::HeadDecision;
 use crate::server::http::{self, RequestHead, Response};
 
-pub(crate) const ROUTE_RUN: u32 = 1;
-pub(crate) const ROUTE_CANCEL: u32 = 2;
-pub(crate) const ROUTE_SUBSCRIBE: u32 = 3;
+/// The routes that read a body and are worked on a worker thread: what the head decision
+/// hands the worker, typed (the worker never parses the path again).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Work {
+    Run,
+    Cancel { execution_id: String },
+    Subscribe { execution_id: String },
+}
 
 const CANCEL_PREFIX: &str = "/extensions/iac-code/v1/executions/";
 const CANCEL_SUFFIX: &str = "/cancel";
@@ -169,6 +174,8 @@ pub struct RouteConfig {
     pub console: Option<crate::console::Console>,
     pub(crate) max_run_body: usize,
     pub(crate) max_cancel_body: usize,
+    /// The language of errors when the request asks for none (`config::Config::default_lang`).
+    pub(crate) default_lang: Lang,
 }
 
 impl RouteConfig {
@@ -184,6 +191,7 @@ impl RouteConfig {
             health_body,
             max_run_body: limits::MAX_RUN_BODY,
             max_cancel_body: limits::MAX_CANCEL_BODY,
+            default_lang: Lang::En,
         }
     }
 }
@@ -215,17 +223,18 @@ pub(crate) struct Live {
 }
 
 /// The language for errors decided from headers alone.
-pub(crate) fn header_lang(head: &RequestHead) -> Lang {
+pub(crate) fn header_lang(head: &RequestHead, default: Lang) -> Lang {
     let accept = head.header_str("accept-language");
-    i18n::header_language(accept.as_deref(), i18n::env_default())
+    i18n::header_language(accept.as_deref(), default)
 }
 
 /// While draining, `/health` says so and new work gets 503 `SERVER_SHUTTING_DOWN` with
 /// `Connection: close`; while the kernel is down `/health` answers 503.
-pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadDecision {
+pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadDecision<Work> {
     if !cfg.hosts.allows(head.header("host")) {
         return HeadDecision::Respond(
-            ApiError::new(Code::HostNotAllowed, Msg::HostNotAllowed).response(header_lang(head)),
+            ApiError::new(Code::HostNotAllowed, Msg::HostNotAllowed)
+                .response(header_lang(head, cfg.default_lang)),
         );
     }
     let path = http::percent_decode(head.raw_path());
@@ -246,41 +255,29 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
             Response::text(405, "Method Not Allowed").with_header("allow", route.allow().into()),
         );
     }
-    if route == Route::Health {
-        return HeadDecision::Respond(if live.draining {
-            crate::metrics::M.unavailable.inc("health_draining");
-            Response::json(503, cfg.draining_body.clone())
-        } else if !live.kernel_up {
-            crate::metrics::M.unavailable.inc("health_kernel");
-            Response::json(503, cfg.kernel_down_body.clone())
-        } else if !live.store_up {
-            crate::metrics::M.unavailable.inc("health_state");
-            Response::json(503, cfg.store_down_body.clone())
-        } else {
-            Response::json(200, cfg.health_body.clone())
-        });
-    }
-    let lang = header_lang(head);
-    if route == Route::Capabilities {
-        if !authorized(head.header("authorization"), cfg.auth_token.as_deref()) {
-            return HeadDecision::Respond(
-                ApiError::new(Code::Unauthorized, Msg::Unauthorized).response(lang),
-            );
+    let lang = header_lang(head, cfg.default_lang);
+    let is_authorized = || authorized(head.header("authorization"), cfg.auth_token.as_deref());
+    let unauthorized = || {
+        HeadDecision::Respond(ApiError::new(Code::Unauthorized, Msg::Unauthorized).response(lang))
+    };
+    let work = match route {
+        Route::Health => return HeadDecision::Respond(health(cfg, live)),
+        Route::Capabilities if !is_authorized() => return unauthorized(),
+        Route::Capabilities => {
+            return HeadDecision::Respond(Response::json(200, cfg.capabilities_body.clone()));
         }
-        return HeadDecision::Respond(Response::json(200, cfg.capabilities_body.clone()));
-    }
-    if route == Route::Metrics {
-        if !authorized(head.header("authorization"), cfg.auth_token.as_deref()) {
-            return HeadDecision::Respond(
-                ApiError::new(Code::Unauthorized, Msg::Unauthorized).response(lang),
-            );
+        Route::Metrics if !is_authorized() => return unauthorized(),
+        Route::Metrics => {
+            return HeadDecision::Respond(Response::new(
+                200,
+                "text/plain; version=0.0.4; charset=utf-8",
+                crate::metrics::render().into_bytes(),
+            ));
         }
-        return HeadDecision::Respond(Response::new(
-            200,
-            "text/plain; version=0.0.4; charset=utf-8",
-            crate::metrics::render().into_bytes(),
-        ));
-    }
+        Route::Run => Work::Run,
+        Route::Cancel { execution_id } => Work::Cancel { execution_id },
+        Route::Subscribe { execution_id } => Work::Subscribe { execution_id },
+    };
     if live.draining {
         return HeadDecision::Respond(
             ApiError::new(Code::ServerShuttingDown, Msg::ServerShuttingDown)
@@ -288,30 +285,40 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
                 .closing(),
         );
     }
-    if !authorized(head.header("authorization"), cfg.auth_token.as_deref()) {
-        return HeadDecision::Respond(
-            ApiError::new(Code::Unauthorized, Msg::Unauthorized).response(lang),
-        );
+    if !is_authorized() {
+        return unauthorized();
     }
     if !is_json(head.header("content-type")) {
         return HeadDecision::Respond(
             ApiError::new(Code::UnsupportedMediaType, Msg::UnsupportedMediaType).response(lang),
         );
     }
-    let (limit, msg, route) = match route {
-        Route::Run => (cfg.max_run_body, Msg::RunBodyTooLarge, ROUTE_RUN),
-        // The subscribe body is as small as the cancel body: it shares that limit.
-        Route::Subscribe { .. } => (
-            cfg.max_cancel_body,
-            Msg::SubscribeBodyTooLarge,
-            ROUTE_SUBSCRIBE,
-        ),
-        _ => (cfg.max_cancel_body, Msg::CancelBodyTooLarge, ROUTE_CANCEL),
+    // The subscribe body is as small as the cancel body: it shares that limit.
+    let (limit, msg) = match &work {
+        Work::Run => (cfg.max_run_body, Msg::RunBodyTooLarge),
+        Work::Subscribe { .. } => (cfg.max_cancel_body, Msg::SubscribeBodyTooLarge),
+        Work::Cancel { .. } => (cfg.max_cancel_body, Msg::CancelBodyTooLarge),
     };
     HeadDecision::ReadBody {
         limit,
         too_large: ApiError::new(Code::RequestTooLarge, msg).response(lang),
-        route,
+        route: work,
+    }
+}
+
+/// `/health`: draining, then the kernel, then the state directory decide the 503s.
+fn health(cfg: &RouteConfig, live: Live) -> Response {
+    if live.draining {
+        crate::metrics::M.unavailable.inc("health_draining");
+        Response::json(503, cfg.draining_body.clone())
+    } else if !live.kernel_up {
+        crate::metrics::M.unavailable.inc("health_kernel");
+        Response::json(503, cfg.kernel_down_body.clone())
+    } else if !live.store_up {
+        crate::metrics::M.unavailable.inc("health_state");
+        Response::json(503, cfg.store_down_body.clone())
+    } else {
+        Response::json(200, cfg.health_body.clone())
     }
 }
 

@@ -1,11 +1,12 @@
 //! The A2A client against canned responses over real loopback sockets: every captured kernel
 //! exchange in `tests/fixtures/a2a/` replays into the expected typed payloads.
 
+use iac_agui::clock::{Clock as _, SystemClock};
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use iac_agui::a2a::client::{A2aClient, A2aConfig, A2aError, Restore};
 use iac_agui::a2a::types::{Kind, Payload, TaskState};
@@ -367,7 +368,7 @@ fn a_hung_upstream_is_detected_within_the_idle_timeout() {
     });
     let mut cfg = A2aConfig::new(url, None);
     cfg.idle_timeout = Duration::from_millis(300);
-    let start = Instant::now();
+    let start = SystemClock.now();
     let r = A2aClient::new(cfg)
         .session()
         .send_streaming_message(serde_json::json!({}));
@@ -395,7 +396,7 @@ fn aborting_a_session_unblocks_a_read_at_once() {
         std::thread::sleep(Duration::from_millis(100));
         abort();
     });
-    let start = Instant::now();
+    let start = SystemClock.now();
     assert!(st.next_payload().is_err());
     assert!(start.elapsed() < Duration::from_secs(5));
     t.join().unwrap();

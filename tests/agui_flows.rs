@@ -5,6 +5,7 @@
 
 mod common;
 
+use iac_agui::clock::{Clock as _, SystemClock};
 use std::io::Write;
 use std::time::Duration;
 
@@ -706,7 +707,7 @@ fn upstream_faults_end_in_one_run_error() {
     let before = threads();
     for (n, (kw, codes)) in cases.iter().enumerate() {
         let thread = format!("f{n}");
-        let start = std::time::Instant::now();
+        let start = SystemClock.now();
         let ev = s.run(&s.body(&thread, "r1", kw));
         let got = if code(&ev).is_empty() {
             "success".to_string()

@@ -4,9 +4,10 @@
 
 mod common;
 
+use iac_agui::clock::{Clock as _, SystemClock};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_iac-agui"));
@@ -71,8 +72,8 @@ fn start_logged(
 }
 
 fn wait_exit(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
-    let end = Instant::now() + within;
-    while Instant::now() < end {
+    let end = SystemClock.now() + within;
+    while SystemClock.now() < end {
         if let Some(s) = child.try_wait().unwrap() {
             return Some(s);
         }

@@ -6,8 +6,9 @@
 
 mod common;
 
+use iac_agui::clock::{Clock as _, SystemClock};
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::procs::{Procs, start};
 use common::*;
@@ -50,13 +51,13 @@ fn rest(mut r: Reader, mut raw: Vec<u8>) -> Vec<Value> {
 }
 
 fn exit_code(p: &mut Procs, within: Duration) -> i32 {
-    let end = Instant::now() + within;
+    let end = SystemClock.now() + within;
     loop {
         if let Some(st) = p.adapter.try_wait().unwrap() {
             return st.code().expect("exited, not killed");
         }
         assert!(
-            Instant::now() < end,
+            SystemClock.now() < end,
             "the adapter did not exit in {within:?}"
         );
         std::thread::sleep(Duration::from_millis(20));
@@ -86,7 +87,7 @@ fn when_the_grace_ends_a_run_gets_one_server_shutting_down_and_its_task_is_cance
     let mut p = start("drain-grace", &["--shutdown-grace", "1"]);
     let (r, raw, session) = open(&p, "g1", "pace 300 10");
     let task = session["taskId"].as_str().unwrap().to_string();
-    let signalled = Instant::now();
+    let signalled = SystemClock.now();
     p.signal("TERM");
     let events = rest(r, raw);
     assert!(signalled.elapsed() >= Duration::from_secs(1));
@@ -104,7 +105,7 @@ fn a_second_sigterm_ends_the_drain_at_once() {
     let (r, raw, _) = open(&p, "s1", "pace 300 10");
     p.signal("TERM");
     std::thread::sleep(Duration::from_millis(300));
-    let second = Instant::now();
+    let second = SystemClock.now();
     p.signal("TERM");
     let events = rest(r, raw);
     assert_eq!(last(&events)["code"], "SERVER_SHUTTING_DOWN");

@@ -3,13 +3,14 @@
 
 mod common;
 
+use iac_agui::clock::{Clock as _, SystemClock};
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
-use iac_agui::app::{Backend, CancelRequest, RunRequest, RunStream, run_error_json};
+use iac_agui::app::{Backend, CancelRequest, RunRequest, RunStream};
 use iac_agui::catalog::Msg;
 use iac_agui::errors::{ApiError, Code};
 use iac_agui::i18n::Lang;
@@ -62,13 +63,9 @@ impl Backend for Scripted {
                 for _ in 0..2000 {
                     if flag.is_stopped() {
                         self.stopped.fetch_add(1, Ordering::SeqCst);
-                        let _ = stream.terminal(&run_error_json(
-                            Code::Cancelled,
-                            "stopped",
-                            "t",
-                            "r",
-                            true,
-                        ));
+                        let _ = stream.terminal(
+                            br#"{"type":"RUN_ERROR","message":"stopped","code":"CANCELLED"}"#,
+                        );
                         return;
                     }
                     std::thread::sleep(Duration::from_millis(5));
@@ -640,7 +637,7 @@ fn slowloris_head_is_closed_by_the_header_timeout() {
     let (srv, _) = server_with(None, cfg);
     let mut s = srv.connect();
     s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n").unwrap();
-    let start = std::time::Instant::now();
+    let start = SystemClock.now();
     // Keep dribbling header bytes: the deadline counts from the first byte, not the last.
     for _ in 0..4 {
         std::thread::sleep(Duration::from_millis(100));

@@ -1,8 +1,10 @@
 //! The managed kernel child: started, health-waited, token passed, stopped (no orphans).
 
+use iac_agui::clock::{Clock as _, SystemClock};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use iac_agui::config::Environ;
 use iac_agui::kernel::process::{KernelSpec, ManagedKernel};
 
 fn spec(mode: &str) -> (KernelSpec, PathBuf) {
@@ -45,11 +47,8 @@ fn recorded(record: &PathBuf) -> serde_json::Value {
 #[test]
 fn starts_waits_for_health_passes_token_and_stops() {
     let (spec, record) = spec("ok");
-    let env = |k: &str| match k {
-        "IAC_CODE_AGUI_ALLOWED_CWDS" => Some("/tmp:/srv".to_string()),
-        _ => None,
-    };
-    let mut k = ManagedKernel::start(&spec, env).unwrap();
+    let env = Environ::capture().with("IAC_CODE_AGUI_ALLOWED_CWDS", "/tmp:/srv");
+    let mut k = ManagedKernel::start(&spec, &env).unwrap();
     let rec = recorded(&record);
     assert_eq!(rec["token"], k.token.as_str());
     assert_eq!(k.token.len(), 43);
@@ -68,12 +67,10 @@ fn starts_waits_for_health_passes_token_and_stops() {
 #[test]
 fn an_existing_kernel_allow_list_is_not_overwritten() {
     let (spec, record) = spec("ok");
-    let env = |k: &str| match k {
-        "IAC_CODE_AGUI_ALLOWED_CWDS" => Some("/tmp".to_string()),
-        "IACCODE_A2A_ALLOWED_CWDS" => Some("/already".to_string()),
-        _ => None,
-    };
-    let k = ManagedKernel::start(&spec, env).unwrap();
+    let env = Environ::capture()
+        .with("IAC_CODE_AGUI_ALLOWED_CWDS", "/tmp")
+        .with("IACCODE_A2A_ALLOWED_CWDS", "/already");
+    let k = ManagedKernel::start(&spec, &env).unwrap();
     // The child inherits the real environment; only a missing variable is filled in.
     assert_ne!(recorded(&record)["allowed"], "/tmp");
     drop(k);
@@ -83,7 +80,9 @@ fn an_existing_kernel_allow_list_is_not_overwritten() {
 #[test]
 fn a_child_that_exits_during_startup_is_reported() {
     let (spec, record) = spec("exit");
-    let err = ManagedKernel::start(&spec, |_| None).err().unwrap();
+    let err = ManagedKernel::start(&spec, &Environ::capture())
+        .err()
+        .unwrap();
     assert_eq!(
         err,
         "The local A2A process exited during startup (exit code 3)."
@@ -95,7 +94,9 @@ fn a_child_that_exits_during_startup_is_reported() {
 fn a_child_that_never_gets_ready_is_killed() {
     let (mut spec, record) = spec("never-ready");
     spec.startup_timeout = Duration::from_millis(800);
-    let err = ManagedKernel::start(&spec, |_| None).err().unwrap();
+    let err = ManagedKernel::start(&spec, &Environ::capture())
+        .err()
+        .unwrap();
     assert_eq!(err, "The local A2A process did not become ready in time.");
     let pid = recorded(&record)["pid"].as_u64().unwrap() as u32;
     std::thread::sleep(Duration::from_millis(100));
@@ -106,9 +107,9 @@ fn a_child_that_never_gets_ready_is_killed() {
 #[test]
 fn a_child_ignoring_sigterm_is_killed_after_the_grace_period() {
     let (spec, record) = spec("ignore-term");
-    let mut k = ManagedKernel::start(&spec, |_| None).unwrap();
+    let mut k = ManagedKernel::start(&spec, &Environ::capture()).unwrap();
     let pid = recorded(&record)["pid"].as_u64().unwrap() as u32;
-    let start = std::time::Instant::now();
+    let start = SystemClock.now();
     k.stop();
     assert!(start.elapsed() >= Duration::from_millis(400));
     assert!(!alive(pid));
@@ -123,7 +124,9 @@ fn a_missing_program_is_a_clear_error() {
         stop_grace: Duration::from_millis(100),
         launcher: None,
     };
-    let err = ManagedKernel::start(&spec, |_| None).err().unwrap();
+    let err = ManagedKernel::start(&spec, &Environ::capture())
+        .err()
+        .unwrap();
     assert!(
         err.starts_with("Cannot start the local A2A process (/nonexistent/iac-code)"),
         "{err}"

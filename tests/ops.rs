@@ -5,10 +5,11 @@
 
 mod common;
 
+use iac_agui::clock::{Clock as _, SystemClock};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::procs::{Procs, free_port, start};
 use common::*;
@@ -107,7 +108,7 @@ fn a_managed_kernel_that_dies_is_restarted_and_health_says_so_meanwhile() {
     r.chunk().unwrap();
     let first = pids(&dir);
     assert_eq!(first.len(), 1);
-    let killed = Instant::now();
+    let killed = SystemClock.now();
     assert!(
         Command::new("kill")
             .args(["-KILL", &first[0]])
@@ -241,14 +242,14 @@ fn a_hung_kernel_is_seen_within_twenty_seconds_and_its_return_too() {
         )
     };
     sig("-STOP");
-    let stopped = Instant::now();
+    let stopped = SystemClock.now();
     assert!(
         wait_until(Duration::from_secs(20), || health(p.addr) == 503),
         "still 200 after {:?}",
         stopped.elapsed()
     );
     sig("-CONT");
-    let resumed = Instant::now();
+    let resumed = SystemClock.now();
     assert!(
         wait_until(Duration::from_secs(20), || health(p.addr) == 200),
         "still 503 after {:?}",

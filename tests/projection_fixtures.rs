@@ -62,7 +62,9 @@ fn summary(sse: &str) -> String {
 
 #[test]
 fn every_captured_stream_projects_to_its_reviewed_sequence() {
-    let update = std::env::var("UPDATE_GOLDEN").is_ok();
+    let update = iac_agui::config::Environ::capture()
+        .get("UPDATE_GOLDEN")
+        .is_some();
     let mut n = 0;
     let mut names: Vec<_> = std::fs::read_dir("tests/fixtures/a2a")
         .unwrap()

@@ -5,8 +5,9 @@
 
 mod common;
 
+use iac_agui::clock::{Clock as _, SystemClock};
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use iac_agui::adapter::Shared;
@@ -246,7 +247,7 @@ fn a_dropped_producer_is_cancelled_after_the_grace_not_before() {
     let s = stack(grace_2);
     let r = s.open_stream(&s.body("grace", "r1", "pace 200 10"));
     let (_raw, session) = read_then_drop(r, 6);
-    let dropped = Instant::now();
+    let dropped = SystemClock.now();
     let task = session["value"]["taskId"].as_str().unwrap().to_string();
     std::thread::sleep(Duration::from_millis(1200));
     assert_eq!(

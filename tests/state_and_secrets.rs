@@ -182,9 +182,9 @@ fn state_files_are_private() {
 /// 200 save/load rounds.
 #[test]
 fn crash_child_save_loop() {
-    let (dir, rounds) = match std::env::var("IAC_AGUI_CRASH_DIR") {
-        Ok(d) => (PathBuf::from(d), u64::MAX),
-        Err(_) => (temp_dir("save-loop").join("state"), 200),
+    let (dir, rounds) = match iac_agui::config::Environ::capture().get("IAC_AGUI_CRASH_DIR") {
+        Some(d) => (PathBuf::from(d), u64::MAX),
+        None => (temp_dir("save-loop").join("state"), 200),
     };
     let store = FileStore::open(&dir).unwrap();
     let mut doc = ThreadDoc {

@@ -2,10 +2,12 @@
 //! resume are deterministic under test.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-pub trait Env: Send + Sync {
-    /// Unix time in milliseconds (event timestamps, interrupt expiry).
-    fn now_ms(&self) -> u64;
+use crate::clock::{Clock, ManualClock, SystemClock};
+
+/// The adapter's clock (its windows and event timestamps) and id source.
+pub trait Env: Clock {
     /// A random UUIDv4 (execution ids).
     fn uuid4(&self) -> String;
     /// 32 random hex digits (generated message and tool ids).
@@ -16,13 +18,16 @@ pub trait Env: Send + Sync {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SystemEnv;
 
-impl Env for SystemEnv {
-    fn now_ms(&self) -> u64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0)
+impl Clock for SystemEnv {
+    fn now(&self) -> Instant {
+        SystemClock.now()
     }
+    fn wall(&self) -> SystemTime {
+        SystemClock.wall()
+    }
+}
+
+impl Env for SystemEnv {
     fn uuid4(&self) -> String {
         crate::ids::uuid4()
     }
@@ -31,11 +36,14 @@ impl Env for SystemEnv {
     }
 }
 
-/// A fixed clock and counting ids for tests.
+/// A clock that moves only when told and counting ids, for tests. The wall time is
+/// `now` (ms); the monotonic time moves with it.
 #[derive(Debug, Default)]
 pub struct TestEnv {
     pub(crate) now: AtomicU64,
     counter: AtomicU64,
+    mono: ManualClock,
+    start_ms: u64,
 }
 
 impl TestEnv {
@@ -43,14 +51,34 @@ impl TestEnv {
         TestEnv {
             now: AtomicU64::new(now_ms),
             counter: AtomicU64::new(0),
+            mono: ManualClock::new(),
+            start_ms: now_ms,
         }
+    }
+
+    /// Move both times forward.
+    pub fn advance(&self, d: Duration) {
+        self.now.fetch_add(d.as_millis() as u64, Ordering::SeqCst);
+    }
+}
+
+impl Clock for TestEnv {
+    fn now(&self) -> Instant {
+        let ms = self
+            .now
+            .load(Ordering::SeqCst)
+            .saturating_sub(self.start_ms);
+        self.mono.now() + Duration::from_millis(ms)
+    }
+    fn wall(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(self.now.load(Ordering::SeqCst))
+    }
+    fn now_ms(&self) -> u64 {
+        self.now.load(Ordering::SeqCst)
     }
 }
 
 impl Env for TestEnv {
-    fn now_ms(&self) -> u64 {
-        self.now.load(Ordering::SeqCst)
-    }
     fn uuid4(&self) -> String {
         let n = self.counter.fetch_add(1, Ordering::SeqCst) + 1;
         format!("00000000-0000-4000-8000-{n:012}")

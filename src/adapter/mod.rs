@@ -15,6 +15,7 @@ pub mod replay;
 pub(crate) mod schema;
 pub(crate) mod shared;
 mod subscribe;
+mod tee;
 pub mod threads;
 pub(crate) mod upstream;
 mod winddown;
@@ -191,7 +192,12 @@ impl Backend for AguiBackend {
             admission::RunKind::Guidance => std::time::Duration::ZERO,
             _ => sh.disconnect_grace,
         };
-        stream.attach_log(log, grace);
+        stream.set_tap(Arc::new(tee::RunTee::new(
+            log,
+            grace,
+            &inp.run_id,
+            sh.env.clone(),
+        )));
         let control = Arc::new(RunControl::default());
         if kind != admission::RunKind::Guidance {
             lock(&sh.runs).insert(execution_id, control.clone());

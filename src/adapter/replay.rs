@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use crate::clock::{Clock, SystemClock};
 use crate::limits;
 use crate::sync::lock;
 
@@ -69,6 +70,7 @@ pub(crate) struct RunLog {
     bounds: ReplayBounds,
     total: Arc<AtomicUsize>,
     all: Weak<Inner>,
+    clock: Arc<dyn Clock>,
 }
 
 /// What a subscriber gets from [`RunLog::read_from`].
@@ -123,7 +125,7 @@ impl RunLog {
         let mut h = lock(&self.held);
         if !h.ended {
             h.ended = true;
-            h.ended_at = Some(Instant::now());
+            h.ended_at = Some(self.clock.now());
         }
         drop(h);
         self.changed.notify_all();
@@ -131,6 +133,11 @@ impl RunLog {
 
     pub(crate) fn ended(&self) -> bool {
         lock(&self.held).ended
+    }
+
+    /// The time on the log's clock (a reader's own deadlines).
+    pub(crate) fn now(&self) -> Instant {
+        self.clock.now()
     }
 
     /// The first id still held, and the id the next event would get.
@@ -155,7 +162,7 @@ impl RunLog {
     /// Events from `id` on, waiting up to `wait` for one to arrive.
     pub(crate) fn read_from(&self, id: u64, wait: Duration) -> Read {
         let mut h = lock(&self.held);
-        let deadline = Instant::now() + wait;
+        let deadline = self.clock.now() + wait;
         loop {
             if id < h.first_id {
                 return Read::Gap;
@@ -178,7 +185,7 @@ impl RunLog {
             if h.ended {
                 return Read::End;
             }
-            let now = Instant::now();
+            let now = self.clock.now();
             if now >= deadline {
                 return Read::Events(Vec::new());
             }
@@ -263,6 +270,8 @@ struct Inner {
     bounds: ReplayBounds,
     runs: Mutex<Index>,
     total: Arc<AtomicUsize>,
+    /// Retention and reader waits (the adapter's `Env`).
+    clock: Arc<dyn Clock>,
 }
 
 #[derive(Default)]
@@ -286,17 +295,18 @@ const PURGE_EVERY: Duration = Duration::from_secs(1);
 
 impl Default for ReplayLogs {
     fn default() -> Self {
-        ReplayLogs::new(ReplayBounds::default())
+        ReplayLogs::new(ReplayBounds::default(), Arc::new(SystemClock))
     }
 }
 
 impl ReplayLogs {
-    pub fn new(bounds: ReplayBounds) -> ReplayLogs {
+    pub fn new(bounds: ReplayBounds, clock: Arc<dyn Clock>) -> ReplayLogs {
         ReplayLogs {
             inner: Arc::new(Inner {
                 bounds,
                 runs: Mutex::new(Index::default()),
                 total: Arc::new(AtomicUsize::new(0)),
+                clock,
             }),
         }
     }
@@ -306,7 +316,7 @@ impl ReplayLogs {
     pub(crate) fn purge_expired(&self) {
         let expired: Vec<Arc<RunLog>> = {
             let mut idx = lock(&self.inner.runs);
-            let now = Instant::now();
+            let now = self.inner.clock.now();
             let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut idx.by_run)
                 .into_iter()
                 .partition(|(_, l)| l.expired(now));
@@ -322,7 +332,7 @@ impl ReplayLogs {
     pub(crate) fn open(&self, key: RunKey, execution_id: &str, ros: &str) -> Arc<RunLog> {
         let this = &self.inner;
         let mut idx = lock(&this.runs);
-        let now = Instant::now();
+        let now = this.clock.now();
         if idx
             .purged
             .is_none_or(|t| now.duration_since(t) >= PURGE_EVERY)
@@ -349,6 +359,7 @@ impl ReplayLogs {
             bounds: this.bounds,
             total: this.total.clone(),
             all: Arc::downgrade(this),
+            clock: this.clock.clone(),
         });
         idx.by_run.insert((key.thread_id, key.run_id), log.clone());
         log
@@ -356,7 +367,7 @@ impl ReplayLogs {
 
     pub(crate) fn get(&self, thread_id: &str, run_id: &str) -> Option<Arc<RunLog>> {
         let mut idx = lock(&self.inner.runs);
-        idx.purge(Instant::now());
+        idx.purge(self.inner.clock.now());
         idx.by_run
             .get(&(thread_id.to_string(), run_id.to_string()))
             .cloned()
@@ -469,7 +480,7 @@ mod tests {
 
     #[test]
     fn an_overflowing_log_keeps_its_newest_events_and_knows_its_first_id() {
-        let logs = ReplayLogs::new(bounds(1 << 20, 2, 1 << 30));
+        let logs = ReplayLogs::new(bounds(1 << 20, 2, 1 << 30), Arc::new(SystemClock));
         let log = logs.open(key("r"), "e", "ros");
         for i in 0..5 {
             log.append(ev(i));
@@ -482,7 +493,7 @@ mod tests {
             Read::Events(vec![ev(3), ev(4)])
         );
         // A single event larger than the byte bound is still held.
-        let small = ReplayLogs::new(bounds(4, 100, 1 << 30));
+        let small = ReplayLogs::new(bounds(4, 100, 1 << 30), Arc::new(SystemClock));
         let l = small.open(key("r"), "e", "ros");
         l.append(ev(0));
         assert!(l.holds(0));
@@ -491,7 +502,7 @@ mod tests {
     #[test]
     fn the_total_bound_empties_the_oldest_runs_first() {
         let one = ev(0).len();
-        let logs = ReplayLogs::new(bounds(1 << 20, 1000, one * 3));
+        let logs = ReplayLogs::new(bounds(1 << 20, 1000, one * 3), Arc::new(SystemClock));
         let a = logs.open(key("a"), "e", "ros");
         let b = logs.open(key("b"), "e2", "ros");
         a.append(ev(0));
@@ -524,12 +535,23 @@ mod tests {
     #[test]
     fn ended_logs_expire_after_the_retention_window() {
         let mut b = bounds(1 << 20, 1000, 1 << 30);
-        b.retention = Duration::ZERO;
-        let logs = ReplayLogs::new(b);
+        b.retention = Duration::from_secs(600);
+        let clock = Arc::new(crate::clock::ManualClock::new());
+        let logs = ReplayLogs::new(b, clock.clone());
         let log = logs.open(key("r"), "e", "ros");
+        clock.advance(Duration::from_secs(3600));
         assert!(logs.get("t", "r").is_some(), "live logs stay");
         log.end();
+        clock.advance(Duration::from_secs(599));
+        assert!(logs.get("t", "r").is_some(), "kept for the retention");
+        clock.advance(Duration::from_secs(2));
         assert!(logs.get("t", "r").is_none());
+        // The timer's purge drops them too, without a request.
+        let log = logs.open(key("r2"), "e", "ros");
+        log.end();
+        clock.advance(Duration::from_secs(601));
+        logs.purge_expired();
+        assert_eq!(logs.inner.runs.lock().unwrap().by_run.len(), 0);
     }
 
     #[test]

@@ -66,19 +66,21 @@ impl Shared {
         home: Option<String>,
         protocol: AguiProtocol,
     ) -> Shared {
+        let mut registry = registry;
+        registry.set_clock(env.clone());
         Shared {
             registry,
             kernel,
+            wind_downs: Arc::new(WindDowns::new(env.clone())),
+            replay: ReplayLogs::new(ReplayBounds::default(), env.clone()),
             env,
             roots,
             home,
             protocol,
             default_cwd: None,
             runs: Mutex::new(HashMap::new()),
-            wind_downs: Arc::new(WindDowns::default()),
             wind_down_bound: crate::limits::WIND_DOWN_BOUND,
             cancel_answer_bound: crate::limits::CANCEL_ANSWER_BOUND,
-            replay: ReplayLogs::default(),
             disconnect_grace: crate::limits::DISCONNECT_GRACE,
             stopping: AtomicBool::new(false),
             readiness: Arc::new(Readiness::default()),
@@ -100,7 +102,7 @@ impl Shared {
 
     pub fn with_detach(mut self, grace: Duration, replay: ReplayBounds) -> Shared {
         self.disconnect_grace = grace;
-        self.replay = ReplayLogs::new(replay);
+        self.replay = ReplayLogs::new(replay, self.env.clone());
         self
     }
 
@@ -137,7 +139,7 @@ impl Shared {
     /// If the thread's active run has lost its client (or the server is stopping it), wait
     /// on this worker, bounded, until that run released the thread.
     pub(super) fn wait_for_departing_run(&self, slot: &super::threads::Slot) {
-        let deadline = std::time::Instant::now() + crate::limits::DEPARTING_RUN_WAIT;
+        let deadline = self.env.now() + crate::limits::DEPARTING_RUN_WAIT;
         loop {
             let departing = lock(slot).as_ref().is_some_and(|t| {
                 t.active_run.is_some()
@@ -145,7 +147,7 @@ impl Shared {
                         .run_control(&t.doc.execution.execution_id)
                         .is_some_and(|c| c.stopped.load(std::sync::atomic::Ordering::SeqCst))
             });
-            if !departing || std::time::Instant::now() >= deadline {
+            if !departing || self.env.now() >= deadline {
                 return;
             }
             std::thread::sleep(Duration::from_millis(5));

@@ -176,10 +176,9 @@ fn replay(log: &Arc<RunLog>, from: u64, stream: &mut RunStream<'_>, lang: Lang) 
         // which reaches the log in a moment. Pass it on, so a subscriber ends as the run did;
         // only if it does not come, end with the same code here.
         if stop.is_stopped() {
-            let deadline = *shutdown_deadline.get_or_insert_with(|| {
-                std::time::Instant::now() + limits::SUBSCRIBER_SHUTDOWN_TAIL
-            });
-            if std::time::Instant::now() >= deadline {
+            let deadline = *shutdown_deadline
+                .get_or_insert_with(|| log.now() + limits::SUBSCRIBER_SHUTDOWN_TAIL);
+            if log.now() >= deadline {
                 let _ = stream.error_terminal(Code::ServerShuttingDown, Msg::RunServerShuttingDown);
                 return;
             }

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 pub(crate) use super::admission::Thread;
+use crate::clock::{Clock, SystemClock};
 use crate::store::document::ThreadDoc;
 use crate::store::files::{FileStore, StoreError};
 
@@ -37,6 +38,8 @@ pub struct Registry {
     live: Mutex<HashMap<String, String>>,
     last_activity: Mutex<Instant>,
     max_cached: usize,
+    /// Idle time (`--idle-shutdown`); the adapter's `Env` once `Shared` owns the registry.
+    clock: Arc<dyn Clock>,
 }
 
 /// Drop cached threads nobody holds and that have no active run, until `target` remain (or
@@ -65,9 +68,16 @@ impl Registry {
             store,
             threads: Mutex::new(HashMap::new()),
             live: Mutex::new(HashMap::new()),
-            last_activity: Mutex::new(Instant::now()),
+            last_activity: Mutex::new(SystemClock.now()),
             max_cached: crate::limits::MAX_CACHED_THREADS,
+            clock: Arc::new(SystemClock),
         }
+    }
+
+    /// Take the time from `clock` from now on.
+    pub(crate) fn set_clock(&mut self, clock: Arc<dyn Clock>) {
+        self.last_activity = Mutex::new(clock.now());
+        self.clock = clock;
     }
 
     /// A registry that keeps at most `n` threads cached (tests).
@@ -154,7 +164,7 @@ impl Registry {
     }
 
     pub(crate) fn touch(&self) {
-        *lock(&self.last_activity) = Instant::now();
+        *lock(&self.last_activity) = self.clock.now();
     }
 
     pub(crate) fn last_activity(&self) -> Instant {

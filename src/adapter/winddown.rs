@@ -6,15 +6,17 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::clock::Clock;
 use crate::sync::lock;
 
 /// Threads with tasks still stopping, and how many each.
-#[derive(Debug, Default)]
 pub(crate) struct WindDowns {
     stopping: Mutex<HashMap<String, usize>>,
     changed: Condvar,
+    /// The bound of `wait` (the adapter's `Env`).
+    clock: Arc<dyn Clock>,
 }
 
 /// One task stopping on a thread; dropping it (also on a panic) says the kernel confirmed.
@@ -25,6 +27,14 @@ pub(crate) struct WindDown {
 }
 
 impl WindDowns {
+    pub(crate) fn new(clock: Arc<dyn Clock>) -> WindDowns {
+        WindDowns {
+            stopping: Mutex::default(),
+            changed: Condvar::new(),
+            clock,
+        }
+    }
+
     /// A task of `thread_id` is being stopped from now on.
     pub(crate) fn begin(self: &Arc<Self>, thread_id: &str) -> WindDown {
         *lock(&self.stopping)
@@ -38,10 +48,10 @@ impl WindDowns {
 
     /// Wait until nothing of `thread_id` is stopping, at most `bound`. True when clear.
     pub(crate) fn wait(&self, thread_id: &str, bound: Duration) -> bool {
-        let deadline = Instant::now() + bound;
+        let deadline = self.clock.now() + bound;
         let mut g = lock(&self.stopping);
         while g.contains_key(thread_id) {
-            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+            let Some(left) = deadline.checked_duration_since(self.clock.now()) else {
                 return false;
             };
             g = self
@@ -74,7 +84,7 @@ mod tests {
 
     #[test]
     fn waits_until_every_stop_is_confirmed_or_the_bound() {
-        let w = Arc::new(WindDowns::default());
+        let w = Arc::new(WindDowns::new(Arc::new(crate::clock::SystemClock)));
         assert!(w.wait("t", Duration::ZERO), "nothing stopping");
         let a = w.begin("t");
         let b = w.begin("t");

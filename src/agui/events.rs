@@ -111,6 +111,27 @@ pub(crate) enum Event {
 }
 
 impl Event {
+    /// `RUN_ERROR`, the one way every path builds it (the run's end, a subscriber's, a
+    /// worker's abnormal end). `ids`: carry threadId/runId (AG-UI 0.1; the 1.0 event has
+    /// none).
+    pub(crate) fn run_error(
+        code: Code,
+        message: impl Into<String>,
+        thread_id: &str,
+        run_id: &str,
+        usage: Vec<Usage>,
+        ids: bool,
+    ) -> Event {
+        Event::RunError {
+            message: message.into(),
+            code,
+            usage,
+            thread_id: thread_id.into(),
+            run_id: run_id.into(),
+            ids,
+        }
+    }
+
     pub(crate) fn type_name(&self) -> &'static str {
         match self {
             Event::RunStarted { .. } => "RUN_STARTED",

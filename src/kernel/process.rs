@@ -5,9 +5,11 @@
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::a2a::client::{A2aClient, A2aConfig};
+use crate::clock::{Clock, SystemClock};
+use crate::config::Environ;
 use crate::ids;
 
 /// How to start and wait for the kernel.
@@ -63,10 +65,8 @@ pub struct ManagedKernel {
 
 impl ManagedKernel {
     /// Start the kernel and wait until its `/health` answers 200.
-    pub fn start(
-        spec: &KernelSpec,
-        env: impl Fn(&str) -> Option<String>,
-    ) -> Result<ManagedKernel, String> {
+    /// `env` is the environment the child inherits settings from (allowed roots, `PATH`).
+    pub fn start(spec: &KernelSpec, env: &Environ) -> Result<ManagedKernel, String> {
         let Some((program, lead)) = spec.command.split_first() else {
             return Err("The kernel command is empty.".into());
         };
@@ -76,7 +76,7 @@ impl ManagedKernel {
             .map_err(|e| format!("Cannot make a token for the local A2A process: {e}."))?;
         // A missing program is reported here: through the launcher it would only be an exit
         // code.
-        if find_program(program).is_none() {
+        if find_program(program, env.get_os("PATH")).is_none() {
             return Err(format!(
                 "Cannot start the local A2A process ({program}): {}",
                 std::io::Error::from(std::io::ErrorKind::NotFound)
@@ -104,15 +104,19 @@ impl ManagedKernel {
             ])
             .env("IACCODE_A2A_HTTP_TOKEN", &token)
             .stdin(Stdio::null());
-        crate::malloc::restore_for_child(&mut cmd, |k| std::env::var_os(k));
+        crate::malloc::restore_for_child(&mut cmd, |k| env.get_os(k));
         // With JSON logs every line on stderr must be a JSON object: the child's output is
         // relayed line by line as records of ours instead of being inherited.
         let relay = crate::logging::format() == crate::logging::LogFormat::Json;
         if relay {
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         }
-        if let Some(allowed) = env("IAC_CODE_AGUI_ALLOWED_CWDS").filter(|s| !s.is_empty())
-            && env("IACCODE_A2A_ALLOWED_CWDS").is_none_or(|s| s.is_empty())
+        if let Some(allowed) = env
+            .get("IAC_CODE_AGUI_ALLOWED_CWDS")
+            .filter(|s| !s.is_empty())
+            && env
+                .get("IACCODE_A2A_ALLOWED_CWDS")
+                .is_none_or(|s| s.is_empty())
         {
             cmd.env("IACCODE_A2A_ALLOWED_CWDS", allowed);
         }
@@ -173,7 +177,7 @@ impl ManagedKernel {
         cfg.connect_timeout = Duration::from_millis(500);
         cfg.idle_timeout = Duration::from_millis(500);
         let client = A2aClient::new(cfg);
-        let deadline = Instant::now() + timeout;
+        let deadline = SystemClock.now() + timeout;
         loop {
             if let Some(child) = self.child.as_mut()
                 && let Ok(Some(status)) = child.try_wait()
@@ -193,7 +197,7 @@ impl ManagedKernel {
             if client.session().health() == Ok(200) {
                 return Ok(());
             }
-            if Instant::now() >= deadline {
+            if SystemClock.now() >= deadline {
                 self.stop();
                 return Err("The local A2A process did not become ready in time.".into());
             }
@@ -212,8 +216,8 @@ impl ManagedKernel {
         if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
             let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
         }
-        let deadline = Instant::now() + self.stop_grace;
-        while Instant::now() < deadline {
+        let deadline = SystemClock.now() + self.stop_grace;
+        while SystemClock.now() < deadline {
             if let Ok(Some(_)) = child.try_wait() {
                 return;
             }
@@ -232,12 +236,12 @@ impl Drop for ManagedKernel {
 }
 
 /// `program` as the OS would find it: a path that is a file, or a name in `$PATH`.
-fn find_program(program: &str) -> Option<std::path::PathBuf> {
+fn find_program(program: &str, path: Option<std::ffi::OsString>) -> Option<std::path::PathBuf> {
     if program.contains('/') {
         let p = std::path::PathBuf::from(program);
         return p.is_file().then_some(p);
     }
-    let path = std::env::var_os("PATH")?;
+    let path = path?;
     std::env::split_paths(&path)
         .map(|d| d.join(program))
         .find(|p| p.is_file())

@@ -8,6 +8,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::a2a::client::A2aClient;
+use crate::clock::{Clock, SystemClock};
 use crate::sync::lock;
 
 /// What the loop reads (an atomic) and what runs poke when a kernel call failed.
@@ -34,6 +35,16 @@ impl Default for Readiness {
             wake: Condvar::new(),
             stop: AtomicBool::new(false),
         }
+    }
+}
+
+impl crate::app::Readiness for Readiness {
+    fn kernel_up(&self) -> bool {
+        Readiness::kernel_up(self)
+    }
+
+    fn store_up(&self) -> bool {
+        Readiness::store_up(self)
     }
 }
 
@@ -130,7 +141,7 @@ fn watch(ready: &Readiness, client: &A2aClient, managed: Option<&Managed>, inter
     } else {
         interval
     };
-    let mut next_probe = Instant::now() + interval;
+    let mut next_probe = SystemClock.now() + interval;
     let mut backoff = crate::limits::KERNEL_RESTART_FIRST;
     let mut restart_at: Option<Instant> = None;
     loop {
@@ -146,11 +157,11 @@ fn watch(ready: &Readiness, client: &A2aClient, managed: Option<&Managed>, inter
             if let Some(code) = k.exited() {
                 log::error!("the local A2A process exited unexpectedly (exit code {code})");
                 ready.set(false);
-                restart_at = Some(Instant::now() + backoff);
+                restart_at = Some(SystemClock.now() + backoff);
             }
             if !k.running()
                 && let Some(at) = restart_at
-                && Instant::now() >= at
+                && SystemClock.now() >= at
             {
                 log::info!("restarting the local A2A process");
                 match k.restart() {
@@ -164,13 +175,13 @@ fn watch(ready: &Readiness, client: &A2aClient, managed: Option<&Managed>, inter
                     Err(e) => {
                         backoff = (backoff * 2).min(crate::limits::KERNEL_RESTART_MAX);
                         log::error!("{e}; next try in {backoff:?}");
-                        restart_at = Some(Instant::now() + backoff);
+                        restart_at = Some(SystemClock.now() + backoff);
                     }
                 }
             }
             kernel_running = k.running();
         }
-        let now = Instant::now();
+        let now = SystemClock.now();
         if kicked || now >= next_probe {
             next_probe = now + interval;
             ready.probe_store();
@@ -190,7 +201,7 @@ mod tests {
         let r = Arc::new(Readiness::default());
         let r2 = r.clone();
         let t = std::thread::spawn(move || {
-            let t0 = Instant::now();
+            let t0 = SystemClock.now();
             let kicked = r2.sleep(Duration::from_secs(30));
             (kicked, t0.elapsed())
         });

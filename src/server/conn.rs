@@ -19,12 +19,12 @@ use super::job::{ConnId, JobShared};
 use super::out::OutBuf;
 use super::timers::Armed;
 
-pub(crate) enum State {
+pub(crate) enum State<R> {
     /// Waiting for a request head. `started` once its first byte arrived (the header
     /// timeout is armed then; while idle between requests the keep-alive timeout applies).
     ReadingHead { started: bool },
     /// Reading a body for a request the handler accepted.
-    ReadingBody(Box<BodyRead>),
+    ReadingBody(Box<BodyRead<R>>),
     /// A worker has the request; no reply yet.
     Dispatched {
         job: Arc<JobShared>,
@@ -41,9 +41,9 @@ pub(crate) enum State {
     Closing,
 }
 
-pub(crate) struct BodyRead {
+pub(crate) struct BodyRead<R> {
     pub(crate) head: RequestHead,
-    pub(crate) route: u32,
+    pub(crate) route: R,
     pub(crate) limit: usize,
     pub(crate) too_large: Response,
     pub(crate) body: Vec<u8>,
@@ -100,10 +100,10 @@ impl Drop for Reservation {
     }
 }
 
-pub(crate) struct Conn {
+pub(crate) struct Conn<R> {
     pub(crate) id: ConnId,
     pub(crate) sock: TcpStream,
-    pub(crate) state: State,
+    pub(crate) state: State<R>,
     pub(crate) inbuf: Vec<u8>,
     pub(crate) out: OutBuf,
     pub(crate) armed: Armed,
@@ -116,8 +116,8 @@ pub(crate) struct Conn {
     pub(crate) peer_eof: bool,
 }
 
-impl Conn {
-    pub(crate) fn new(id: ConnId, sock: TcpStream, now: Instant) -> Conn {
+impl<R> Conn<R> {
+    pub(crate) fn new(id: ConnId, sock: TcpStream, now: Instant) -> Conn<R> {
         Conn {
             id,
             sock,

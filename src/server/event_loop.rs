@@ -52,19 +52,19 @@ enum Drain {
     Final { until: Instant },
 }
 
-pub struct Server {
+pub struct Server<H: Handler> {
     poll: Poll,
     listener: Option<TcpListener>,
     local_addr: SocketAddr,
     waker: Arc<Waker>,
     inbox: Arc<Inbox>,
-    conns: Vec<Option<Conn>>,
+    conns: Vec<Option<Conn<H::Route>>>,
     free: Vec<usize>,
     live: usize,
     next_generation: u64,
     timers: TimerSet,
     clock: Arc<dyn Clock>,
-    handler: Arc<dyn Handler>,
+    handler: Arc<H>,
     cfg: ServerConfig,
     shutdown_flag: Arc<AtomicU8>,
     drain: Option<Drain>,
@@ -74,14 +74,14 @@ pub struct Server {
     body_bytes: Arc<std::sync::atomic::AtomicUsize>,
 }
 
-impl Server {
+impl<H: Handler> Server<H> {
     /// Bind and prepare; nothing is accepted until [`Server::run`].
     pub fn bind(
         addr: SocketAddr,
         cfg: ServerConfig,
-        handler: Arc<dyn Handler>,
+        handler: Arc<H>,
         clock: Arc<dyn Clock>,
-    ) -> io::Result<Server> {
+    ) -> io::Result<Server<H>> {
         let poll = Poll::new()?;
         let mut listener = TcpListener::bind(addr)?;
         // Re-listening on a listening socket only resizes its backlog.
@@ -294,7 +294,7 @@ impl Server {
         }
     }
 
-    fn conn(&mut self, slot: usize) -> Option<&mut Conn> {
+    fn conn(&mut self, slot: usize) -> Option<&mut Conn<H::Route>> {
         self.conns.get_mut(slot).and_then(Option::as_mut)
     }
 
@@ -511,7 +511,7 @@ impl Server {
         }
     }
 
-    fn dispatch(&mut self, slot: usize, b: BodyRead) {
+    fn dispatch(&mut self, slot: usize, b: BodyRead<H::Route>) {
         let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
@@ -823,7 +823,7 @@ impl Server {
 }
 
 /// Add output with `f`; the write-stall clock starts when output becomes pending.
-fn push_out(conn: &mut Conn, now: Instant, f: impl FnOnce(&mut OutBuf)) {
+fn push_out<R>(conn: &mut Conn<R>, now: Instant, f: impl FnOnce(&mut OutBuf)) {
     if conn.out.is_empty() {
         conn.last_progress = now;
     }
@@ -831,7 +831,7 @@ fn push_out(conn: &mut Conn, now: Instant, f: impl FnOnce(&mut OutBuf)) {
 }
 
 /// Run a server on its own thread (tests and embedders).
-pub fn spawn(server: Server) -> io::Result<std::thread::JoinHandle<io::Result<()>>> {
+pub fn spawn<H: Handler>(server: Server<H>) -> io::Result<std::thread::JoinHandle<io::Result<()>>> {
     std::thread::Builder::new()
         .name("iac-agui-loop".into())
         .spawn(move || server.run())

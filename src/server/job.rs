@@ -487,8 +487,9 @@ mod tests {
             out.hold(false);
         });
         let mut got = Vec::new();
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while got.len() < 5 && std::time::Instant::now() < deadline {
+        let clock = crate::clock::SystemClock;
+        let deadline = crate::clock::Clock::now(&clock) + Duration::from_secs(10);
+        while got.len() < 5 && crate::clock::Clock::now(&clock) < deadline {
             for j in inbox.take_ready() {
                 j.drain(10, usize::MAX, &mut got);
             }

@@ -57,8 +57,8 @@ impl Default for ServerConfig {
     }
 }
 
-/// What to do with a request once its head is known.
-pub enum HeadDecision {
+/// What to do with a request once its head is known (`R`: the handler's route type).
+pub enum HeadDecision<R> {
     /// Answer now without reading a body (the connection closes if a body was announced).
     Respond(Response),
     /// Read the body (at most `limit` bytes), then hand the request to [`Handler::dispatch`].
@@ -66,27 +66,30 @@ pub enum HeadDecision {
         limit: usize,
         /// Sent (and the connection closed) when the body exceeds `limit`.
         too_large: Response,
-        /// Opaque route tag passed back in [`Request::route`].
-        route: u32,
+        /// The handler's route, passed back in [`Request::route`].
+        route: R,
     },
 }
 
 /// A complete request for a worker.
 #[derive(Debug)]
-pub struct Request {
+pub struct Request<R> {
     pub(crate) head: RequestHead,
     pub(crate) body: Vec<u8>,
-    pub(crate) route: u32,
+    pub(crate) route: R,
 }
 
 /// The application side of the server.
 pub trait Handler: Send + Sync + 'static {
+    /// What the head decision tells the worker about a request whose body is read.
+    type Route: Send + 'static;
+
     /// Called on the loop thread; must be cheap and must not block.
-    fn on_head(&self, head: &RequestHead) -> HeadDecision;
+    fn on_head(&self, head: &RequestHead) -> HeadDecision<Self::Route>;
 
     /// Called on the loop thread with a complete request. Start the work elsewhere and keep
     /// `outbox`; or refuse at once with a response. Must not block.
-    fn dispatch(&self, request: Request, outbox: Outbox) -> Result<(), Response>;
+    fn dispatch(&self, request: Request<Self::Route>, outbox: Outbox) -> Result<(), Response>;
 
     /// The answer for a connection refused because `max_connections` are open.
     fn over_capacity(&self) -> Response {

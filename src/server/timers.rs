@@ -8,59 +8,11 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-#[cfg(test)]
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Source of monotonic time; tests substitute a manual clock.
-pub trait Clock: Send + Sync {
-    fn now(&self) -> Instant;
-}
-
-/// The real monotonic clock.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> Instant {
-        Instant::now()
-    }
-}
-
-/// A clock that moves only when told to (tests).
 #[cfg(test)]
-#[derive(Debug)]
-pub(crate) struct ManualClock {
-    now: Mutex<Instant>,
-}
-
-#[cfg(test)]
-impl ManualClock {
-    pub(crate) fn new() -> ManualClock {
-        ManualClock {
-            now: Mutex::new(Instant::now()),
-        }
-    }
-
-    pub(crate) fn advance(&self, d: Duration) {
-        let mut now = self.now.lock().unwrap_or_else(|e| e.into_inner());
-        *now += d;
-    }
-}
-
-#[cfg(test)]
-impl Default for ManualClock {
-    fn default() -> Self {
-        ManualClock::new()
-    }
-}
-
-#[cfg(test)]
-impl Clock for ManualClock {
-    fn now(&self) -> Instant {
-        *self.now.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
+pub(crate) use crate::clock::ManualClock;
+pub use crate::clock::{Clock, SystemClock};
 
 /// What a connection deadline is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -179,7 +131,7 @@ mod tests {
 
     #[test]
     fn earlier_rearm_supersedes() {
-        let t0 = Instant::now();
+        let t0 = ManualClock::new().now();
         let mut set = TimerSet::new();
         let mut a = Armed::default();
         set.arm(&mut a, 7, TimerKind::Read, t0 + Duration::from_secs(10));

@@ -1,17 +1,17 @@
 //! Shared helpers for black-box tests: start a server on port 0, talk raw HTTP/1.1 to it.
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test crate uses its own part of the helpers")]
 
 pub mod procs;
 
+use iac_agui::clock::{Clock as _, SystemClock};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use iac_agui::app::{App, Backend};
 use iac_agui::routes::RouteConfig;
-use iac_agui::server::timers::SystemClock;
 use iac_agui::server::{Server, ServerConfig, ShutdownHandle, event_loop};
 
 pub struct TestServer {
@@ -329,8 +329,8 @@ fn sse_parse(body: &[u8]) -> (Vec<serde_json::Value>, Vec<Option<u64>>, usize) {
 
 /// Wait until `f` holds or the deadline passes.
 pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + timeout;
-    while Instant::now() < end {
+    let end = SystemClock.now() + timeout;
+    while SystemClock.now() < end {
         if f() {
             return true;
         }
@@ -344,7 +344,7 @@ pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
 #[cfg(feature = "demo")]
 mod stack;
 #[cfg(feature = "demo")]
-#[allow(unused_imports)]
+#[allow(unused_imports, reason = "not every test crate runs whole stacks")]
 pub use stack::Stack;
 
 use iac_agui::a2a::client::{A2aClient, A2aConfig};

@@ -233,12 +233,15 @@ impl Harness {
             &inbox,
         );
         {
-            let mut stream = RunStream::new(&outbox, &body, Lang::En);
-            let req = RunRequest {
-                body,
-                header_lang: Lang::En,
-                payload_lang: Lang::En,
-            };
+            let bytes = serde_json::to_vec(&body).unwrap();
+            let req = RunRequest::parse(&bytes, Lang::En).unwrap();
+            let mut stream = RunStream::new(
+                &outbox,
+                req.thread_id.clone(),
+                req.run_id.clone(),
+                req.payload_lang,
+                self.backend.shared.env.clone(),
+            );
             self.backend.run(req, &mut stream);
         }
         let mut replies = Vec::new();

@@ -23,7 +23,7 @@ fn linger(shared: &Arc<Shared>, answer: &Value) {
     if linger.is_zero() {
         return;
     }
-    let until = std::time::Instant::now() + linger;
+    let until = crate::clock::Clock::now(&crate::clock::SystemClock) + linger;
     lock(&shared.stopping).insert(ctx.to_string(), until);
     std::thread::sleep(linger);
     let mut stopping = lock(&shared.stopping);
@@ -228,7 +228,7 @@ pub(super) fn send_streaming(
     let mut script = choose(&text, run_mode);
     let still_stopping = lock(&shared.stopping)
         .get(&context_id)
-        .is_some_and(|until| *until > std::time::Instant::now());
+        .is_some_and(|until| *until > crate::clock::Clock::now(&crate::clock::SystemClock));
     if still_stopping {
         // The session is still busy with the cancelled task: this one fails.
         script = Script::Fail;

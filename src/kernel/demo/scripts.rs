@@ -175,7 +175,7 @@ pub(super) fn run_script(em: &mut Emitter<'_>, script: Script, text: &str) -> Re
             let gap = Duration::from_secs_f64(1.0 / rate as f64);
             for i in 0..n {
                 em.pause(gap)?;
-                let sent = SystemTime::now()
+                let sent = crate::clock::Clock::wall(&crate::clock::SystemClock)
                     .duration_since(SystemTime::UNIX_EPOCH)
                     .map(|d| d.as_micros())
                     .unwrap_or(0);

@@ -8,7 +8,7 @@ pub(crate) fn rfc3339_micros(t: SystemTime) -> String {
 }
 
 pub(super) fn now_ts() -> String {
-    rfc3339_micros(SystemTime::now())
+    rfc3339_micros(crate::clock::Clock::wall(&crate::clock::SystemClock))
 }
 
 pub(super) fn snapshot(t: &Task) -> Value {

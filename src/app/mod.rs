@@ -1,0 +1,364 @@
+//! The HTTP application behind the server: the head checks (`routes.rs`), a worker per body
+//! route with its capacity, `catch_unwind` and access log, the typed bodies, and the run
+//! stream. It never imports the adapter: the adapter plugs in as a [`Backend`] (the routes'
+//! work), a [`StreamTap`] (what rides along a stream) and a [`Readiness`] (for `/health`).
+
+mod requests;
+mod stream;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+pub use requests::{
+    BodyError, CancelRequest, RunBodyError, RunRequest, SubscribeRequest, parse_json,
+};
+pub use stream::{RunStream, StreamTap};
+
+use crate::catalog::Msg;
+use crate::clock::{Clock, SystemClock};
+use crate::errors::{ApiError, Code};
+use crate::i18n::Lang;
+use crate::limits;
+use crate::logging::Field;
+use crate::routes::{self, RouteConfig, Work};
+use crate::server::http::{self, RequestHead, Response};
+use crate::server::job::{Outbox, Reply};
+use crate::server::{Handler, HeadDecision, Request};
+
+/// The AG-UI work behind the routes. Called on a worker thread; may block.
+pub trait Backend: Send + Sync + 'static {
+    fn run(&self, req: RunRequest, stream: &mut RunStream<'_>);
+    fn cancel(&self, req: CancelRequest) -> Response;
+    /// Re-attach to a run (a backend without runs to watch answers 404).
+    fn subscribe(&self, _req: SubscribeRequest, stream: &mut RunStream<'_>) {
+        stream.reject(Response::text(404, "Not Found"));
+    }
+    /// A drain's grace is over: end every running run (`SERVER_SHUTTING_DOWN`).
+    fn stop_all(&self) {}
+}
+
+/// What `/health` reports besides draining: read on the loop thread, so it must be cheap.
+pub trait Readiness: Send + Sync {
+    /// The kernel answered its last health probe.
+    fn kernel_up(&self) -> bool;
+    /// The state directory took the last probe's write.
+    fn store_up(&self) -> bool;
+}
+
+/// A server with nothing to probe (tests, embedders).
+struct AlwaysReady;
+
+impl Readiness for AlwaysReady {
+    fn kernel_up(&self) -> bool {
+        true
+    }
+    fn store_up(&self) -> bool {
+        true
+    }
+}
+
+pub struct App {
+    routes: RouteConfig,
+    backend: Arc<dyn Backend>,
+    jobs: Arc<AtomicUsize>,
+    max_jobs: usize,
+    draining: AtomicBool,
+    ready: Arc<dyn Readiness>,
+    clock: Arc<dyn Clock>,
+}
+
+impl App {
+    pub fn new(routes: RouteConfig, backend: Arc<dyn Backend>, max_jobs: usize) -> App {
+        App {
+            routes,
+            backend,
+            jobs: Arc::new(AtomicUsize::new(0)),
+            max_jobs,
+            draining: AtomicBool::new(false),
+            ready: Arc::new(AlwaysReady),
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// `/health` follows this readiness.
+    pub fn with_readiness(mut self, ready: Arc<dyn Readiness>) -> App {
+        self.ready = ready;
+        self
+    }
+
+    /// The clock of the access log's durations and of stream timestamps.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> App {
+        self.clock = clock;
+        self
+    }
+
+    /// Jobs currently running (for idle shutdown and tests).
+    pub(crate) fn active_jobs(&self) -> Arc<AtomicUsize> {
+        self.jobs.clone()
+    }
+
+    fn lang(&self, head: &RequestHead) -> Lang {
+        routes::header_lang(head, self.routes.default_lang)
+    }
+}
+
+struct JobSlot(Arc<AtomicUsize>);
+
+impl Drop for JobSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Handler for App {
+    type Route = Work;
+
+    fn on_head(&self, head: &RequestHead) -> HeadDecision<Work> {
+        let live = routes::Live {
+            draining: self.draining.load(Ordering::SeqCst),
+            kernel_up: self.ready.kernel_up(),
+            store_up: self.ready.store_up(),
+        };
+        routes::decide(head, &self.routes, live)
+    }
+
+    fn dispatch(&self, request: Request<Work>, outbox: Outbox) -> Result<(), Response> {
+        let lang = self.lang(&request.head);
+        let busy = || ApiError::new(Code::ServerBusy, Msg::ServerBusy).response(lang);
+        // A subscriber counts against the connections (the loop's bound), not the runs.
+        let limit = match request.route {
+            Work::Subscribe { .. } => usize::MAX,
+            _ => self.max_jobs,
+        };
+        if self.jobs.fetch_add(1, Ordering::SeqCst) >= limit {
+            self.jobs.fetch_sub(1, Ordering::SeqCst);
+            log::warn!("job refused: {} jobs running", self.max_jobs);
+            return Err(busy());
+        }
+        let slot = JobSlot(self.jobs.clone());
+        let job = Job {
+            backend: self.backend.clone(),
+            clock: self.clock.clone(),
+            lang,
+            outbox,
+        };
+        let spawned = std::thread::Builder::new()
+            .name("iac-agui-job".into())
+            .stack_size(limits::WORKER_STACK_BYTES)
+            .spawn(move || {
+                let _slot = slot;
+                job.work(request);
+            });
+        spawned.map(|_| ()).map_err(|e| {
+            log::error!("cannot start a worker thread: {e}");
+            busy()
+        })
+    }
+
+    fn over_capacity(&self) -> Response {
+        ApiError::new(Code::ServerBusy, Msg::ServerBusy).response(self.routes.default_lang)
+    }
+
+    fn over_body_budget(&self, head: &RequestHead) -> Response {
+        ApiError::new(Code::ServerBusy, Msg::ServerBusy)
+            .response(self.lang(head))
+            .with_header("retry-after", "1".into())
+    }
+
+    fn begin_drain(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    fn busy(&self) -> bool {
+        self.jobs.load(Ordering::SeqCst) > 0
+    }
+
+    fn stop_all(&self) {
+        self.backend.stop_all();
+    }
+}
+
+/// The request's access-log line (`logging::access`).
+pub(crate) fn access_log(
+    method: &str,
+    path: &str,
+    status: u16,
+    took: std::time::Duration,
+    bytes: u64,
+    extra: Vec<(&'static str, Field)>,
+) {
+    let mut f = vec![
+        ("method", Field::Str(method.to_string())),
+        ("path", Field::Str(path.to_string())),
+        ("status", Field::Num(u64::from(status))),
+        ("duration_ms", Field::Num(took.as_millis() as u64)),
+        ("bytes", Field::Num(bytes)),
+    ];
+    f.extend(extra);
+    crate::logging::access(f);
+}
+
+/// The fleet's routing key: a load balancer with thread affinity hashes on it, so it must
+/// name the body's thread (AgentCore's `SESSION_ID_MISMATCH` rule); answers echo it.
+const THREAD_HEADER: &str = "x-iac-code-thread-id";
+
+/// One body route's work on its worker thread.
+struct Job {
+    backend: Arc<dyn Backend>,
+    clock: Arc<dyn Clock>,
+    /// From the request head (Accept-Language, else the server default).
+    lang: Lang,
+    outbox: Outbox,
+}
+
+impl Job {
+    fn work(&self, request: Request<Work>) {
+        let started = self.clock.now();
+        let method = request.head.method.clone();
+        let path = http::percent_decode(request.head.raw_path());
+        let routed = request.head.header_str(THREAD_HEADER);
+        let Request { head, body, route } = request;
+        let fields = match route {
+            Work::Run => self.run(body, routed),
+            Work::Cancel { execution_id } => {
+                self.cancel(execution_id, &body, routed);
+                Vec::new()
+            }
+            Work::Subscribe { execution_id } => {
+                let last = head.header_str("last-event-id");
+                self.subscribe(execution_id, &body, last.as_deref(), routed)
+            }
+        };
+        let (status, bytes) = self.outbox.sent();
+        let took = self.clock.now().saturating_duration_since(started);
+        access_log(&method, &path, status, took, bytes, fields);
+    }
+
+    /// Answer without a stream, echoing the routing key.
+    fn respond(&self, r: Response, routed: &Option<String>) {
+        let r = match routed {
+            Some(v) => r.with_header(THREAD_HEADER, v.clone()),
+            None => r,
+        };
+        let _ = self.outbox.send(Reply::Response(r));
+    }
+
+    fn stream(
+        &self,
+        thread_id: String,
+        run_id: String,
+        lang: Lang,
+        routed: Option<String>,
+    ) -> RunStream<'_> {
+        let mut stream = RunStream::new(&self.outbox, thread_id, run_id, lang, self.clock.clone());
+        stream.echo = routed.map(|v| vec![(THREAD_HEADER, v)]).unwrap_or_default();
+        stream
+    }
+
+    /// Returns the run's access-log fields (threadId, runId, executionId, outcome) once it
+    /// streamed.
+    fn run(&self, body: Vec<u8>, routed: Option<String>) -> Vec<(&'static str, Field)> {
+        let parsed = RunRequest::parse(&body, self.lang);
+        // The raw body (up to the run body limit) is not kept for the run's whole life.
+        drop(body);
+        let req = match parsed {
+            Ok(r) => r,
+            Err(e) => {
+                let (code, msg) = match e {
+                    RunBodyError::Json => (Code::InvalidJson, Msg::RunInvalidJson),
+                    RunBodyError::NotObject => (Code::InvalidInput, Msg::RunNotObject),
+                };
+                self.respond(ApiError::new(code, msg).response(self.lang), &routed);
+                return Vec::new();
+            }
+        };
+        let mismatch = routed.as_ref().is_some_and(|h| *h != req.thread_id);
+        let mut stream = self.stream(
+            req.thread_id.clone(),
+            req.run_id.clone(),
+            req.payload_lang,
+            routed,
+        );
+        if mismatch {
+            stream.reject(
+                ApiError::new(Code::ThreadIdMismatch, Msg::ThreadIdMismatch)
+                    .response(req.payload_lang),
+            );
+            return Vec::new();
+        }
+        let outcome = catch_unwind(AssertUnwindSafe(|| self.backend.run(req, &mut stream)));
+        if outcome.is_err() {
+            log::error!("run worker panicked; the run ends with RUN_ERROR");
+        }
+        if outcome.is_err() || !stream.terminal_sent {
+            stream.finish_abnormally();
+        }
+        stream.log_fields()
+    }
+
+    fn cancel(&self, execution_id: String, body: &[u8], routed: Option<String>) {
+        let lang = self.lang;
+        let req = match CancelRequest::parse(execution_id, body, lang) {
+            Ok(r) => r,
+            Err(BodyError::Json) => {
+                let r = ApiError::new(Code::InvalidJson, Msg::CancelInvalidJson).response(lang);
+                return self.respond(r, &routed);
+            }
+            Err(BodyError::Field(e)) => {
+                return self.respond(ApiError::invalid_field(&e, lang), &routed);
+            }
+        };
+        if routed.as_deref().is_some_and(|h| h != req.thread_id) {
+            let r = ApiError::new(Code::ThreadIdMismatch, Msg::ThreadIdMismatch).response(lang);
+            return self.respond(r, &routed);
+        }
+        match catch_unwind(AssertUnwindSafe(|| self.backend.cancel(req))) {
+            Ok(r) => self.respond(r, &routed),
+            Err(_) => {
+                log::error!("cancel worker panicked");
+                let r = ApiError::new(Code::InternalError, Msg::InternalError).response(lang);
+                self.respond(r, &routed)
+            }
+        }
+    }
+
+    /// Returns the subscription's access-log fields once it streamed.
+    fn subscribe(
+        &self,
+        execution_id: String,
+        body: &[u8],
+        last_event_id: Option<&str>,
+        routed: Option<String>,
+    ) -> Vec<(&'static str, Field)> {
+        let lang = self.lang;
+        let req = match SubscribeRequest::parse(execution_id, body, last_event_id, lang) {
+            Ok(r) => r,
+            Err(BodyError::Json) => {
+                let r = ApiError::new(Code::InvalidJson, Msg::SubscribeInvalidJson).response(lang);
+                self.respond(r, &routed);
+                return Vec::new();
+            }
+            Err(BodyError::Field(e)) => {
+                self.respond(ApiError::invalid_field(&e, lang), &routed);
+                return Vec::new();
+            }
+        };
+        if routed.as_deref().is_some_and(|h| h != req.thread_id) {
+            let r = ApiError::new(Code::ThreadIdMismatch, Msg::ThreadIdMismatch).response(lang);
+            self.respond(r, &routed);
+            return Vec::new();
+        }
+        let mut stream = self.stream(req.thread_id.clone(), req.run_id.clone(), lang, routed);
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            self.backend.subscribe(req, &mut stream)
+        }));
+        if outcome.is_err() {
+            log::error!("subscribe worker panicked; the stream ends with RUN_ERROR");
+        }
+        if outcome.is_err() || !stream.terminal_sent {
+            stream.finish_abnormally();
+        }
+        stream.log_fields()
+    }
+}

@@ -1,0 +1,245 @@
+//! The three bodies the workers take (run, cancel, subscribe), parsed into typed requests, and
+//! what a refused request looks like on the wire.
+
+use serde_json::Value;
+
+use crate::agui::field::{FieldError, Problem};
+use crate::errors::{ApiError, Code};
+use crate::i18n::{self, Lang};
+use crate::limits;
+use crate::server::http::Response;
+
+/// A `POST /` body that is a JSON object, with the languages decided so far. The envelope
+/// itself is validated by the backend.
+pub struct RunRequest {
+    pub body: Value,
+    /// The body's `threadId` / `runId` as far as they are strings (the stream's own ids
+    /// before validation; empty when absent).
+    pub thread_id: String,
+    pub run_id: String,
+    /// From Accept-Language (or the server default).
+    pub header_lang: Lang,
+    /// `forwardedProps.iacCode.preferredLanguage`, else the header language.
+    pub payload_lang: Lang,
+}
+
+/// Why a `POST /` body is refused before the backend sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunBodyError {
+    /// Not JSON (400 `INVALID_JSON`).
+    Json,
+    /// JSON, but not an object (400 `INVALID_INPUT`).
+    NotObject,
+}
+
+impl RunRequest {
+    pub fn parse(body: &[u8], header_lang: Lang) -> Result<RunRequest, RunBodyError> {
+        let body = parse_json(body).ok_or(RunBodyError::Json)?;
+        if !body.is_object() {
+            return Err(RunBodyError::NotObject);
+        }
+        let (thread_id, run_id) = crate::agui::input::run_ids(&body);
+        let payload_lang = i18n::payload_language(&body, header_lang);
+        Ok(RunRequest {
+            body,
+            thread_id,
+            run_id,
+            header_lang,
+            payload_lang,
+        })
+    }
+}
+
+/// A validated cancel request (reference §1.6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CancelRequest {
+    pub execution_id: String,
+    pub thread_id: String,
+    pub ros_invocation_id: String,
+    pub(crate) lang: Lang,
+}
+
+impl CancelRequest {
+    /// `{threadId, rosInvocationId}` (non-empty strings; other keys are ignored, like the
+    /// reference).
+    pub fn parse(execution_id: String, body: &[u8], lang: Lang) -> Result<Self, BodyError> {
+        let v = parse_json(body).ok_or(BodyError::Json)?;
+        let obj = v.as_object().ok_or(BodyError::Field(FieldError::new(
+            "",
+            Problem::Type("object"),
+        )))?;
+        Ok(CancelRequest {
+            execution_id,
+            thread_id: identity(obj, "threadId")?,
+            ros_invocation_id: identity(obj, "rosInvocationId")?,
+            lang,
+        })
+    }
+}
+
+/// A validated subscribe request (upstream's body, or `Last-Event-ID`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubscribeRequest {
+    pub execution_id: String,
+    pub thread_id: String,
+    pub run_id: String,
+    pub ros_invocation_id: String,
+    /// The last event id the client saw (−1: none); `None`: snapshot.
+    pub after_sequence: Option<i64>,
+    pub(crate) lang: Lang,
+}
+
+impl SubscribeRequest {
+    /// Upstream's subscribe body: exactly `threadId`, `runId`, `rosInvocationId` (non-empty
+    /// strings) and an optional integer `afterSequence` ≥ −1; or `Last-Event-ID: N` (the body
+    /// wins when both are given).
+    pub fn parse(
+        execution_id: String,
+        body: &[u8],
+        last_event_id: Option<&str>,
+        lang: Lang,
+    ) -> Result<Self, BodyError> {
+        let v = parse_json(body).ok_or(BodyError::Json)?;
+        let obj = v.as_object().ok_or(BodyError::Field(FieldError::new(
+            "",
+            Problem::Type("object"),
+        )))?;
+        const KEYS: [&str; 4] = ["threadId", "runId", "rosInvocationId", "afterSequence"];
+        if let Some(k) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
+            return Err(BodyError::Field(FieldError::new(k, Problem::Unknown)));
+        }
+        let (thread_id, run_id, ros_invocation_id) = (
+            identity(obj, "threadId")?,
+            identity(obj, "runId")?,
+            identity(obj, "rosInvocationId")?,
+        );
+        let sequence = |n: Option<i64>, field: &str| match n {
+            Some(n) if n >= -1 => Ok(Some(n)),
+            _ => Err(BodyError::Field(FieldError::new(field, Problem::Value))),
+        };
+        let after_sequence = match obj.get("afterSequence") {
+            None => match last_event_id.map(str::trim) {
+                None => None,
+                Some(h) => sequence(h.parse::<i64>().ok(), "Last-Event-ID")?,
+            },
+            Some(v) => sequence(v.as_i64(), "afterSequence")?,
+        };
+        Ok(SubscribeRequest {
+            execution_id,
+            thread_id,
+            run_id,
+            ros_invocation_id,
+            after_sequence,
+            lang,
+        })
+    }
+}
+
+/// Why a subscribe or cancel body is refused: not JSON (400 `INVALID_JSON`), or a field
+/// (400 `INVALID_INPUT`, the message names it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BodyError {
+    Json,
+    Field(FieldError),
+}
+
+impl std::fmt::Display for BodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BodyError::Json => f.write_str("the body is not JSON"),
+            BodyError::Field(e) => f.write_str(&e.message(Lang::En)),
+        }
+    }
+}
+
+impl std::error::Error for BodyError {}
+
+/// The identity strings of a subscribe or cancel body: present, strings, not empty.
+fn identity(obj: &serde_json::Map<String, Value>, key: &str) -> Result<String, BodyError> {
+    match obj.get(key) {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+        Some(Value::String(_)) | None | Some(Value::Null) => {
+            Err(BodyError::Field(FieldError::new(key, Problem::Required)))
+        }
+        Some(_) => Err(BodyError::Field(FieldError::new(
+            key,
+            Problem::Type("string"),
+        ))),
+    }
+}
+
+/// Parse a request body the way the project documents (reference §1.4 step 5, REC): UTF-8
+/// with an optional BOM, no NaN/Infinity, nesting at most [`limits::MAX_JSON_DEPTH`].
+pub fn parse_json(body: &[u8]) -> Option<Value> {
+    let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
+    if json_depth_exceeds(body, limits::MAX_JSON_DEPTH) {
+        return None;
+    }
+    serde_json::from_slice(body).ok()
+}
+
+/// A linear pre-scan so that hostile nesting is refused before any recursive parser runs.
+pub(crate) fn json_depth_exceeds(bytes: &[u8], max: usize) -> bool {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in bytes {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
+impl ApiError {
+    /// The `{"error":{"code","message"}}` response with the code's status.
+    pub fn response(self, lang: Lang) -> Response {
+        self.response_with(lang, serde_json::Map::new())
+    }
+
+    /// `400 INVALID_INPUT` naming the field that is wrong, in `lang`.
+    pub fn invalid_field(e: &FieldError, lang: Lang) -> Response {
+        let body = serde_json::json!({"error": {"code": Code::InvalidInput.as_str(), "message": e.message(lang)}});
+        Response::json(
+            Code::InvalidInput.http_status(),
+            serde_json::to_vec(&body).unwrap_or_default(),
+        )
+    }
+
+    /// The response with `extra` keys in the error object after `code` and `message`.
+    pub fn response_with(self, lang: Lang, extra: serde_json::Map<String, Value>) -> Response {
+        let status = self.code.http_status();
+        if status == 503 {
+            crate::metrics::M.unavailable.inc(self.code.as_str());
+        }
+        if extra.is_empty() {
+            return Response::json(status, self.body(lang));
+        }
+        let mut error = serde_json::Map::new();
+        error.insert("code".into(), self.code.as_str().into());
+        error.insert("message".into(), self.msg.text(lang).into());
+        error.extend(extra);
+        let body = serde_json::to_vec(&serde_json::json!({ "error": error })).unwrap_or_default();
+        Response::json(status, body)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,139 @@
+use super::*;
+
+fn subscribe(body: &[u8], last: Option<&str>) -> Result<SubscribeRequest, BodyError> {
+    SubscribeRequest::parse("e".into(), body, last, Lang::En)
+}
+
+fn cancel(body: &[u8]) -> Result<CancelRequest, BodyError> {
+    CancelRequest::parse("e".into(), body, Lang::En)
+}
+
+/// Every refusal names its field, in every language.
+fn names_field(e: &FieldError, want: &str) {
+    assert_eq!(e.path, want);
+    for lang in Lang::ALL {
+        let shown = if want.is_empty() { "body" } else { want };
+        assert!(e.message(lang).contains(&format!("`{shown}`")), "{lang:?}");
+    }
+}
+
+#[test]
+fn subscribe_body_rules() {
+    let ok = br#"{"threadId":"t","runId":"r","rosInvocationId":"x"}"#;
+    let r = subscribe(ok, None).unwrap();
+    assert_eq!(
+        (
+            r.thread_id.as_str(),
+            r.run_id.as_str(),
+            r.ros_invocation_id.as_str()
+        ),
+        ("t", "r", "x")
+    );
+    assert_eq!(r.after_sequence, None);
+    assert_eq!(subscribe(ok, Some(" 7 ")).unwrap().after_sequence, Some(7));
+    let with = br#"{"threadId":"t","runId":"r","rosInvocationId":"x","afterSequence":-1}"#;
+    assert_eq!(subscribe(with, Some("9")).unwrap().after_sequence, Some(-1));
+    assert_eq!(subscribe(b"{", None), Err(BodyError::Json));
+    let Err(BodyError::Field(e)) = subscribe(ok, Some("x")) else {
+        panic!("a bad Last-Event-ID is refused");
+    };
+    names_field(&e, "Last-Event-ID");
+    let cases: [(&[u8], &str); 8] = [
+        (
+            br#"{"threadId":"t","runId":"r","rosInvocationId":"x","afterSequence":-2}"#,
+            "afterSequence",
+        ),
+        (
+            br#"{"threadId":"t","runId":"r","rosInvocationId":"x","afterSequence":1.5}"#,
+            "afterSequence",
+        ),
+        (
+            br#"{"threadId":"t","runId":"r","rosInvocationId":"x","afterSequence":"1"}"#,
+            "afterSequence",
+        ),
+        (
+            br#"{"threadId":"t","runId":"r","rosInvocationId":"x","extra":1}"#,
+            "extra",
+        ),
+        (
+            br#"{"threadId":"","runId":"r","rosInvocationId":"x"}"#,
+            "threadId",
+        ),
+        (
+            br#"{"threadId":"t","runId":5,"rosInvocationId":"x"}"#,
+            "runId",
+        ),
+        (br#"{"threadId":"t","runId":"r"}"#, "rosInvocationId"),
+        (br#"[]"#, ""),
+    ];
+    for (b, want) in cases {
+        let Err(BodyError::Field(e)) = subscribe(b, None) else {
+            panic!("{}", String::from_utf8_lossy(b));
+        };
+        names_field(&e, want);
+    }
+}
+
+#[test]
+fn cancel_body_rules() {
+    let r = cancel(br#"{"threadId":"t","rosInvocationId":"x","more":1}"#).unwrap();
+    assert_eq!(
+        (
+            r.execution_id.as_str(),
+            r.thread_id.as_str(),
+            r.ros_invocation_id.as_str()
+        ),
+        ("e", "t", "x")
+    );
+    assert_eq!(cancel(b"{bad"), Err(BodyError::Json));
+    let cases: [(&[u8], &str); 6] = [
+        (br#"{"rosInvocationId":"x"}"#, "threadId"),
+        (br#"{"threadId":null,"rosInvocationId":"x"}"#, "threadId"),
+        (br#"{"threadId":"","rosInvocationId":"x"}"#, "threadId"),
+        (br#"{"threadId":1,"rosInvocationId":"x"}"#, "threadId"),
+        (
+            br#"{"threadId":"t","rosInvocationId":[]}"#,
+            "rosInvocationId",
+        ),
+        (br#""t""#, ""),
+    ];
+    for (b, want) in cases {
+        let Err(BodyError::Field(e)) = cancel(b) else {
+            panic!("{}", String::from_utf8_lossy(b));
+        };
+        names_field(&e, want);
+    }
+}
+
+#[test]
+fn run_body_rules() {
+    let r = RunRequest::parse(br#"{"threadId":"t","runId":5}"#, Lang::Fr).unwrap();
+    assert_eq!((r.thread_id.as_str(), r.run_id.as_str()), ("t", ""));
+    assert_eq!(r.payload_lang, Lang::Fr);
+    assert_eq!(
+        RunRequest::parse(b"[1]", Lang::En).err(),
+        Some(RunBodyError::NotObject)
+    );
+    assert_eq!(
+        RunRequest::parse(b"{", Lang::En).err(),
+        Some(RunBodyError::Json)
+    );
+}
+
+#[test]
+fn json_parsing_rules() {
+    assert!(parse_json(b"\xEF\xBB\xBF{}").is_some());
+    assert!(parse_json(b"{bad").is_none());
+    assert!(parse_json(b"\xff\xfe").is_none());
+    assert!(parse_json(b"[NaN]").is_none());
+    assert!(parse_json(br#"{"a":"\ud800"}"#).is_none());
+    let deep = "[".repeat(100_000);
+    assert!(parse_json(deep.as_bytes()).is_none());
+    let ok = format!("{}{}", "[".repeat(100), "]".repeat(100));
+    assert!(parse_json(ok.as_bytes()).is_some());
+    let too = format!("{}{}", "[".repeat(101), "]".repeat(101));
+    assert!(parse_json(too.as_bytes()).is_none());
+    assert!(!json_depth_exceeds(br#"["[[[[","\"[["]"#, 1));
+    let v = parse_json(br#"{"a":1,"a":2}"#).unwrap();
+    assert_eq!(v["a"], 2);
+}
