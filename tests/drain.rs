@@ -50,6 +50,21 @@ fn rest(mut r: Reader, mut raw: Vec<u8>) -> Vec<Value> {
     events
 }
 
+/// Until the adapter's `/health` says it drains (the signal was taken). These tests used a
+/// fixed sleep here: the order "signal taken, then the request" was likely, not certain
+/// (a loaded machine may deliver the signal later). Waiting for the state makes it certain;
+/// without the wait the request can race the signal (on this machine the race was not lost
+/// in 5 tries, which is why a sleep looked good enough).
+fn wait_draining(p: &Procs) {
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            let h = raw_get(p.addr, "/health");
+            h.status == 503 && h.json()["status"] == "draining"
+        }),
+        "the adapter did not start draining"
+    );
+}
+
 fn exit_code(p: &mut Procs, within: Duration) -> i32 {
     let end = SystemClock.now() + within;
     loop {
@@ -69,7 +84,7 @@ fn sigterm_lets_a_running_run_finish_and_refuses_new_work() {
     let mut p = start("drain-finish", &[]);
     let (r, raw, _) = open(&p, "d1", "pace 40 20");
     p.signal("TERM");
-    std::thread::sleep(Duration::from_millis(200));
+    wait_draining(&p);
     let refused = post_json(p.addr, "/", &[], &p.body("d2", "r1", "hello"));
     assert_eq!(refused.status, 503);
     assert_eq!(refused.error_code(), "SERVER_SHUTTING_DOWN");
@@ -104,7 +119,7 @@ fn a_second_sigterm_ends_the_drain_at_once() {
     let mut p = start("drain-twice", &["--shutdown-grace", "60"]);
     let (r, raw, _) = open(&p, "s1", "pace 300 10");
     p.signal("TERM");
-    std::thread::sleep(Duration::from_millis(300));
+    wait_draining(&p);
     let second = SystemClock.now();
     p.signal("TERM");
     let events = rest(r, raw);

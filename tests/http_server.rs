@@ -3,7 +3,7 @@
 
 mod common;
 
-use iac_agui::clock::{Clock as _, SystemClock};
+use iac_agui::clock::ManualClock;
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -104,12 +104,13 @@ impl Backend for Scripted {
     }
 }
 
-fn rss_kib() -> u64 {
+/// This process's peak resident memory (the growth is caught even when it was given back).
+fn peak_rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
+                .find(|l| l.starts_with("VmHWM:"))
                 .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         })
         .unwrap_or(0)
@@ -628,54 +629,127 @@ fn request_smuggling_shapes_are_rejected_and_closed() {
     }
 }
 
+/// A server on a manual clock: its timeouts fire only when the test moves the clock.
+fn manual_server(cfg: ServerConfig) -> (TestServer, Arc<Scripted>, Arc<ManualClock>) {
+    let backend = Arc::new(Scripted::default());
+    let clock = Arc::new(ManualClock::new());
+    let srv = TestServer::start_with_clock(backend.clone(), None, cfg, 64, clock.clone());
+    (srv, backend, clock)
+}
+
+/// The head deadline counts from the head's first byte, not its last: dribbling header lines
+/// cannot keep a connection. Checked against the defect by re-arming the deadline on every
+/// partial read (dropping `if !*started` in `Server::on_readable`): the connection is then
+/// still open 11 s after the first byte and the last assertion fails.
 #[test]
 fn slowloris_head_is_closed_by_the_header_timeout() {
     let cfg = ServerConfig {
-        header_timeout: Duration::from_millis(300),
+        header_timeout: Duration::from_secs(10),
         ..ServerConfig::default()
     };
-    let (srv, _) = server_with(None, cfg);
-    let mut s = srv.connect();
-    s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n").unwrap();
-    let start = SystemClock.now();
-    // Keep dribbling header bytes: the deadline counts from the first byte, not the last.
-    for _ in 0..4 {
-        std::thread::sleep(Duration::from_millis(100));
-        if s.write_all(b"X-A: b\r\n").is_err() {
-            break;
-        }
+    let (srv, _, clock) = manual_server(cfg);
+    let mut r = Reader::new(srv.connect());
+    r.sock
+        .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    srv.settle();
+    for _ in 0..3 {
+        clock.advance(Duration::from_secs(3));
+        r.sock.write_all(b"X-A: b\r\n").unwrap();
+        srv.settle();
+        assert!(!r.closed_now(), "closed before the header timeout");
     }
-    let mut r = Reader::new(s);
-    assert!(r.closed());
-    assert!(start.elapsed() < Duration::from_secs(3));
+    clock.advance(Duration::from_secs(2));
+    srv.settle();
+    assert!(
+        r.closed_now(),
+        "still open 11 s after the head's first byte"
+    );
 }
 
+/// Checked against the defect by giving a body read a 100 times later deadline
+/// (`BodyRead::deadline`): the connection then stays open and the last assertion fails.
 #[test]
 fn slow_body_is_closed_by_the_body_timeout() {
     let cfg = ServerConfig {
-        body_timeout: Duration::from_millis(300),
+        body_timeout: Duration::from_secs(30),
         ..ServerConfig::default()
     };
-    let (srv, _) = server_with(None, cfg);
-    let mut s = srv.connect();
-    s.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+    let (srv, _, clock) = manual_server(cfg);
+    let mut r = Reader::new(srv.connect());
+    r.sock
+        .write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
         .unwrap();
-    assert!(Reader::new(s).closed());
+    srv.settle();
+    clock.advance(Duration::from_secs(29));
+    srv.settle();
+    assert!(!r.closed_now(), "closed before the body timeout");
+    clock.advance(Duration::from_secs(2));
+    srv.settle();
+    assert!(r.closed_now(), "a stalled body outlived the body timeout");
 }
 
+/// Checked against the defect by a 100 times later keep-alive deadline: the last assertion
+/// fails.
 #[test]
 fn idle_keep_alive_connections_are_closed() {
     let cfg = ServerConfig {
-        keepalive_timeout: Duration::from_millis(200),
+        keepalive_timeout: Duration::from_secs(5),
         ..ServerConfig::default()
     };
-    let (srv, _) = server_with(None, cfg);
+    let (srv, _, clock) = manual_server(cfg);
     let mut r = Reader::new(srv.connect());
     r.sock
         .write_all(&request("GET", "/health", &[], b""))
         .unwrap();
     assert_eq!(r.response(false).unwrap().status, 200);
-    assert!(r.closed());
+    srv.settle();
+    clock.advance(Duration::from_secs(4));
+    srv.settle();
+    assert!(!r.closed_now(), "closed before the keep-alive timeout");
+    clock.advance(Duration::from_secs(2));
+    srv.settle();
+    assert!(r.closed_now(), "an idle keep-alive connection stayed open");
+}
+
+/// A stream whose client stopped reading is closed once its output made no progress for the
+/// write-stall timeout (not by the output bound: that is set far out of reach here), and its
+/// worker is told to stop. Checked against the defect by removing the `WriteStall` arm of
+/// `Server::process_timers`: the connection then never closes and the loop below gives up.
+#[test]
+fn a_stream_whose_client_stopped_reading_is_closed_after_the_write_stall_timeout() {
+    let cfg = ServerConfig {
+        write_stall_timeout: Duration::from_secs(60),
+        max_output_bytes: 1 << 30,
+        job_queue_capacity: 8,
+        ..ServerConfig::default()
+    };
+    let (srv, backend, clock) = manual_server(cfg);
+    let mut r = Reader::new(srv.connect());
+    r.sock
+        .write_all(&request(
+            "POST",
+            "/",
+            &[("Content-Type", "application/json")],
+            br#"{"count":100000,"pad":262144}"#,
+        ))
+        .unwrap();
+    // Once the socket buffers are full the output stops moving; each step gives the stall
+    // timer a full timeout at the new time. (The socket is not read here: reading would be
+    // progress.)
+    let stopped = || backend.stopped.load(Ordering::SeqCst) == 1;
+    for _ in 0..20_000 {
+        clock.advance(Duration::from_secs(61));
+        srv.settle();
+        if stopped() {
+            break;
+        }
+    }
+    assert!(
+        wait_until(Duration::from_secs(10), stopped),
+        "a stream nobody reads was never closed (its worker goes on)"
+    );
+    assert!(r.closed(), "the connection is closed");
 }
 
 // ---------------------------------------------------------------- SSE
@@ -757,8 +831,39 @@ fn heartbeats_are_not_sent_while_events_flow() {
     assert_eq!((events.len(), heartbeats), (51, 0));
 }
 
+/// Run the calling test again, alone, in a process of its own (so that a memory figure is
+/// this test's and not that of the tests running beside it); true in that process.
+fn alone_in_a_process(test: &str) -> bool {
+    if iac_agui::config::Environ::capture()
+        .get("IAC_AGUI_TEST_ALONE")
+        .as_deref()
+        == Some(test)
+    {
+        return true;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--test-threads=1", "--nocapture"])
+        .env("IAC_AGUI_TEST_ALONE", test)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{test} alone failed:\n{text}");
+    assert!(
+        text.contains("1 passed"),
+        "{test} did not run alone:\n{text}"
+    );
+    false
+}
+
+/// Checked against the defect by lifting the output watermark (× 100 000 in `Server::pump`):
+/// the loop then pulls every event the worker makes into the connection's output and the
+/// peak RSS grows far past the bound. The RSS is that of a process running only this test.
 #[test]
 fn slow_reader_is_disconnected_at_the_output_bound_and_the_worker_stops() {
+    if !alone_in_a_process("slow_reader_is_disconnected_at_the_output_bound_and_the_worker_stops") {
+        return;
+    }
     let cfg = ServerConfig {
         max_output_bytes: 64 * 1024,
         write_stall_timeout: Duration::from_millis(500),
@@ -767,7 +872,6 @@ fn slow_reader_is_disconnected_at_the_output_bound_and_the_worker_stops() {
     };
     let (srv, backend) = server_with(None, cfg);
     let mut s = srv.connect();
-    // Shrink our receive window so the server's socket buffer fills quickly.
     s.write_all(&request(
         "POST",
         "/",
@@ -777,7 +881,7 @@ fn slow_reader_is_disconnected_at_the_output_bound_and_the_worker_stops() {
     .unwrap();
     // Never read. The worker must be told to stop (its send fails) within a bounded time,
     // and memory stays flat: 100 000 events of 4 KB offered, at most a few buffers held.
-    let before = rss_kib();
+    let before = peak_rss_kib();
     assert!(
         wait_until(Duration::from_secs(20), || backend
             .stopped
@@ -785,10 +889,10 @@ fn slow_reader_is_disconnected_at_the_output_bound_and_the_worker_stops() {
             == 1),
         "worker was not stopped"
     );
-    let grown = rss_kib().saturating_sub(before);
+    let grown = peak_rss_kib().saturating_sub(before);
     assert!(
-        grown < 32 * 1024,
-        "RSS grew by {grown} KiB for a client that never reads"
+        grown < 8 * 1024,
+        "peak RSS grew by {grown} KiB for a client that never reads"
     );
     drop(s);
 }

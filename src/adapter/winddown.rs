@@ -13,10 +13,17 @@ use crate::sync::lock;
 
 /// Threads with tasks still stopping, and how many each.
 pub(crate) struct WindDowns {
-    stopping: Mutex<HashMap<String, usize>>,
+    stopping: Mutex<Stopping>,
     changed: Condvar,
     /// The bound of `wait` (the adapter's `Env`).
     clock: Arc<dyn Clock>,
+}
+
+#[derive(Default)]
+struct Stopping {
+    tasks: HashMap<String, usize>,
+    /// Workers blocked in `wait` (tests synchronise on it).
+    waiters: usize,
 }
 
 /// One task stopping on a thread; dropping it (also on a panic) says the kernel confirmed.
@@ -38,6 +45,7 @@ impl WindDowns {
     /// A task of `thread_id` is being stopped from now on.
     pub(crate) fn begin(self: &Arc<Self>, thread_id: &str) -> WindDown {
         *lock(&self.stopping)
+            .tasks
             .entry(thread_id.to_string())
             .or_insert(0) += 1;
         WindDown {
@@ -50,27 +58,38 @@ impl WindDowns {
     pub(crate) fn wait(&self, thread_id: &str, bound: Duration) -> bool {
         let deadline = self.clock.now() + bound;
         let mut g = lock(&self.stopping);
-        while g.contains_key(thread_id) {
-            let Some(left) = deadline.checked_duration_since(self.clock.now()) else {
-                return false;
-            };
+        g.waiters += 1;
+        let clear = loop {
+            if !g.tasks.contains_key(thread_id) {
+                break true;
+            }
+            let left = deadline.saturating_duration_since(self.clock.now());
+            if left.is_zero() {
+                break false;
+            }
             g = self
                 .changed
                 .wait_timeout(g, left)
                 .map(|(g, _)| g)
                 .unwrap_or_else(|e| e.into_inner().0);
-        }
-        true
+        };
+        g.waiters -= 1;
+        clear
+    }
+
+    #[cfg(test)]
+    fn waiters(&self) -> usize {
+        lock(&self.stopping).waiters
     }
 }
 
 impl Drop for WindDown {
     fn drop(&mut self) {
         let mut g = lock(&self.owner.stopping);
-        if let Some(n) = g.get_mut(&self.thread_id) {
+        if let Some(n) = g.tasks.get_mut(&self.thread_id) {
             *n -= 1;
             if *n == 0 {
-                g.remove(&self.thread_id);
+                g.tasks.remove(&self.thread_id);
             }
         }
         drop(g);
@@ -82,21 +101,49 @@ impl Drop for WindDown {
 mod tests {
     use super::*;
 
+    use crate::clock::ManualClock;
+    use std::sync::mpsc;
+
+    /// Start `wait(thread, 10 s)` on a thread; return once it is blocked in the condvar
+    /// (counted under the lock the condvar releases).
+    fn waiter(w: &Arc<WindDowns>, thread: &'static str) -> mpsc::Receiver<bool> {
+        let before = w.waiters();
+        let (tx, rx) = mpsc::channel();
+        let w2 = w.clone();
+        std::thread::spawn(move || tx.send(w2.wait(thread, Duration::from_secs(10))));
+        while w.waiters() == before {
+            std::thread::yield_now();
+        }
+        rx
+    }
+
+    /// On a manual clock the only way out of a wait is a confirmation's wake-up: checked
+    /// against the defect by removing `notify_all` from `WindDown::drop`, which makes both
+    /// `recv_timeout`s below fail (the waiter sleeps on while the clock stands still).
     #[test]
     fn waits_until_every_stop_is_confirmed_or_the_bound() {
-        let w = Arc::new(WindDowns::new(Arc::new(crate::clock::SystemClock)));
+        let clock = Arc::new(ManualClock::new());
+        let w = Arc::new(WindDowns::new(clock.clone()));
         assert!(w.wait("t", Duration::ZERO), "nothing stopping");
         let a = w.begin("t");
         let b = w.begin("t");
         let other = w.begin("u");
-        assert!(!w.wait("t", Duration::from_millis(20)), "bounded");
+        let extra = w.begin("v");
+        assert!(!w.wait("t", Duration::ZERO), "bounded");
+        // The bound is the clock's: past it, the next wake-up gives up.
+        let gave_up = waiter(&w, "t");
+        clock.advance(Duration::from_secs(11));
+        drop(extra);
+        assert_eq!(gave_up.recv_timeout(Duration::from_secs(5)), Ok(false));
         drop(a);
-        assert!(!w.wait("t", Duration::from_millis(20)), "one left");
-        let w2 = w.clone();
-        let waiter = std::thread::spawn(move || w2.wait("t", Duration::from_secs(10)));
-        std::thread::sleep(Duration::from_millis(30));
+        assert!(!w.wait("t", Duration::ZERO), "one left");
+        let cleared = waiter(&w, "t");
         drop(b);
-        assert!(waiter.join().unwrap(), "woken by the confirmation");
+        assert_eq!(
+            cleared.recv_timeout(Duration::from_secs(5)),
+            Ok(true),
+            "woken by the confirmation"
+        );
         assert!(!w.wait("u", Duration::ZERO));
         drop(other);
         assert!(w.wait("u", Duration::ZERO));

@@ -5,7 +5,7 @@
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::Instant;
 
 use mio::net::TcpListener;
@@ -15,7 +15,7 @@ use super::conn::{BodyRead, Conn, Reservation, State};
 use super::http::{self, ChunkError, ChunkedDecoder, Framing, Response};
 use super::job::{self, ConnId, Inbox, JobShared, Reply, StopReason};
 use super::out::OutBuf;
-use super::timers::{Clock, TimerKind, TimerSet};
+use super::timers::{Clock, SystemClock, TimerKind, TimerSet};
 use super::{Handler, HeadDecision, Request, ServerConfig};
 use crate::limits;
 
@@ -29,9 +29,28 @@ const FIRST_CONN: usize = 2;
 pub struct ShutdownHandle {
     flag: Arc<AtomicU8>,
     waker: Arc<Waker>,
+    turns: Arc<AtomicU64>,
 }
 
 impl ShutdownHandle {
+    /// Wait until the loop has looked at everything that happened before this call: bytes a
+    /// client already wrote, and its timers at the clock's current time (a test moved a
+    /// manual clock). False when the loop did not turn within `bound` (it stopped).
+    pub fn settle(&self, bound: std::time::Duration) -> bool {
+        let start = self.turns.load(Ordering::SeqCst);
+        let _ = self.waker.wake();
+        let deadline = SystemClock.now() + bound;
+        // Two turns: the one under way may have polled before this call.
+        while self.turns.load(Ordering::SeqCst) < start + 2 {
+            if SystemClock.now() >= deadline {
+                return false;
+            }
+            let _ = self.waker.wake();
+            std::thread::yield_now();
+        }
+        true
+    }
+
     pub fn shutdown(&self) {
         let _ = self
             .flag
@@ -67,6 +86,8 @@ pub struct Server<H: Handler> {
     handler: Arc<H>,
     cfg: ServerConfig,
     shutdown_flag: Arc<AtomicU8>,
+    /// Loop iterations so far (`ShutdownHandle::settle`).
+    turns: Arc<AtomicU64>,
     drain: Option<Drain>,
     scratch: Vec<Reply>,
     read_buf: Box<[u8]>,
@@ -109,6 +130,7 @@ impl<H: Handler> Server<H> {
             handler,
             cfg,
             shutdown_flag: Arc::new(AtomicU8::new(0)),
+            turns: Arc::default(),
             drain: None,
             scratch: Vec::with_capacity(limits::DRAIN_BATCH),
             read_buf: vec![0u8; limits::READ_CHUNK].into_boxed_slice(),
@@ -124,6 +146,7 @@ impl<H: Handler> Server<H> {
         ShutdownHandle {
             flag: self.shutdown_flag.clone(),
             waker: self.waker.clone(),
+            turns: self.turns.clone(),
         }
     }
 
@@ -132,6 +155,7 @@ impl<H: Handler> Server<H> {
     pub(crate) fn run(mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
         loop {
+            self.turns.fetch_add(1, Ordering::SeqCst);
             if self.advance_drain() {
                 break;
             }

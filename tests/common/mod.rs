@@ -27,18 +27,24 @@ impl TestServer {
         cfg: ServerConfig,
         max_jobs: usize,
     ) -> TestServer {
+        TestServer::start_with_clock(backend, auth, cfg, max_jobs, Arc::new(SystemClock))
+    }
+
+    /// A server whose loop (and application) take the time from `clock`.
+    pub fn start_with_clock(
+        backend: Arc<dyn Backend>,
+        auth: Option<&str>,
+        cfg: ServerConfig,
+        max_jobs: usize,
+        clock: Arc<dyn iac_agui::clock::Clock>,
+    ) -> TestServer {
         let routes = RouteConfig::new(
             auth.map(str::to_string),
             iac_agui::cli::health_body(iac_agui::config::AguiProtocol::V0_1),
         );
-        let app = App::new(routes, backend, max_jobs);
-        let server = Server::bind(
-            "127.0.0.1:0".parse().unwrap(),
-            cfg,
-            Arc::new(app),
-            Arc::new(SystemClock),
-        )
-        .unwrap();
+        let app = App::new(routes, backend, max_jobs).with_clock(clock.clone());
+        let server =
+            Server::bind("127.0.0.1:0".parse().unwrap(), cfg, Arc::new(app), clock).unwrap();
         let addr = server.local_addr();
         let shutdown = server.shutdown_handle();
         let join = event_loop::spawn(server).unwrap();
@@ -47,6 +53,14 @@ impl TestServer {
             shutdown,
             join: Some(join),
         }
+    }
+
+    /// The loop has read what clients wrote so far and looked at its timers now.
+    pub fn settle(&self) {
+        assert!(
+            self.shutdown.settle(Duration::from_secs(10)),
+            "the loop did not turn"
+        );
     }
 
     pub fn connect(&self) -> TcpStream {
@@ -224,6 +238,23 @@ impl Reader {
     }
 
     /// True when the server closed the connection (EOF) within the read timeout.
+    /// Whether the server has closed the connection already (reads what is there, never
+    /// waits): after `TestServer::settle`, a close the loop decided has arrived.
+    pub fn closed_now(&mut self) -> bool {
+        self.sock.set_nonblocking(true).unwrap();
+        let mut tmp = [0u8; 4096];
+        let closed = loop {
+            match self.sock.read(&mut tmp) {
+                Ok(0) => break true,
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+                Err(_) => break false,
+            }
+        };
+        self.sock.set_nonblocking(false).unwrap();
+        closed
+    }
+
     pub fn closed(&mut self) -> bool {
         let mut tmp = [0u8; 4096];
         loop {
