@@ -16,6 +16,59 @@ use crate::server::timers::SystemClock;
 use crate::server::{Server, ServerConfig};
 use crate::store::files::{FileStore, state_root};
 
+/// Why iac-agui could not start, or stopped on an error: one fatal log line, exit status 1.
+#[derive(Debug)]
+pub(crate) enum StartError {
+    /// An OS call failed while doing something ("listen on 127.0.0.1:8000").
+    Io { doing: String, err: std::io::Error },
+    /// The kernel (managed or demo) did not come up, in its own words.
+    Kernel(String),
+    /// The state directory cannot be used, in the store's words.
+    State(String),
+    /// No secure randomness: no token or id could be made.
+    Random(crate::ids::RandomUnavailable),
+    /// `--demo` or `--demo-kernel-only` in a build without the demo kernel.
+    #[cfg_attr(
+        feature = "demo",
+        allow(dead_code, reason = "only a no-demo build has it")
+    )]
+    NoDemo,
+    /// `--default-cwd` is not an allowed workspace.
+    DefaultCwd { dir: String, reason: String },
+}
+
+impl StartError {
+    /// `map_err` for an OS call: what was being done.
+    fn io(doing: impl Into<String>) -> impl FnOnce(std::io::Error) -> StartError {
+        let doing = doing.into();
+        move |err| StartError::Io { doing, err }
+    }
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Io { doing, err } => write!(f, "cannot {doing}: {err}"),
+            StartError::Kernel(m) | StartError::State(m) => f.write_str(m),
+            StartError::Random(e) => write!(f, "refusing to start: {e}"),
+            StartError::NoDemo => {
+                f.write_str("this build has no demo kernel (built without the `demo` feature)")
+            }
+            StartError::DefaultCwd { dir, reason } => write!(f, "--default-cwd {dir:?}: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StartError::Io { err, .. } => Some(err),
+            StartError::Random(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// Exit status for usage and configuration errors.
 pub(crate) const EXIT_USAGE: u8 = 2;
 /// Exit status for start-up failures (bind, kernel, state lock).
@@ -155,16 +208,13 @@ fn raise_fd_limit() {
 }
 
 #[cfg(not(feature = "demo"))]
-const NO_DEMO: &str = "this build has no demo kernel (built without the `demo` feature)";
-
-#[cfg(not(feature = "demo"))]
-fn serve_demo_kernel(_port: u16, _env: &config::Environ) -> Result<(), String> {
-    Err(NO_DEMO.into())
+fn serve_demo_kernel(_port: u16, _env: &config::Environ) -> Result<(), StartError> {
+    Err(StartError::NoDemo)
 }
 
 /// Serve only the scripted demo kernel (for benchmarks and client tests) until a signal.
 #[cfg(feature = "demo")]
-fn serve_demo_kernel(port: u16, env: &config::Environ) -> Result<(), String> {
+fn serve_demo_kernel(port: u16, env: &config::Environ) -> Result<(), StartError> {
     let token = env.get("IACCODE_A2A_HTTP_TOKEN").filter(|t| !t.is_empty());
     let kernel = crate::kernel::demo::DemoKernel::start_on(
         port,
@@ -173,7 +223,7 @@ fn serve_demo_kernel(port: u16, env: &config::Environ) -> Result<(), String> {
             ..Default::default()
         },
     )
-    .map_err(|e| format!("cannot start the demo kernel: {e}"))?;
+    .map_err(StartError::io("start the demo kernel"))?;
     crate::logging::ready(
         Some("demo kernel"),
         VERSION,
@@ -183,7 +233,7 @@ fn serve_demo_kernel(port: u16, env: &config::Environ) -> Result<(), String> {
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGINT,
     ])
-    .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    .map_err(StartError::io("install signal handlers"))?;
     signals.forever().next();
     Ok(())
 }
@@ -266,12 +316,16 @@ pub fn health_body(protocol: config::AguiProtocol) -> Vec<u8> {
     serde_json::to_vec(&v).unwrap_or_default()
 }
 
-fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, StartError> {
+    let doing = format!("resolve {host}:{port}");
     (host, port)
         .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {host}:{port}: {e}"))?
+        .map_err(StartError::io(doing.clone()))?
         .next()
-        .ok_or_else(|| format!("cannot resolve {host}:{port}"))
+        .ok_or_else(|| StartError::Io {
+            doing,
+            err: std::io::Error::new(std::io::ErrorKind::NotFound, "no address"),
+        })
 }
 
 /// A private state directory for `--demo`, removed when dropped (at exit).
@@ -280,15 +334,15 @@ struct TempStateDir {
 }
 
 impl TempStateDir {
-    fn create() -> Result<TempStateDir, String> {
+    fn create() -> Result<TempStateDir, StartError> {
         let mut rnd = [0u8; 8];
-        crate::ids::fill(&mut rnd).map_err(|e| e.to_string())?;
+        crate::ids::fill(&mut rnd).map_err(StartError::Random)?;
         let path = std::env::temp_dir().join(format!("iac-agui-demo-{}", crate::ids::hex(&rnd)));
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&path)
-            .map_err(|e| format!("cannot create a temporary state directory: {e}"))?;
+            .map_err(StartError::io("create a temporary state directory"))?;
         Ok(TempStateDir { path })
     }
 }
@@ -309,14 +363,13 @@ enum Kernel {
 }
 
 #[cfg(feature = "demo")]
-fn start_demo() -> Result<(Kernel, String, Option<String>), String> {
-    let token = crate::ids::token_urlsafe()
-        .map_err(|e| format!("cannot make the demo kernel's token: {e}"))?;
+fn start_demo() -> Result<(Kernel, String, Option<String>), StartError> {
+    let token = crate::ids::token_urlsafe().map_err(StartError::Random)?;
     let demo = crate::kernel::demo::DemoKernel::start(crate::kernel::demo::DemoConfig {
         token: Some(token.clone()),
         ..Default::default()
     })
-    .map_err(|e| format!("cannot start the demo kernel: {e}"))?;
+    .map_err(StartError::io("start the demo kernel"))?;
     let url = demo.base_url();
     let keywords: Vec<&str> = crate::kernel::demo::SCRIPTS
         .iter()
@@ -331,18 +384,19 @@ fn start_demo() -> Result<(Kernel, String, Option<String>), String> {
 }
 
 #[cfg(not(feature = "demo"))]
-fn start_demo() -> Result<(Kernel, String, Option<String>), String> {
-    Err(NO_DEMO.into())
+fn start_demo() -> Result<(Kernel, String, Option<String>), StartError> {
+    Err(StartError::NoDemo)
 }
 
-fn start_kernel(cfg: &Config) -> Result<(Kernel, A2aClient), String> {
+fn start_kernel(cfg: &Config) -> Result<(Kernel, A2aClient), StartError> {
     let (kernel, url, token) = if cfg.demo {
         start_demo()?
     } else if let Some(url) = &cfg.a2a_url {
         (Kernel::External, url.clone(), cfg.a2a_token.clone())
     } else {
         let spec = crate::kernel::process::KernelSpec::from_env(|k| cfg.env.get(k));
-        let k = crate::kernel::process::ManagedKernel::start(&spec, &cfg.env)?;
+        let k = crate::kernel::process::ManagedKernel::start(&spec, &cfg.env)
+            .map_err(StartError::Kernel)?;
         let (url, token) = (k.base_url.clone(), Some(k.token.clone()));
         log::info!("local A2A kernel ready on {url}");
         (
@@ -356,14 +410,14 @@ fn start_kernel(cfg: &Config) -> Result<(Kernel, A2aClient), String> {
     Ok((kernel, A2aClient::new(a2a)))
 }
 
-fn serve(cfg: Config) -> Result<(), String> {
+fn serve(cfg: Config) -> Result<(), StartError> {
     // Signals first: one during the kernel's start-up must stop the child too.
-    let signals = crate::signals::install()?;
-    crate::ids::check().map_err(|e| format!("refusing to start: {e}"))?;
+    let signals = crate::signals::install().map_err(StartError::io("install signal handlers"))?;
+    crate::ids::check().map_err(StartError::Random)?;
     let addr = resolve(&cfg.host, cfg.port)?;
     // Bind before starting a kernel, so a busy port costs no child process.
     let probe =
-        std::net::TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        std::net::TcpListener::bind(addr).map_err(StartError::io(format!("listen on {addr}")))?;
     drop(probe);
     let (kernel, client) = match start_kernel(&cfg) {
         Ok(k) => k,
@@ -385,7 +439,7 @@ fn serve(cfg: Config) -> Result<(), String> {
         managed,
         crate::limits::KERNEL_PROBE_INTERVAL,
     )
-    .map_err(|e| format!("cannot start the kernel watcher: {e}"))?;
+    .map_err(StartError::io("start the kernel watcher"))?;
     let result = serve_with(cfg, addr, client, ready.clone(), &signals);
     // The watcher must not restart what is being stopped.
     ready.shutdown();
@@ -399,7 +453,7 @@ fn serve(cfg: Config) -> Result<(), String> {
 
 /// `--default-cwd` resolved like a request's cwd (it must lie under an allowed root), or
 /// with `--demo` and none given, the first allowed root (the console's workspace too).
-fn checked_default_cwd(cfg: &Config) -> Result<Option<String>, String> {
+fn checked_default_cwd(cfg: &Config) -> Result<Option<String>, StartError> {
     let env_get = |k: &str| cfg.env.get(k);
     let roots = crate::agui::cwd::allowed_roots(env_get);
     let home = env_get("HOME");
@@ -416,11 +470,9 @@ fn checked_default_cwd(cfg: &Config) -> Result<Option<String>, String> {
     };
     crate::agui::cwd::resolve_cwd(&wanted, &roots, home.as_deref())
         .map(Some)
-        .map_err(|m| {
-            format!(
-                "--default-cwd {wanted:?}: {}",
-                m.text(crate::i18n::Lang::En)
-            )
+        .map_err(|m| StartError::DefaultCwd {
+            reason: m.text(crate::i18n::Lang::En).to_string(),
+            dir: wanted.clone(),
         })
 }
 
@@ -443,7 +495,7 @@ fn serve_with(
     client: A2aClient,
     ready: Arc<crate::kernel::watch::Readiness>,
     signals: &crate::signals::Target,
-) -> Result<(), String> {
+) -> Result<(), StartError> {
     let env = cfg.env.clone();
     let env_get = |k: &str| env.get(k);
     // A demo without an explicit state directory never touches the real one: its threads
@@ -456,7 +508,7 @@ fn serve_with(
         Some(d) => d.path.clone(),
         None => state_root(cfg.state_dir.as_deref(), env_get),
     };
-    let store = Arc::new(FileStore::open(&root)?);
+    let store = Arc::new(FileStore::open(&root).map_err(StartError::State)?);
     {
         let store = store.clone();
         ready.set_store_probe(Box::new(move || match store.probe() {
@@ -534,7 +586,7 @@ fn serve_with(
         ..ServerConfig::default()
     };
     let server = Server::bind(addr, server_cfg, Arc::new(app), Arc::new(SystemClock))
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        .map_err(StartError::io(format!("listen on {addr}")))?;
     let local = server.local_addr();
     signals.set(server.shutdown_handle());
     if !cfg.idle_shutdown.is_zero() {
@@ -546,7 +598,7 @@ fn serve_with(
     if cfg.console {
         log::info!("browser console on http://{local}/console");
     }
-    server.run().map_err(|e| format!("server failed: {e}"))?;
+    server.run().map_err(StartError::io("serve"))?;
     log::info!("stopped");
     Ok(())
 }
@@ -556,7 +608,7 @@ fn serve_with(
 fn start_replay_expiry(
     shared: std::sync::Weak<Shared>,
     retention: std::time::Duration,
-) -> Result<(), String> {
+) -> Result<(), StartError> {
     let tick = (retention / 4).clamp(
         std::time::Duration::from_millis(250),
         crate::limits::REPLAY_EXPIRY_TICK,
@@ -572,7 +624,7 @@ fn start_replay_expiry(
             }
         })
         .map(|_| ())
-        .map_err(|e| format!("cannot start the replay expiry timer: {e}"))
+        .map_err(StartError::io("start the replay expiry timer"))
 }
 
 /// Reference §8.3: exit when no loaded thread has an active run or a pending interrupt, no
@@ -582,7 +634,7 @@ fn start_idle_monitor(
     shared: Arc<Shared>,
     jobs: Arc<std::sync::atomic::AtomicUsize>,
     handle: crate::server::ShutdownHandle,
-) -> Result<(), String> {
+) -> Result<(), StartError> {
     let tick = (idle / 4).clamp(
         std::time::Duration::from_millis(100),
         std::time::Duration::from_secs(5),
@@ -608,5 +660,5 @@ fn start_idle_monitor(
             }
         })
         .map(|_| ())
-        .map_err(|e| format!("cannot start the idle monitor: {e}"))
+        .map_err(StartError::io("start the idle monitor"))
 }

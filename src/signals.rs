@@ -40,10 +40,9 @@ impl Target {
 }
 
 /// Install the handlers and their thread. Call first thing in `serve`.
-pub(crate) fn install() -> Result<Target, String> {
+pub(crate) fn install() -> std::io::Result<Target> {
     let mut signals =
-        signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2])
-            .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+        signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2])?;
     let target = Target::default();
     let t = target.clone();
     std::thread::Builder::new()
@@ -68,8 +67,7 @@ pub(crate) fn install() -> Result<Target, String> {
                     return;
                 }
             }
-        })
-        .map_err(|e| format!("cannot start the signal thread: {e}"))?;
+        })?;
     Ok(target)
 }
 

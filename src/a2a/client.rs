@@ -57,6 +57,8 @@ impl std::fmt::Display for A2aError {
     }
 }
 
+impl std::error::Error for A2aError {}
+
 fn unavailable(e: impl std::fmt::Display) -> A2aError {
     A2aError::Unavailable(e.to_string())
 }

@@ -6,6 +6,7 @@
 pub mod admission;
 pub(crate) mod cancel;
 mod driver;
+mod ending;
 pub mod env;
 mod identity;
 pub mod interrupts;

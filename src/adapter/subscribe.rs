@@ -12,18 +12,20 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::Shared;
+use super::ending::{Ending, SessionFacts};
 use super::interrupts;
 use super::projection::Mapper;
 use super::replay::{Read, RunLog};
 use crate::a2a::client::A2aError;
 use crate::a2a::types::{A2aEvent, Payload, TaskState};
-use crate::agui::events::{Event, Outcome, Stamped};
+use crate::agui::events::{Event, Stamped};
 use crate::app::{RunStream, SubscribeRequest};
 use crate::catalog::Msg;
 use crate::config::AguiProtocol;
 use crate::errors::{ApiError, Code};
 use crate::i18n::Lang;
 use crate::limits;
+use crate::server::job::Stopped;
 use crate::sync::lock;
 
 /// JSON-RPC "task not found" (also "Task … is not active" on `SubscribeToTask`).
@@ -210,28 +212,6 @@ fn replay(log: &Arc<RunLog>, from: u64, stream: &mut RunStream<'_>, lang: Lang) 
     }
 }
 
-/// The session event of an execution: only what is durably written.
-pub(crate) fn session_value(
-    thread_id: &str,
-    run_id: &str,
-    execution_id: &str,
-    context_id: &str,
-    task_id: Option<&str>,
-    ros: &str,
-    session_id: Option<&str>,
-) -> Value {
-    json!({
-        "schemaVersion": 1,
-        "threadId": thread_id,
-        "aguiRunId": run_id,
-        "executionId": execution_id,
-        "contextId": context_id,
-        "taskId": task_id,
-        "rosInvocationId": ros,
-        "sessionId": session_id,
-    })
-}
-
 struct Snapshot<'a> {
     sh: &'a Shared,
     req: &'a SubscribeRequest,
@@ -288,7 +268,7 @@ impl Snapshot<'_> {
             mapper = mapper.with_run_scoped_messages(&self.req.run_id);
         }
         let end = match first {
-            None => Ok(End::Interrupt(self.facts.pending.clone())),
+            None => Ok(Ending::Interrupt(self.facts.pending.clone())),
             Some(snap) => self.follow(&*session, snap, &mut mapper, stream),
         };
         let Ok(end) = end else { return };
@@ -298,69 +278,18 @@ impl Snapshot<'_> {
                 return;
             }
         }
-        let (thread_id, run_id) = (self.req.thread_id.clone(), self.req.run_id.clone());
-        let usage = mapper.usage();
-        let event = match end {
-            End::Interrupt(list) => Event::RunFinished {
-                thread_id,
-                run_id,
-                outcome: Outcome::Interrupt(list),
-                usage,
-            },
-            End::State(TaskState::Completed | TaskState::InputRequired) => Event::RunFinished {
-                thread_id,
-                run_id,
-                outcome: Outcome::Success,
-                usage,
-            },
-            End::State(TaskState::Canceled) if self.sh.protocol == AguiProtocol::V1_0 => {
-                Event::RunFinished {
-                    thread_id,
-                    run_id,
-                    outcome: Outcome::Cancelled,
-                    usage,
-                }
-            }
-            End::State(TaskState::Canceled) => Event::RunError {
-                message: Msg::Cancelled.text(lang).into(),
-                code: Code::Cancelled,
-                usage,
-                thread_id,
-                run_id,
-                ids: self.sh.protocol == AguiProtocol::V0_1,
-            },
-            End::State(_) => Event::RunError {
-                message: Msg::ExecutionFailed.text(lang).into(),
-                code: Code::A2aExecutionFailed,
-                usage,
-                thread_id,
-                run_id,
-                ids: self.sh.protocol == AguiProtocol::V0_1,
-            },
-            // The kernel call was cut short by the end of a drain: the producer's code.
-            End::Unavailable if stream.shutting_down() => Event::RunError {
-                message: Msg::RunServerShuttingDown.text(lang).into(),
-                code: Code::ServerShuttingDown,
-                usage,
-                thread_id,
-                run_id,
-                ids: self.sh.protocol == AguiProtocol::V0_1,
-            },
-            End::Unavailable => Event::RunError {
-                message: Msg::A2aUnavailable.text(lang).into(),
-                code: Code::A2aUnavailable,
-                usage,
-                thread_id,
-                run_id,
-                ids: self.sh.protocol == AguiProtocol::V0_1,
-            },
-        };
+        let event = end.terminal(
+            &self.req.thread_id,
+            &self.req.run_id,
+            mapper.usage(),
+            self.sh.protocol,
+        );
         let _ = stream.terminal(&self.stamp(event).to_json());
     }
 
     /// `RUN_STARTED`, the session event, the subscription event.
-    fn open(&self, stream: &mut RunStream<'_>) -> Result<(), ()> {
-        stream.start().map_err(|_| ())?;
+    fn open(&self, stream: &mut RunStream<'_>) -> Result<(), Stopped> {
+        stream.start()?;
         let r = self.req;
         let protocol_version = (self.sh.protocol == AguiProtocol::V1_0).then_some("1.0");
         let f = &self.facts;
@@ -371,25 +300,23 @@ impl Snapshot<'_> {
                 parent_run_id: None,
                 protocol_version,
             },
-            Event::Custom {
-                name: "iac-code.session.v1",
-                value: session_value(
-                    &r.thread_id,
-                    &r.run_id,
-                    &r.execution_id,
-                    &f.context_id,
-                    f.task_id.as_deref(),
-                    &f.ros,
-                    f.session_id.as_deref(),
-                ),
-            },
+            SessionFacts {
+                thread_id: &r.thread_id,
+                run_id: &r.run_id,
+                execution_id: &r.execution_id,
+                context_id: &f.context_id,
+                task_id: f.task_id.as_deref(),
+                ros_invocation_id: &f.ros,
+                session_id: f.session_id.as_deref(),
+            }
+            .event(),
             Event::Custom {
                 name: "iac-code.subscription.v1",
                 value: json!({"mode": "snapshot", "reason": self.reason}),
             },
         ];
         for e in events {
-            stream.stamped_event(&self.stamp(e)).map_err(|_| ())?;
+            stream.stamped_event(&self.stamp(e))?;
         }
         Ok(())
     }
@@ -401,7 +328,8 @@ impl Snapshot<'_> {
         snap: A2aEvent,
         mapper: &mut Mapper<'_>,
         stream: &mut RunStream<'_>,
-    ) -> Result<End, ()> {
+    ) -> Result<Ending, Stopped> {
+        let lang = self.req.lang;
         let task = self.facts.task_id.clone().unwrap_or_default();
         let mut last = snap;
         let mut state = self.project(&last, mapper, stream)?;
@@ -421,14 +349,14 @@ impl Snapshot<'_> {
                         }
                         // "Task … is not active": it stopped meanwhile; GetTask says how.
                         Ok(Some(Payload::Error(_))) | Ok(None) => break,
-                        Err(_) if stream.client_gone() => return Err(()),
+                        Err(_) if stream.client_gone() => return Err(Stopped),
                         Err(A2aError::Unavailable(_) | A2aError::Protocol(_)) => {
-                            return Ok(End::Unavailable);
+                            return Ok(Ending::unavailable(stream.shutting_down(), lang));
                         }
                     }
                 },
-                Err(_) if stream.client_gone() => return Err(()),
-                Err(_) => return Ok(End::Unavailable),
+                Err(_) if stream.client_gone() => return Err(Stopped),
+                Err(_) => return Ok(Ending::unavailable(stream.shutting_down(), lang)),
             }
             if !state.as_ref().is_some_and(TaskState::is_stop)
                 && let Ok(Payload::Event(e)) = session.get_task(&task)
@@ -440,11 +368,11 @@ impl Snapshot<'_> {
         Ok(match state {
             // A turn's normal end is input-required without an input: success.
             Some(TaskState::InputRequired) => match self.interrupts(&last) {
-                list if list.is_empty() => End::State(TaskState::InputRequired),
-                list => End::Interrupt(list),
+                list if list.is_empty() => Ending::Success,
+                list => Ending::Interrupt(list),
             },
-            Some(s) if s.is_stop() => End::State(s),
-            _ => End::Unavailable,
+            Some(s) if s.is_stop() => Ending::of_task(s, lang),
+            _ => Ending::unavailable(stream.shutting_down(), lang),
         })
     }
 
@@ -453,10 +381,10 @@ impl Snapshot<'_> {
         ev: &A2aEvent,
         mapper: &mut Mapper<'_>,
         stream: &mut RunStream<'_>,
-    ) -> Result<Option<TaskState>, ()> {
+    ) -> Result<Option<TaskState>, Stopped> {
         mapper.map(ev, true, true);
         for e in mapper.take() {
-            stream.stamped_event(&e).map_err(|_| ())?;
+            stream.stamped_event(&e)?;
         }
         Ok(ev.state())
     }
@@ -481,10 +409,4 @@ impl Snapshot<'_> {
             .map(|f| interrupts::interrupt(&f.id, &f.value))
             .collect()
     }
-}
-
-enum End {
-    Interrupt(Vec<Value>),
-    State(TaskState),
-    Unavailable,
 }

@@ -179,16 +179,40 @@ impl ThreadDoc {
 
 /// Why a state file was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DocError(pub(crate) String);
+pub enum DocError {
+    /// Not JSON (the parser's words).
+    Json(String),
+    /// A field breaks its rule: `field` (a path such as `execution.pending`), `rule` ("must
+    /// be a list").
+    Field { field: String, rule: &'static str },
+}
 
-fn err<T>(s: &str) -> Result<T, DocError> {
-    Err(DocError(s.into()))
+impl std::fmt::Display for DocError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DocError::Json(m) => write!(f, "invalid JSON: {m}"),
+            DocError::Field { field, rule } => write!(f, "{field} {rule}"),
+        }
+    }
+}
+
+impl std::error::Error for DocError {}
+
+fn field_error(field: &str, rule: &'static str) -> DocError {
+    DocError::Field {
+        field: field.into(),
+        rule,
+    }
+}
+
+fn err<T>(field: &str, rule: &'static str) -> Result<T, DocError> {
+    Err(field_error(field, rule))
 }
 
 fn req_str(o: &Map<String, Value>, k: &str) -> Result<String, DocError> {
     match o.get(k) {
         Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
-        _ => Err(DocError(format!("{k} must be a non-empty string"))),
+        _ => err(k, "must be a non-empty string"),
     }
 }
 
@@ -196,7 +220,7 @@ fn opt_str(o: &Map<String, Value>, k: &str) -> Result<Option<String>, DocError> 
     match o.get(k) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        _ => Err(DocError(format!("{k} must be a string or null"))),
+        _ => err(k, "must be a string or null"),
     }
 }
 
@@ -207,17 +231,19 @@ fn is_hex64(s: &str) -> bool {
 impl ThreadDoc {
     /// Validate a parsed file for `thread_id` (reference §7.5).
     pub(crate) fn from_value(v: &Value, thread_id: &str) -> Result<ThreadDoc, DocError> {
-        let o = v.as_object().ok_or(DocError("not an object".into()))?;
+        let o = v
+            .as_object()
+            .ok_or(field_error("document", "must be an object"))?;
         // Python equality: 1 and 1.0 pass, as does `true` in the reference; we refuse `true`.
         if !o
             .get("schemaVersion")
             .and_then(Value::as_f64)
             .is_some_and(|f| f == 1.0)
         {
-            return err("schemaVersion must be 1");
+            return err("schemaVersion", "must be 1");
         }
         if o.get("threadId").and_then(Value::as_str) != Some(thread_id) {
-            return err("threadId does not match");
+            return err("threadId", "does not match");
         }
         let context_id = req_str(o, "contextId")?;
         let cwd = req_str(o, "cwd")?;
@@ -226,7 +252,7 @@ impl ThreadDoc {
         let ex = o
             .get("execution")
             .and_then(Value::as_object)
-            .ok_or(DocError("execution must be an object".into()))?;
+            .ok_or(field_error("execution", "must be an object"))?;
         let execution_id = req_str(ex, "executionId")?;
         let ros_invocation_id = req_str(ex, "rosInvocationId")?;
         let task_id = opt_str(ex, "taskId")?;
@@ -234,9 +260,9 @@ impl ThreadDoc {
             None => 0,
             Some(Value::Number(n)) => match n.as_i64() {
                 Some(i) if i >= 0 => i,
-                _ => return err("pipelineSequence must be a non-negative integer"),
+                _ => return err("pipelineSequence", "must be a non-negative integer"),
             },
-            Some(_) => return err("pipelineSequence must be a non-negative integer"),
+            Some(_) => return err("pipelineSequence", "must be a non-negative integer"),
         };
         let open_steps = match ex.get("pipelineOpenSteps") {
             None => BTreeSet::new(),
@@ -244,10 +270,10 @@ impl ThreadDoc {
                 .iter()
                 .map(|s| match s {
                     Value::String(s) if !s.is_empty() => Ok(s.clone()),
-                    _ => err("pipelineOpenSteps must hold non-empty strings"),
+                    _ => err("pipelineOpenSteps", "must hold non-empty strings"),
                 })
                 .collect::<Result<_, _>>()?,
-            Some(_) => return err("pipelineOpenSteps must be a list"),
+            Some(_) => return err("pipelineOpenSteps", "must be a list"),
         };
         let text_digests = match ex.get("textSnapshotDigests") {
             None => BTreeSet::new(),
@@ -255,10 +281,10 @@ impl ThreadDoc {
                 .iter()
                 .map(|s| match s {
                     Value::String(s) if is_hex64(s) => Ok(s.clone()),
-                    _ => err("textSnapshotDigests must hold sha256 hex digests"),
+                    _ => err("textSnapshotDigests", "must hold sha256 hex digests"),
                 })
                 .collect::<Result<_, _>>()?,
-            Some(_) => return err("textSnapshotDigests must be a list"),
+            Some(_) => return err("textSnapshotDigests", "must be a list"),
         };
         let mut pending = Vec::new();
         match ex.get("pending") {
@@ -267,24 +293,24 @@ impl ThreadDoc {
                 for (id, entry) in p {
                     let e = entry
                         .as_object()
-                        .ok_or(DocError("pending entries must be objects".into()))?;
+                        .ok_or(field_error("pending entries", "must be objects"))?;
                     let value = e
                         .get("value")
                         .and_then(Value::as_object)
-                        .ok_or(DocError("pending value must be an object".into()))?;
+                        .ok_or(field_error("pending value", "must be an object"))?;
                     let sideband = match e.get("sideband") {
                         None => false,
                         Some(Value::Bool(b)) => *b,
-                        Some(_) => return err("sideband must be a boolean"),
+                        Some(_) => return err("sideband", "must be a boolean"),
                     };
                     let value = filter_input(value);
                     if value.get("inputId").and_then(Value::as_str) != Some(id.as_str()) {
-                        return err("pending inputId does not match its key");
+                        return err("pending inputId", "does not match its key");
                     }
                     pending.push((id.clone(), PendingInput { value, sideband }));
                 }
             }
-            Some(_) => return err("pending must be an object"),
+            Some(_) => return err("pending", "must be an object"),
         }
         let run_digests: BTreeMap<String, String> = match o.get("runDigests") {
             Some(Value::Object(m)) => m
@@ -296,7 +322,7 @@ impl ThreadDoc {
                     _ => None, // the reference drops malformed entries silently
                 })
                 .collect(),
-            _ => return err("runDigests must be an object"),
+            _ => return err("runDigests", "must be an object"),
         };
         let run_order = match o.get("runOrder") {
             None => Default::default(),
@@ -308,14 +334,15 @@ impl ThreadDoc {
                     .map(str::to_string)
                     .collect()
             }
-            Some(_) => return err("runOrder must be a list"),
+            Some(_) => return err("runOrder", "must be a list"),
         };
         let mut applied = BTreeMap::new();
         match o.get("appliedResumeDigests") {
             Some(Value::Array(a)) => {
                 for e in a {
-                    let e = e.as_object().ok_or(DocError(
-                        "appliedResumeDigests entries must be objects".into(),
+                    let e = e.as_object().ok_or(field_error(
+                        "appliedResumeDigests entries",
+                        "must be objects",
                     ))?;
                     applied.insert(
                         (req_str(e, "executionId")?, req_str(e, "interruptId")?),
@@ -323,7 +350,7 @@ impl ThreadDoc {
                     );
                 }
             }
-            _ => return err("appliedResumeDigests must be a list"),
+            _ => return err("appliedResumeDigests", "must be a list"),
         }
         let mut in_doubt = BTreeMap::new();
         match o.get("deliveriesInDoubt") {
@@ -332,21 +359,21 @@ impl ThreadDoc {
                 for e in a {
                     let e = e
                         .as_object()
-                        .ok_or(DocError("deliveriesInDoubt entries must be objects".into()))?;
+                        .ok_or(field_error("deliveriesInDoubt entries", "must be objects"))?;
                     in_doubt.insert(
                         (req_str(e, "executionId")?, req_str(e, "interruptId")?),
                         req_str(e, "digest")?,
                     );
                 }
             }
-            Some(_) => return err("deliveriesInDoubt must be a list"),
+            Some(_) => return err("deliveriesInDoubt", "must be a list"),
         }
         let terminal = match o.get("terminalExecutionIds") {
             Some(Value::Array(a)) => a
                 .iter()
                 .filter_map(|s| s.as_str().filter(|s| !s.is_empty()).map(str::to_string))
                 .collect(),
-            _ => return err("terminalExecutionIds must be a list"),
+            _ => return err("terminalExecutionIds", "must be a list"),
         };
         Ok(ThreadDoc {
             thread_id: thread_id.to_string(),
@@ -435,8 +462,7 @@ impl ThreadDoc {
 
     /// Parse and validate file bytes.
     pub fn from_bytes(bytes: &[u8], thread_id: &str) -> Result<ThreadDoc, DocError> {
-        let v: Value =
-            serde_json::from_slice(bytes).map_err(|e| DocError(format!("invalid JSON: {e}")))?;
+        let v: Value = serde_json::from_slice(bytes).map_err(|e| DocError::Json(e.to_string()))?;
         ThreadDoc::from_value(&v, thread_id)
     }
 }

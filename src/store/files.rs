@@ -15,10 +15,43 @@ use crate::limits;
 pub enum StoreError {
     Io(io::Error),
     /// The file exists but is not a valid state document (or is a symlink).
-    Invalid(String),
+    Invalid(Refusal),
     /// The state directory's lock is another process's now (the directory was removed or
     /// replaced under this one, and another iac-agui locked the new one): nothing is written.
     LockLost,
+}
+
+/// Why a thread file is not taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    Symlink,
+    NotRegular,
+    TooLarge,
+    /// A document without a thread id cannot be named.
+    NoThreadId,
+    Document(super::document::DocError),
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Symlink => f.write_str("the thread file is a symlink"),
+            Refusal::NotRegular => f.write_str("the thread file is not a regular file"),
+            Refusal::TooLarge => f.write_str("the thread file is too large"),
+            Refusal::NoThreadId => f.write_str("empty thread id"),
+            Refusal::Document(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreError::Io(e) => Some(e),
+            StoreError::Invalid(Refusal::Document(e)) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 impl std::fmt::Display for StoreError {
@@ -165,7 +198,7 @@ impl FileStore {
             Err(e) => return Err(e.into()),
         };
         if meta.file_type().is_symlink() {
-            return Err(StoreError::Invalid("the thread file is a symlink".into()));
+            return Err(StoreError::Invalid(Refusal::Symlink));
         }
         let mut f = OpenOptions::new()
             .read(true)
@@ -173,12 +206,10 @@ impl FileStore {
             .open(&path)?;
         let m = f.metadata()?;
         if !m.is_file() {
-            return Err(StoreError::Invalid(
-                "the thread file is not a regular file".into(),
-            ));
+            return Err(StoreError::Invalid(Refusal::NotRegular));
         }
         if m.len() > limits::MAX_STATE_FILE {
-            return Err(StoreError::Invalid("the thread file is too large".into()));
+            return Err(StoreError::Invalid(Refusal::TooLarge));
         }
         let _ = f.set_permissions(fs::Permissions::from_mode(0o600));
         let mut bytes = Vec::with_capacity(m.len() as usize);
@@ -187,7 +218,7 @@ impl FileStore {
             .read_to_end(&mut bytes)?;
         ThreadDoc::from_bytes(&bytes, thread_id)
             .map(Some)
-            .map_err(|e| StoreError::Invalid(e.0))
+            .map_err(|e| StoreError::Invalid(Refusal::Document(e)))
     }
 
     /// Make sure this process still is the directory's one writer (deviation 34): when the
@@ -247,7 +278,7 @@ impl FileStore {
     /// Atomically replace the thread's file.
     pub(crate) fn save(&self, doc: &ThreadDoc) -> Result<(), StoreError> {
         if doc.thread_id.is_empty() {
-            return Err(StoreError::Invalid("empty thread id".into()));
+            return Err(StoreError::Invalid(Refusal::NoThreadId));
         }
         self.ensure_writer()?;
         let target = self.path_for(&doc.thread_id);

@@ -40,13 +40,17 @@ use crate::sync::lock;
 /// translates exactly this sentence and passes any other through.
 const BACKUP_NOT_READY_EN: &str = "Session backup is still synchronizing. Retry after 3 seconds.";
 
-/// How the run ends (the terminal event is written by [`Run::finish`]).
+/// Why a durable change of the thread did not happen (the run then fails closed).
 #[derive(Debug)]
-enum End {
-    Success,
-    Interrupt(Vec<Value>),
-    Error(Code, String),
+enum NotSaved {
+    /// The thread is not loaded any more.
+    Gone,
+    /// The state store refused the write (logged where it happened).
+    Store(#[allow(dead_code, reason = "kept for Debug output")] crate::store::files::StoreError),
 }
+
+// How the run ends (the terminal event is written by [`Run::finish`]).
+pub(super) use super::ending::Ending;
 
 /// What to do with the A2A task when a run fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,7 +188,7 @@ impl<'a, 's> Run<'a, 's> {
                     return self.on_disconnect();
                 }
                 self.cleanup(cleanup);
-                End::Error(code, msg)
+                Ending::Error(code, msg)
             }
         };
         self.finish(end);
@@ -253,13 +257,13 @@ impl<'a, 's> Run<'a, 's> {
     }
 
     /// Apply `f` to a copy of the thread, persist it, and keep it only if the write worked.
-    fn persist(&self, f: impl FnOnce(&mut Thread)) -> Result<(), ()> {
+    fn persist(&self, f: impl FnOnce(&mut Thread)) -> Result<(), NotSaved> {
         self.persist_with(true, f)
     }
 
     /// `sync`: also record the mapper's durable progress. The terminal save does not, like
     /// the reference (digests finalised by the closing spans serve no later resume).
-    fn persist_with(&self, sync: bool, f: impl FnOnce(&mut Thread)) -> Result<(), ()> {
+    fn persist_with(&self, sync: bool, f: impl FnOnce(&mut Thread)) -> Result<(), NotSaved> {
         let saved = self.sh.registry.update(&self.a.slot, |current| {
             let mut next = current?.clone();
             f(&mut next);
@@ -270,10 +274,10 @@ impl<'a, 's> Run<'a, 's> {
         });
         match saved {
             Ok(Some(())) => Ok(()),
-            Ok(None) => Err(()),
+            Ok(None) => Err(NotSaved::Gone),
             Err(e) => {
                 log::error!("thread {}: {e}", self.a.thread_id);
-                Err(())
+                Err(NotSaved::Store(e))
             }
         }
     }
@@ -369,20 +373,16 @@ impl<'a, 's> Run<'a, 's> {
                 )
             })
             .unwrap_or((None, None, self.a.props.ros_invocation_id.clone()));
-        let value = json!({
-            "schemaVersion": 1,
-            "threadId": self.a.thread_id,
-            "aguiRunId": self.a.run_id,
-            "executionId": self.execution_id,
-            "contextId": self.context_id,
-            "taskId": task,
-            "rosInvocationId": ros,
-            "sessionId": sess,
-        });
-        let ev = self.stamp(Event::Custom {
-            name: "iac-code.session.v1",
-            value,
-        });
+        let facts = super::ending::SessionFacts {
+            thread_id: &self.a.thread_id,
+            run_id: &self.a.run_id,
+            execution_id: &self.execution_id,
+            context_id: &self.context_id,
+            task_id: task.as_deref(),
+            ros_invocation_id: &ros,
+            session_id: sess.as_deref(),
+        };
+        let ev = self.stamp(facts.event());
         self.send(&ev)
     }
 
@@ -504,13 +504,13 @@ impl<'a, 's> Run<'a, 's> {
 
     /// Session event (REC: always before the terminal, guidance excepted), spans closed
     /// (REC: also before RUN_ERROR), then exactly one terminal event.
-    fn finish(&mut self, end: End) {
+    fn finish(&mut self, end: Ending) {
         // One decision with the cancel route: when it claimed the end first it has answered
         // `cancelled` and retired the execution, so the run ends cancelled too.
         let end = if self.a.control.claim_end() {
             end
         } else {
-            End::Error(Code::Cancelled, Msg::Cancelled.text(self.lang()).into())
+            Ending::Error(Code::Cancelled, Msg::Cancelled.text(self.lang()).into())
         };
         let guidance = self.a.kind == RunKind::Guidance;
         if !guidance && self.session_event().is_err() {
@@ -528,37 +528,7 @@ impl<'a, 's> Run<'a, 's> {
         } else {
             self.mapper.usage()
         };
-        let thread_id = self.a.thread_id.clone();
-        let run_id = self.a.run_id.clone();
-        let cancelled_v1 = self.sh.protocol == AguiProtocol::V1_0;
-        let event = match end {
-            End::Success => Event::RunFinished {
-                thread_id,
-                run_id,
-                outcome: Outcome::Success,
-                usage,
-            },
-            End::Interrupt(list) => Event::RunFinished {
-                thread_id,
-                run_id,
-                outcome: Outcome::Interrupt(list),
-                usage,
-            },
-            End::Error(Code::Cancelled, _) if cancelled_v1 => Event::RunFinished {
-                thread_id,
-                run_id,
-                outcome: Outcome::Cancelled,
-                usage,
-            },
-            End::Error(code, message) => Event::RunError {
-                message,
-                code,
-                usage,
-                thread_id,
-                run_id,
-                ids: self.sh.protocol == AguiProtocol::V0_1,
-            },
-        };
+        let event = end.terminal(&self.a.thread_id, &self.a.run_id, usage, self.sh.protocol);
         // Settle before the terminal event leaves: a disconnect right after must not cancel.
         self.settled = true;
         let interrupt = matches!(
@@ -571,15 +541,7 @@ impl<'a, 's> Run<'a, 's> {
         if !guidance && !interrupt && self.pending_empty() {
             self.mark_terminal(false);
         }
-        let outcome = match &event {
-            Event::RunFinished { outcome, .. } => match outcome {
-                Outcome::Success => "success",
-                Outcome::Interrupt(_) => "interrupt",
-                Outcome::Cancelled => "cancelled",
-            },
-            Event::RunError { code, .. } => code.as_str(),
-            _ => "unknown",
-        };
+        let outcome = super::ending::outcome_label(&event);
         self.stream.note_outcome(&self.execution_id, outcome);
         crate::metrics::M.runs.inc(outcome);
         let ev = self.stamp(event);
@@ -606,14 +568,15 @@ impl<'a, 's> Run<'a, 's> {
     fn on_disconnect(&mut self) {
         log::info!("run {}: client disconnected", self.a.run_id);
         // Subscribers of the replay log still learn how the run ended.
-        let left = self.stamp(Event::RunError {
-            message: Msg::RunClientLeft.text(self.lang()).into(),
-            code: Code::Cancelled,
-            usage: Vec::new(),
-            thread_id: self.a.thread_id.clone(),
-            run_id: self.a.run_id.clone(),
-            ids: self.sh.protocol == AguiProtocol::V0_1,
-        });
+        // RUN_ERROR in both dialects: the client, not the user, ended it.
+        let left = self.stamp(Event::run_error(
+            Code::Cancelled,
+            Msg::RunClientLeft.text(self.lang()),
+            &self.a.thread_id,
+            &self.a.run_id,
+            Vec::new(),
+            self.sh.protocol == AguiProtocol::V0_1,
+        ));
         self.stream.log_terminal(&left.to_json());
         self.stream
             .note_outcome(&self.execution_id, "client_disconnected");

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{BACKUP_NOT_READY_EN, Cleanup, End, Run, Step, Stop};
+use super::{BACKUP_NOT_READY_EN, Cleanup, Ending, Run, Step, Stop};
 use crate::a2a::client::{EventStream, Restore};
 use crate::a2a::types::{Payload, TaskState};
 use crate::adapter::interrupts;
@@ -18,7 +18,7 @@ use crate::errors::Code;
 const TASK_NOT_ACTIVE: i64 = -32001;
 
 impl Run<'_, '_> {
-    pub(super) fn resume(&mut self) -> Step<End> {
+    pub(super) fn resume(&mut self) -> Step<Ending> {
         self.run_started()?;
         self.mapper.reopen_pipeline_steps();
         self.flush()?;
@@ -240,7 +240,7 @@ impl Run<'_, '_> {
         })
     }
 
-    fn apply(&mut self, answers: Vec<Answer>) -> Step<End> {
+    fn apply(&mut self, answers: Vec<Answer>) -> Step<Ending> {
         let task = self.task_id().unwrap_or_default();
         // A cancelled question cancels the whole execution.
         if answers
@@ -250,7 +250,7 @@ impl Run<'_, '_> {
             let _ = self.session.cancel_task(&task);
             self.mark_terminal(true);
             self.settled = true;
-            return Ok(End::Error(
+            return Ok(Ending::Error(
                 Code::Cancelled,
                 Msg::CancelledByResponse.text(self.lang()).into(),
             ));
@@ -402,7 +402,7 @@ impl Run<'_, '_> {
     }
 
     /// Sideband permissions: non-streaming sends, then the task snapshot and a subscription.
-    fn apply_sideband(&mut self, answers: Vec<Answer>, task: &str) -> Step<End> {
+    fn apply_sideband(&mut self, answers: Vec<Answer>, task: &str) -> Step<Ending> {
         for a in &answers {
             let parts = vec![answer_part(task, a)];
             let params = self.message(&format!("agui-resume-{}", a.id), parts, Some(task));
@@ -418,7 +418,7 @@ impl Run<'_, '_> {
     }
 
     /// After the answers: the task snapshot, then a subscription until a stop state.
-    fn follow(&mut self, task: &str) -> Step<End> {
+    fn follow(&mut self, task: &str) -> Step<Ending> {
         let snap = match self.session.get_task(task) {
             Ok(Payload::Event(e)) => e,
             Ok(Payload::Error(_)) => {

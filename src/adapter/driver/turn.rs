@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use serde_json::Value;
 
-use super::{Cleanup, End, Run, Step};
+use super::{Cleanup, Ending, Run, Step};
 use crate::a2a::client::EventStream;
 use crate::a2a::types::{A2aEvent, Payload, TaskState};
 use crate::adapter::admission::RunKind;
@@ -17,7 +17,7 @@ use crate::catalog::Msg;
 use crate::errors::Code;
 
 impl Run<'_, '_> {
-    pub(super) fn new_turn(&mut self) -> Step<End> {
+    pub(super) fn new_turn(&mut self) -> Step<Ending> {
         self.run_started()?;
         self.mapper.reopen_pipeline_steps();
         self.flush()?;
@@ -174,7 +174,7 @@ impl Run<'_, '_> {
 
     /// Read a new turn's stream to its end, projecting it: the first committed interrupt
     /// ends the run, otherwise the last task state decides (`end_for_state`).
-    pub(super) fn consume(&mut self, mut st: EventStream) -> Step<End> {
+    pub(super) fn consume(&mut self, mut st: EventStream) -> Step<Ending> {
         let (state, interrupted) = self.pump(&mut st, true)?;
         drop(st);
         if interrupted {
@@ -276,27 +276,29 @@ impl Run<'_, '_> {
         Ok(())
     }
 
-    pub(super) fn interrupt_end(&mut self) -> Step<End> {
+    pub(super) fn interrupt_end(&mut self) -> Step<Ending> {
         self.settled = true;
-        Ok(End::Interrupt(self.pending_interrupts()))
+        Ok(Ending::Interrupt(self.pending_interrupts()))
     }
 
-    pub(super) fn end_for_state(&mut self, state: Option<TaskState>) -> Step<End> {
+    pub(super) fn end_for_state(&mut self, state: Option<TaskState>) -> Step<Ending> {
         if let Some(r) = self.catch_up.take() {
             self.recover_pipeline(r)?;
         }
         let cancelled = self.a.control.cancel_requested.load(Ordering::SeqCst);
         Ok(match state {
-            Some(TaskState::Completed | TaskState::InputRequired) => End::Success,
+            Some(TaskState::Completed | TaskState::InputRequired) => Ending::Success,
             Some(TaskState::Canceled) => {
-                End::Error(Code::Cancelled, Msg::Cancelled.text(self.lang()).into())
+                Ending::Error(Code::Cancelled, Msg::Cancelled.text(self.lang()).into())
             }
-            _ if cancelled => End::Error(Code::Cancelled, Msg::Cancelled.text(self.lang()).into()),
-            Some(s) if s.is_failure() && self.previous_stopping => End::Error(
+            _ if cancelled => {
+                Ending::Error(Code::Cancelled, Msg::Cancelled.text(self.lang()).into())
+            }
+            Some(s) if s.is_failure() && self.previous_stopping => Ending::Error(
                 Code::PreviousRunStillStopping,
                 Msg::PreviousRunStillStopping.text(self.lang()).into(),
             ),
-            Some(s) if s.is_failure() => End::Error(
+            Some(s) if s.is_failure() => Ending::Error(
                 Code::A2aExecutionFailed,
                 Msg::ExecutionFailed.text(self.lang()).into(),
             ),
@@ -306,7 +308,7 @@ impl Run<'_, '_> {
                 if let Some(t) = self.task_id() {
                     let _ = self.sh.kernel.session().cancel_task(&t);
                 }
-                End::Error(
+                Ending::Error(
                     Code::A2aExecutionFailed,
                     Msg::ExecutionFailed.text(self.lang()).into(),
                 )
@@ -316,7 +318,7 @@ impl Run<'_, '_> {
 
     // ------------------------------------------------------------------ resume (§3.3)
 
-    pub(super) fn guidance(&mut self) -> Step<End> {
+    pub(super) fn guidance(&mut self) -> Step<Ending> {
         self.run_started()?;
         let Some(user) = self.a.user.take() else {
             return Err(self.fail(Code::InvalidInput, Msg::UserMessageRequired, Cleanup::Keep));
@@ -351,6 +353,6 @@ impl Run<'_, '_> {
             }
         }
         self.settled = true;
-        Ok(End::Success)
+        Ok(Ending::Success)
     }
 }

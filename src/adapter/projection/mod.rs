@@ -439,16 +439,14 @@ impl<'e> Mapper<'e> {
 
     /// Record a usage record; a malformed one (negative or non-integral counts) is ignored.
     fn record_usage(&mut self, u: &Map<String, Value>) {
-        let count = |k: &str| -> Result<i64, ()> {
+        // None: a count that is there but not a non-negative integer.
+        let count = |k: &str| -> Option<i64> {
             match u.get(k) {
-                None | Some(Value::Null) => Ok(0),
-                Some(v) => match as_int(v) {
-                    Some(n) if n >= 0 => Ok(n),
-                    _ => Err(()),
-                },
+                None | Some(Value::Null) => Some(0),
+                Some(v) => as_int(v).filter(|n| *n >= 0),
             }
         };
-        let (Ok(i), Ok(o), Ok(t), Ok(c)) = (
+        let (Some(i), Some(o), Some(t), Some(c)) = (
             count("inputTokens"),
             count("outputTokens"),
             count("totalTokens"),
