@@ -98,7 +98,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             *c
         }
         Ok(Command::Help) => {
-            print!("{}", config::HELP);
+            print!("{}", config::help());
             return ExitCode::SUCCESS;
         }
         Ok(Command::Version) => {
@@ -120,6 +120,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     }
+    warn_about_roots(&cfg.allowed_roots);
     for w in &cfg.warnings {
         log::warn!("{w}");
     }
@@ -454,21 +455,19 @@ fn serve(cfg: Config) -> Result<(), StartError> {
 /// `--default-cwd` resolved like a request's cwd (it must lie under an allowed root), or
 /// with `--demo` and none given, the first allowed root (the console's workspace too).
 fn checked_default_cwd(cfg: &Config) -> Result<Option<String>, StartError> {
-    let env_get = |k: &str| cfg.env.get(k);
-    let roots = crate::agui::cwd::allowed_roots(env_get);
-    let home = env_get("HOME");
+    let roots = &cfg.allowed_roots;
+    let home = cfg.env.get("HOME");
     let wanted = match (&cfg.default_cwd, cfg.demo) {
         (Some(d), _) => d.clone(),
         // The demo's own choice: best effort, never a reason not to start.
         (None, true) => {
             return Ok(roots.first().and_then(|r| {
-                crate::agui::cwd::resolve_cwd(&r.display().to_string(), &roots, home.as_deref())
-                    .ok()
+                crate::agui::cwd::resolve_cwd(&r.display().to_string(), roots, home.as_deref()).ok()
             }));
         }
         (None, false) => return Ok(None),
     };
-    crate::agui::cwd::resolve_cwd(&wanted, &roots, home.as_deref())
+    crate::agui::cwd::resolve_cwd(&wanted, roots, home.as_deref())
         .map(Some)
         .map_err(|m| StartError::DefaultCwd {
             reason: m.text(crate::i18n::Lang::En).to_string(),
@@ -478,15 +477,13 @@ fn checked_default_cwd(cfg: &Config) -> Result<Option<String>, StartError> {
 
 /// The allowed workspace roots, with a warning when one is `/` (every absolute path would be
 /// an allowed workspace; in a container, the process cwd `/` is the usual culprit).
-fn allowed_roots_checked(env_get: impl Fn(&str) -> Option<String>) -> Vec<std::path::PathBuf> {
-    let roots = crate::agui::cwd::allowed_roots(env_get);
+fn warn_about_roots(roots: &[std::path::PathBuf]) {
     if roots.iter().any(|r| r.as_os_str() == "/") {
         log::warn!(
             "an allowed workspace root is /: every absolute path is an allowed workspace \
              (set IAC_CODE_AGUI_ALLOWED_CWDS)"
         );
     }
-    roots
 }
 
 fn serve_with(
@@ -532,7 +529,7 @@ fn serve_with(
             Registry::new(store),
             client,
             Arc::new(SystemEnv),
-            allowed_roots_checked(env_get),
+            cfg.allowed_roots.clone(),
             env_get("HOME"),
             cfg.agui_protocol,
         )
@@ -554,8 +551,8 @@ fn serve_with(
     routes.capabilities_body = capabilities_body(&cfg, cfg.default_cwd.is_some());
     routes.hosts = HostRule::for_listener(addr.ip().is_loopback(), cfg.allowed_hosts.as_deref());
     if cfg.console {
-        let roots = crate::agui::cwd::allowed_roots(env_get);
-        let cwd = roots
+        let cwd = cfg
+            .allowed_roots
             .first()
             .map(|r| r.display().to_string())
             .unwrap_or_default();

@@ -1,0 +1,182 @@
+use super::*;
+
+fn run(args: &[&str], env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    let env = Environ::from_pairs(env.iter().copied());
+    let mut argv = vec![OsString::from("iac-agui")];
+    argv.extend(args.iter().map(OsString::from));
+    match parse(argv.into_iter().skip(1), &env)? {
+        Command::Serve(c) => Ok(*c),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn defaults() {
+    let c = run(&[], &[]).unwrap();
+    assert_eq!(c.host, "127.0.0.1");
+    assert_eq!(c.port, 8000);
+    assert_eq!(c.agui_protocol, AguiProtocol::V0_1);
+}
+
+#[test]
+fn precedence_flag_env_file() {
+    let dir = std::env::temp_dir().join(format!("iac-agui-cfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("c.yaml");
+    std::fs::write(&file, "port: 7000\nhost: 10.0.0.1\nauth-token: filetok\n").unwrap();
+    let f = file.to_str().unwrap();
+    let c = run(&["--config", f], &[]).unwrap();
+    assert_eq!((c.port, c.host.as_str()), (7000, "10.0.0.1"));
+    assert_eq!(c.auth_token.as_deref(), Some("filetok"));
+    let c = run(
+        &["--config", f],
+        &[
+            ("IAC_CODE_AGUI_PORT", "7100"),
+            ("IAC_CODE_AGUI_AUTH_TOKEN", "envtok"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(c.port, 7100);
+    assert_eq!(c.auth_token.as_deref(), Some("envtok"));
+    let c = run(
+        &["--config", f, "--port", "7200"],
+        &[("IAC_CODE_AGUI_PORT", "7100")],
+    )
+    .unwrap();
+    assert_eq!(c.port, 7200);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn invalid_values_are_errors() {
+    assert!(run(&["--port", "70000"], &[]).is_err());
+    assert!(run(&["--port", "x"], &[]).is_err());
+    assert!(run(&["--idle-shutdown", "-1"], &[]).is_err());
+    assert!(run(&["--agui-protocol", "2.0"], &[]).is_err());
+    assert!(run(&["--bogus"], &[]).is_err());
+    assert!(run(&["--config", "/nonexistent/iac-agui.yaml"], &[]).is_err());
+    assert!(run(&["--demo", "--a2a-url", "http://127.0.0.1:1/"], &[]).is_err());
+    assert!(run(&["--a2a-url", "http://10.1.2.3:8000/"], &[]).is_err());
+    assert!(run(&[], &[("IAC_CODE_AGUI_A2A_URL", "http://example.com/")]).is_err());
+    assert_eq!(
+        run(&["--a2a-url", "http://localhost:9/x"], &[])
+            .unwrap()
+            .a2a_url
+            .as_deref(),
+        Some("http://localhost:9/x/")
+    );
+}
+
+#[test]
+fn interrupt_ttl_is_accepted_with_one_warning() {
+    // Regression: service files of the reference pass --interrupt-ttl; it made us exit 2.
+    for (args, env) in [
+        (vec!["--interrupt-ttl", "600"], vec![]),
+        (vec![], vec![("IAC_CODE_AGUI_INTERRUPT_TTL", "600")]),
+    ] {
+        let c = run(&args, &env).unwrap();
+        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+        assert!(c.warnings[0].contains("interrupt"));
+    }
+    assert!(run(&[], &[]).unwrap().warnings.is_empty());
+}
+
+#[test]
+fn unknown_config_keys_are_named_in_a_warning() {
+    let dir = std::env::temp_dir().join(format!("iac-agui-cfg-keys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("c.yaml");
+    std::fs::write(&file, "port: 7000\nprot: 1\ninterrupt-ttl: 60\n").unwrap();
+    let c = run(&["--config", file.to_str().unwrap()], &[]).unwrap();
+    assert_eq!(c.port, 7000);
+    assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
+    assert!(c.warnings.iter().any(|w| w.contains("prot ")));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn allowed_hosts_from_flag_env_and_file() {
+    let c = run(&["--allowed-hosts", "a.test, b.test"], &[]).unwrap();
+    assert_eq!(
+        c.allowed_hosts,
+        Some(vec!["a.test".to_string(), "b.test".to_string()])
+    );
+    let c = run(&[], &[("IAC_CODE_AGUI_ALLOWED_HOSTS", "*")]).unwrap();
+    assert_eq!(c.allowed_hosts, Some(vec!["*".to_string()]));
+    assert_eq!(run(&[], &[]).unwrap().allowed_hosts, None);
+    assert!(run(&["--allowed-hosts", " , "], &[]).is_err());
+}
+
+#[test]
+fn protocol_from_env() {
+    let c = run(&[], &[("IAC_CODE_AGUI_PROTOCOL", "1.0")]).unwrap();
+    assert_eq!(c.agui_protocol, AguiProtocol::V1_0);
+}
+
+/// The README's option table says what the option table says: the same flags, environment
+/// names and config keys, row for row.
+#[test]
+fn the_readme_option_table_matches_the_option_table() {
+    let readme = include_str!("../../README.md");
+    let start = readme
+        .find("| Flag | Environment | Config key | Default |")
+        .expect("the README has its option table");
+    let token = |cell: &str, pick: &dyn Fn(&str) -> bool| {
+        cell.split('`')
+            .skip(1)
+            .step_by(2)
+            .find(|t| pick(t))
+            .map(str::to_string)
+    };
+    let mut rows: Vec<(Option<String>, Option<String>, Option<String>)> = readme[start..]
+        .lines()
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            let cells: Vec<&str> = l.split(" | ").collect();
+            assert!(cells.len() >= 4, "{l}");
+            (
+                token(cells[0], &|t| t.starts_with("--")).map(|f| {
+                    f.split_whitespace()
+                        .next()
+                        .unwrap_or("")
+                        .trim_start_matches("--")
+                        .to_string()
+                }),
+                token(cells[1], &|t| t.starts_with("IAC_")),
+                token(cells[2], &|t| !t.is_empty()),
+            )
+        })
+        .collect();
+    let mut table: Vec<(Option<String>, Option<String>, Option<String>)> = OPTIONS
+        .iter()
+        .map(|o| {
+            (
+                o.flag.map(str::to_string),
+                o.env.map(str::to_string),
+                o.file.then(|| o.key.to_string()),
+            )
+        })
+        .collect();
+    rows.sort();
+    table.sort();
+    assert_eq!(rows, table);
+}
+
+#[test]
+fn every_flag_in_the_table_parses_and_the_help_names_it() {
+    let help = help();
+    for o in OPTIONS {
+        if let Some(f) = o.flag {
+            assert!(help.contains(&format!("--{f}")), "{f} is not in the help");
+        }
+        if let Some(e) = o.env {
+            assert!(help.contains(e), "{e} is not in the help");
+        }
+    }
+    // A switch and a valued flag from the table, and something not in it.
+    let c = run(&["-d", "--max-runs", "7"], &[]).unwrap();
+    assert!(c.debug);
+    assert_eq!(c.max_runs, 7);
+    assert!(run(&["--no-such-flag"], &[]).is_err());
+}
