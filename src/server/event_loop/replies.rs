@@ -1,0 +1,136 @@
+//! The loop's side of the jobs: replies taken from a job's queue into its connection's
+//! output, within the output watermark.
+
+use std::sync::Arc;
+
+use super::super::conn::State;
+use super::super::http;
+use super::super::job::{JobShared, Reply, StopReason};
+use super::{Handler, Server, push_out};
+use crate::limits;
+
+impl<H: Handler> Server<H> {
+    pub(super) fn process_ready(&mut self) {
+        for job in self.inbox.take_ready() {
+            let id = job.conn;
+            let owned = self
+                .conns
+                .get(id.slot)
+                .and_then(Option::as_ref)
+                .is_some_and(|c| c.id == id && c.job().is_some_and(|j| Arc::ptr_eq(j, &job)));
+            if !owned {
+                job.stop(StopReason::ClientGone);
+                continue;
+            }
+            self.pump(id.slot, &job);
+            self.drive(id.slot);
+        }
+    }
+
+    /// Move replies from a job's queue into the connection's output, up to the watermark. No
+    /// event size closes a connection: above the watermark the loop stops taking replies,
+    /// the job's bounded queue blocks its worker, the worker stops reading upstream, and TCP
+    /// pushes back to the kernel. Only a client that takes no byte for the write-stall
+    /// timeout is dropped.
+    fn pump(&mut self, slot: usize, job: &Arc<JobShared>) {
+        let watermark = self.cfg.max_output_bytes / 2;
+        loop {
+            let Some(conn) = self.conn(slot) else { return };
+            if !conn.job().is_some_and(|j| Arc::ptr_eq(j, job)) {
+                return;
+            }
+            if conn.pending_out() > watermark {
+                // Taken off the ready list without draining: make it notifiable again, so the
+                // flush that brings the output under the watermark puts it back.
+                job.park();
+                return;
+            }
+            let budget = watermark - conn.pending_out();
+            let mut batch = std::mem::take(&mut self.scratch);
+            batch.clear();
+            let closed = job.drain(limits::DRAIN_BATCH, budget, &mut batch);
+            if batch.is_empty() {
+                self.scratch = batch;
+                if closed {
+                    // The worker ended without finishing its reply (it crashed or misbehaved).
+                    self.close(slot, "worker ended without a reply");
+                }
+                return;
+            }
+            for reply in batch.drain(..) {
+                self.apply(slot, reply);
+            }
+            self.scratch = batch;
+        }
+    }
+
+    pub(super) fn apply(&mut self, slot: usize, reply: Reply) {
+        let now = self.clock.now();
+        let draining = self.draining();
+        let keepalive_timeout = self.cfg.keepalive_timeout;
+        let Some(conn) = self.conn(slot) else { return };
+        match (reply, &conn.state) {
+            (
+                Reply::Response(r),
+                State::Dispatched {
+                    keep_alive,
+                    head_only,
+                    ..
+                },
+            ) => {
+                let (k, h) = (*keep_alive, *head_only);
+                self.respond(slot, r, k, h);
+            }
+            (Reply::StartStream(extra), State::Dispatched { .. }) => {
+                let State::Dispatched {
+                    job, keep_alive, ..
+                } = std::mem::replace(&mut conn.state, State::Closing)
+                else {
+                    return;
+                };
+                // HTTP/1.0 has no chunked encoding: its stream ends by closing the connection.
+                let chunked = keep_alive;
+                push_out(conn, now, |o| {
+                    o.extend_with(|b| http::write_sse_head(b, chunked, &extra))
+                });
+                conn.last_event = now;
+                conn.state = State::Streaming {
+                    job,
+                    keep_alive,
+                    chunked,
+                };
+            }
+            (Reply::Event(data), State::Streaming { chunked, .. }) => {
+                let chunked = *chunked;
+                push_out(conn, now, |o| o.push_piece(data, chunked));
+                conn.last_event = now;
+            }
+            (
+                Reply::EndStream,
+                State::Streaming {
+                    keep_alive,
+                    chunked,
+                    ..
+                },
+            ) => {
+                let (keep, chunked) = (*keep_alive && *chunked && !draining, *chunked);
+                if chunked {
+                    push_out(conn, now, |o| o.extend(http::LAST_CHUNK));
+                }
+                if keep {
+                    conn.state = State::ReadingHead { started: false };
+                    conn.read_deadline = Some(now + keepalive_timeout);
+                } else {
+                    conn.state = State::Closing;
+                }
+            }
+            (reply, _) => {
+                log::warn!(
+                    "dropping out-of-order reply {:?} in state {}",
+                    std::mem::discriminant(&reply),
+                    conn.state_name()
+                );
+            }
+        }
+    }
+}
