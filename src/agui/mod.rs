@@ -4,6 +4,6 @@ pub mod content;
 pub(crate) mod cwd;
 pub mod digest;
 pub mod events;
-pub mod field;
+pub(crate) mod field;
 pub mod image;
 pub mod input;

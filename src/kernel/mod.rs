@@ -4,4 +4,4 @@
 #[cfg(feature = "demo")]
 pub mod demo;
 pub mod process;
-pub mod watch;
+pub(crate) mod watch;

@@ -7,7 +7,7 @@ pub mod event_loop;
 pub mod http;
 pub(crate) mod job;
 pub(crate) mod out;
-pub mod timers;
+pub(crate) mod timers;
 
 use std::time::Duration;
 
