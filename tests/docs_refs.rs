@@ -1,0 +1,134 @@
+//! docs/ARCHITECTURE.md and docs/LIFECYCLE.md point at code: every source file and every
+//! `Type::function` they name exists, so the docs cannot drift silently.
+
+use std::path::{Path, PathBuf};
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            sources(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs" || x == "html") {
+            out.push(p);
+        }
+    }
+}
+
+/// The backticked spans of a Markdown text (code blocks included).
+fn code_spans(md: &str) -> Vec<String> {
+    md.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
+/// `name` is an identifier.
+fn ident(name: &str, upper: bool) -> bool {
+    let mut c = name.chars();
+    c.next().is_some_and(|f| {
+        if upper {
+            f.is_ascii_uppercase()
+        } else {
+            f.is_ascii_lowercase() || f == '_'
+        }
+    }) && name
+        .chars()
+        .all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+}
+
+/// Does some `impl … Type` or `trait Type` block define `fn function`? Blocks are read from
+/// their line to the next item at column 0.
+fn defines(files: &[(PathBuf, String)], ty: &str, function: &str) -> bool {
+    let fn_decl = format!("fn {function}");
+    files.iter().any(|(_, text)| {
+        let lines: Vec<&str> = text.lines().collect();
+        lines.iter().enumerate().any(|(i, l)| {
+            let opens = (l.starts_with("impl") || l.contains("trait "))
+                && l.split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+                    .any(|w| w == ty);
+            opens
+                && lines[i + 1..]
+                    .iter()
+                    .take_while(|l| !l.starts_with('}'))
+                    .any(|l| {
+                        l.trim_start()
+                            .trim_start_matches("pub(crate) ")
+                            .trim_start_matches("pub(super) ")
+                            .trim_start_matches("pub ")
+                            .starts_with(&format!("{fn_decl}("))
+                            || l.contains(&format!("{fn_decl}<"))
+                    })
+        })
+    })
+}
+
+#[test]
+fn every_file_and_function_the_design_docs_name_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut paths = Vec::new();
+    sources(&root.join("src"), &mut paths);
+    let files: Vec<(PathBuf, String)> = paths
+        .iter()
+        .map(|p| (p.clone(), std::fs::read_to_string(p).unwrap()))
+        .collect();
+    let rel: Vec<String> = paths
+        .iter()
+        .map(|p| {
+            p.strip_prefix(root.join("src"))
+                .unwrap()
+                .display()
+                .to_string()
+        })
+        .collect();
+    let mut missing = Vec::new();
+    let mut checked = (0, 0);
+    for doc in ["docs/ARCHITECTURE.md", "docs/LIFECYCLE.md"] {
+        let md = std::fs::read_to_string(root.join(doc)).unwrap();
+        for span in code_spans(&md) {
+            for tok in span
+                .split([',', ' '])
+                .map(|t| t.trim_matches(|c| "(){}".contains(c)))
+            {
+                // A source path: `src/x.rs`, `server/conn.rs`, `adapter/projection/`, `driver/tests.rs`.
+                let path = tok.strip_prefix("src/").unwrap_or(tok);
+                let is_path =
+                    (path.ends_with(".rs") || path.ends_with(".html") || path.ends_with('/'))
+                        && path
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "_/.".contains(c))
+                        && path.len() > 3;
+                if is_path {
+                    checked.0 += 1;
+                    let found = rel.iter().any(|r| {
+                        r == path
+                            || r.ends_with(&format!("/{path}"))
+                            || (path.ends_with('/')
+                                && (r.starts_with(path) || r.contains(&format!("/{path}"))))
+                    });
+                    if !found {
+                        missing.push(format!("{doc}: file {tok}"));
+                    }
+                    continue;
+                }
+                // `Type::function` (a `Type::Variant` or a path of modules is not checked here).
+                let parts: Vec<&str> = tok.split("::").collect();
+                if parts.len() == 2 && ident(parts[0], true) && ident(parts[1], false) {
+                    checked.1 += 1;
+                    if !defines(&files, parts[0], parts[1]) {
+                        missing.push(format!("{doc}: {tok}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        checked.0 > 40 && checked.1 > 10,
+        "too few references found: {checked:?}"
+    );
+    assert!(
+        missing.is_empty(),
+        "named in the docs but not in the code:\n{}",
+        missing.join("\n")
+    );
+}
