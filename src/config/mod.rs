@@ -34,7 +34,7 @@ impl AguiProtocol {
 /// The process environment, read once at start-up: nothing else reads environment variables
 /// (`clippy.toml`), so every setting has one source and tests inject their own.
 #[derive(Debug, Clone, Default)]
-pub struct Environ(std::collections::HashMap<OsString, OsString>);
+pub struct Environ(Vec<(OsString, OsString)>);
 
 impl Environ {
     #[allow(
@@ -57,20 +57,22 @@ impl Environ {
 
     /// This environment with `key` set to `value`.
     pub fn with(mut self, key: &str, value: &str) -> Environ {
-        self.0.insert(key.into(), value.into());
+        self.0.retain(|(k, _)| k != key);
+        self.0.push((key.into(), value.into()));
         self
     }
 
     /// A variable that is set and valid UTF-8 (like `std::env::var(k).ok()`).
     pub fn get(&self, key: &str) -> Option<String> {
-        self.0
-            .get(std::ffi::OsStr::new(key))
-            .and_then(|v| v.to_str())
-            .map(str::to_string)
+        self.get_os(key)?.into_string().ok()
     }
 
     pub fn get_os(&self, key: &str) -> Option<OsString> {
-        self.0.get(std::ffi::OsStr::new(key)).cloned()
+        // A few dozen variables, read a few times at start-up: a list is enough.
+        self.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
     }
 }
 
