@@ -637,6 +637,25 @@ fn manual_server(cfg: ServerConfig) -> (TestServer, Arc<Scripted>, Arc<ManualClo
     (srv, backend, clock)
 }
 
+/// The connection is still open once `clock` has moved `open_for` on, and closed once it has
+/// moved `closed_after` further (the loop has seen each move before the check).
+fn closes_after(
+    srv: &TestServer,
+    clock: &ManualClock,
+    r: &mut Reader,
+    open_for: Duration,
+    closed_after: Duration,
+    what: &str,
+) {
+    srv.settle();
+    clock.advance(open_for);
+    srv.settle();
+    assert!(!r.closed_now(), "closed too early: {what}");
+    clock.advance(closed_after);
+    srv.settle();
+    assert!(r.closed_now(), "still open: {what}");
+}
+
 /// The head deadline counts from the head's first byte, not its last: dribbling header lines
 /// cannot keep a connection. Checked against the defect by re-arming the deadline on every
 /// partial read (dropping `if !*started` in `Server::on_readable`): the connection is then
@@ -680,13 +699,15 @@ fn slow_body_is_closed_by_the_body_timeout() {
     r.sock
         .write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
         .unwrap();
-    srv.settle();
-    clock.advance(Duration::from_secs(29));
-    srv.settle();
-    assert!(!r.closed_now(), "closed before the body timeout");
-    clock.advance(Duration::from_secs(2));
-    srv.settle();
-    assert!(r.closed_now(), "a stalled body outlived the body timeout");
+    let (before, after) = (Duration::from_secs(29), Duration::from_secs(2));
+    closes_after(
+        &srv,
+        &clock,
+        &mut r,
+        before,
+        after,
+        "a stalled body and the body timeout",
+    );
 }
 
 /// Checked against the defect by a 100 times later keep-alive deadline: the last assertion
@@ -703,13 +724,15 @@ fn idle_keep_alive_connections_are_closed() {
         .write_all(&request("GET", "/health", &[], b""))
         .unwrap();
     assert_eq!(r.response(false).unwrap().status, 200);
-    srv.settle();
-    clock.advance(Duration::from_secs(4));
-    srv.settle();
-    assert!(!r.closed_now(), "closed before the keep-alive timeout");
-    clock.advance(Duration::from_secs(2));
-    srv.settle();
-    assert!(r.closed_now(), "an idle keep-alive connection stayed open");
+    let (before, after) = (Duration::from_secs(4), Duration::from_secs(2));
+    closes_after(
+        &srv,
+        &clock,
+        &mut r,
+        before,
+        after,
+        "an idle keep-alive connection",
+    );
 }
 
 /// A stream whose client stopped reading is closed once its output made no progress for the

@@ -337,24 +337,19 @@ pub(crate) fn parse(
         c.a2a_url = Some(crate::a2a::client::loopback_base_url(url).map_err(ConfigError)?);
     }
     // Secrets: environment first, then the file; never a flag (flags show up in `ps`).
-    c.auth_token = env_of_key("auth_token")
-        .map(Ok)
-        .or_else(|| {
-            file.get("auth_token")
-                .filter(|v| **v != Scalar::Null)
-                .cloned()
-                .map(|v| as_string("auth_token", v))
-        })
-        .transpose()?;
-    c.a2a_token = env_of_key("a2a_token")
-        .map(Ok)
-        .or_else(|| {
-            file.get("a2a_token")
-                .filter(|v| **v != Scalar::Null)
-                .cloned()
-                .map(|v| as_string("a2a_token", v))
-        })
-        .transpose()?;
+    let secret = |key: &str| {
+        env_of_key(key)
+            .map(Ok)
+            .or_else(|| {
+                file.get(key)
+                    .filter(|v| **v != Scalar::Null)
+                    .cloned()
+                    .map(|v| as_string(key, v))
+            })
+            .transpose()
+    };
+    c.auth_token = secret("auth_token")?;
+    c.a2a_token = secret("a2a_token")?;
     c.debug = debug || file_bool(&file, "debug")?.unwrap_or(false);
     c.log_stdout = match log_stdout {
         Some(b) => b,

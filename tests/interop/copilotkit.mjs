@@ -12,22 +12,11 @@ import { CopilotRuntime } from "@copilotkit/runtime/v2";
 import { createCopilotNodeListener } from "@copilotkit/runtime/v2/node";
 import { CopilotKitCore } from "@copilotkit/core";
 import { IacCodeAgent } from "./iac-code-agent.mjs";
+import { failer, id, printed } from "./harness.mjs";
 
 const [url, cwd] = process.argv.slice(2);
-const printed = [];
-for (const level of ["warn", "error"]) {
-  const original = console[level];
-  console[level] = (...args) => {
-    printed.push(`console.${level}: ${args.map(String).join(" ")}`);
-    original.apply(console, args);
-  };
-}
-const fail = (flow, what) => {
-  process.stdout.write(`COPILOTKIT FAILED [${flow}]: ${what}\n`);
-  process.exit(1);
-};
+const fail = failer("COPILOTKIT");
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const id = (p) => `${p}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
 const textOf = (m) => (typeof m.content === "string" ? m.content : "");
 
 // The runtime, as an application serves it.

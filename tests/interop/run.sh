@@ -46,7 +46,7 @@ if [ "$(cat "$ROOT/ts1/pin.txt" 2>/dev/null)" != "$TS_V1_PIN" ]; then
     || { echo "interop: cannot install $TS_V1_PIN" >&2; exit 1; }
   echo "$TS_V1_PIN" > "$ROOT/ts1/pin.txt"
 fi
-cp tests/interop/ts_agent_v1.mjs "$ROOT/ts1/ts_agent_v1.mjs"
+cp tests/interop/ts_agent_v1.mjs tests/interop/harness.mjs "$ROOT/ts1/"
 export IAC_AGUI_TS_AGENT_V1="$PWD/$ROOT/ts1/ts_agent_v1.mjs"
 # CopilotKit 1.75's runtime and client core, pinned (its optional peers, LangChain and the
 # like, are not needed: --legacy-peer-deps), with the agent class of docs/clients.md taken
@@ -60,7 +60,7 @@ if [ "$(cat "$ROOT/ck/pin.txt" 2>/dev/null)" != "$CK_PIN" ]; then
     || { echo "interop: cannot install $CK_PIN" >&2; exit 1; }
   echo "$CK_PIN" > "$ROOT/ck/pin.txt"
 fi
-cp tests/interop/copilotkit.mjs "$ROOT/ck/copilotkit.mjs"
+cp tests/interop/copilotkit.mjs tests/interop/harness.mjs "$ROOT/ck/"
 awk '/^```js file=iac-code-agent.mjs$/ {on = 1; next} on && /^```$/ {exit} on' docs/clients.md > "$ROOT/ck/iac-code-agent.mjs"
 [ -s "$ROOT/ck/iac-code-agent.mjs" ] || { echo "interop: docs/clients.md has no iac-code-agent.mjs block" >&2; exit 1; }
 export IAC_AGUI_COPILOTKIT="$PWD/$ROOT/ck/copilotkit.mjs"

@@ -6,21 +6,10 @@
 // unknown keys); any console.warn or console.error the client prints is a failure.
 import { HttpAgent } from "@ag-ui/client";
 import * as schemas from "@ag-ui/core/schemas";
+import { failer, id, printed } from "./harness.mjs";
 
 const [url, cwd] = process.argv.slice(2);
-const printed = [];
-for (const level of ["warn", "error"]) {
-  const original = console[level];
-  console[level] = (...args) => {
-    printed.push(`console.${level}: ${args.map(String).join(" ")}`);
-    original.apply(console, args);
-  };
-}
-const fail = (flow, what) => {
-  process.stdout.write(`TS AGENT FAILED [${flow}]: ${what}\n`);
-  process.exit(1);
-};
-const id = (p) => `${p}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+const fail = failer("TS AGENT");
 
 /** `RUN_STARTED` → `RunStartedEventSchema`. */
 function schemaFor(type) {
