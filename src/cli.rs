@@ -493,8 +493,7 @@ fn serve_with(
     ready: Arc<crate::kernel::watch::Readiness>,
     signals: &crate::signals::Target,
 ) -> Result<(), StartError> {
-    let env = cfg.env.clone();
-    let env_get = |k: &str| env.get(k);
+    let env_get = |k: &str| cfg.env.get(k);
     // A demo without an explicit state directory never touches the real one: its threads
     // live in a private temporary directory that goes away at exit, so the walkthrough can
     // be repeated.

@@ -21,21 +21,20 @@ const CANCEL_PREFIX: &str = "/extensions/iac-code/v1/executions/";
 const CANCEL_SUFFIX: &str = "/cancel";
 const SUBSCRIBE_SUFFIX: &str = "/subscribe";
 
+/// Every route: the ones answered from the head, and the body routes a worker takes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Route {
     Health,
     Metrics,
     Capabilities,
-    Run,
-    Cancel { execution_id: String },
-    Subscribe { execution_id: String },
+    Work(Work),
 }
 
 impl Route {
     fn allow(&self) -> &'static str {
         match self {
             Route::Health | Route::Metrics | Route::Capabilities => "HEAD, GET",
-            _ => "POST",
+            Route::Work(_) => "POST",
         }
     }
 
@@ -44,7 +43,7 @@ impl Route {
             Route::Health | Route::Metrics | Route::Capabilities => {
                 method == "GET" || method == "HEAD"
             }
-            _ => method == "POST",
+            Route::Work(_) => method == "POST",
         }
     }
 }
@@ -55,7 +54,7 @@ pub(crate) fn match_route(path: &str) -> Option<Route> {
         "/health" => return Some(Route::Health),
         "/metrics" => return Some(Route::Metrics),
         "/capabilities" => return Some(Route::Capabilities),
-        "/" => return Some(Route::Run),
+        "/" => return Some(Route::Work(Work::Run)),
         _ => {}
     }
     let rest = path.strip_prefix(CANCEL_PREFIX)?;
@@ -67,11 +66,11 @@ pub(crate) fn match_route(path: &str) -> Option<Route> {
         return None;
     }
     let execution_id = id.to_string();
-    Some(if subscribe {
-        Route::Subscribe { execution_id }
+    Some(Route::Work(if subscribe {
+        Work::Subscribe { execution_id }
     } else {
-        Route::Cancel { execution_id }
-    })
+        Work::Cancel { execution_id }
+    }))
 }
 
 /// Which `Host` header values are answered. A web page can reach a loopback server through
@@ -274,9 +273,7 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
                 crate::metrics::render().into_bytes(),
             ));
         }
-        Route::Run => Work::Run,
-        Route::Cancel { execution_id } => Work::Cancel { execution_id },
-        Route::Subscribe { execution_id } => Work::Subscribe { execution_id },
+        Route::Work(work) => work,
     };
     if live.draining {
         return HeadDecision::Respond(
@@ -406,12 +403,12 @@ mod tests {
     #[test]
     fn routes() {
         assert_eq!(match_route("/health"), Some(Route::Health));
-        assert_eq!(match_route("/"), Some(Route::Run));
+        assert_eq!(match_route("/"), Some(Route::Work(Work::Run)));
         assert_eq!(
             match_route("/extensions/iac-code/v1/executions/abc/cancel"),
-            Some(Route::Cancel {
+            Some(Route::Work(Work::Cancel {
                 execution_id: "abc".into()
-            })
+            }))
         );
         assert_eq!(
             match_route("/extensions/iac-code/v1/executions//cancel"),
@@ -424,9 +421,9 @@ mod tests {
         assert_eq!(match_route("/nope"), None);
         assert_eq!(
             match_route("/extensions/iac-code/v1/executions/abc/subscribe"),
-            Some(Route::Subscribe {
+            Some(Route::Work(Work::Subscribe {
                 execution_id: "abc".into()
-            })
+            }))
         );
         assert_eq!(
             match_route("/extensions/iac-code/v1/executions/subscribe"),

@@ -84,26 +84,22 @@ impl Ending {
         usage: Vec<Usage>,
         protocol: AguiProtocol,
     ) -> Event {
-        let finished = |outcome| Event::RunFinished {
+        let outcome = match self {
+            Ending::Success => Outcome::Success,
+            Ending::Interrupt(list) => Outcome::Interrupt(list),
+            Ending::Error(Code::Cancelled, _) if protocol == AguiProtocol::V1_0 => {
+                Outcome::Cancelled
+            }
+            Ending::Error(code, message) => {
+                let ids = protocol == AguiProtocol::V0_1;
+                return Event::run_error(code, message, thread_id, run_id, usage, ids);
+            }
+        };
+        Event::RunFinished {
             thread_id: thread_id.into(),
             run_id: run_id.into(),
             outcome,
-            usage: usage.clone(),
-        };
-        match self {
-            Ending::Success => finished(Outcome::Success),
-            Ending::Interrupt(list) => finished(Outcome::Interrupt(list)),
-            Ending::Error(Code::Cancelled, _) if protocol == AguiProtocol::V1_0 => {
-                finished(Outcome::Cancelled)
-            }
-            Ending::Error(code, message) => Event::run_error(
-                code,
-                message,
-                thread_id,
-                run_id,
-                usage,
-                protocol == AguiProtocol::V0_1,
-            ),
+            usage,
         }
     }
 }

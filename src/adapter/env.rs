@@ -2,7 +2,7 @@
 //! resume are deterministic under test.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime};
 
 use crate::clock::{Clock, ManualClock, SystemClock};
 
@@ -36,45 +36,28 @@ impl Env for SystemEnv {
     }
 }
 
-/// A clock that moves only when told and counting ids, for tests. The wall time is
-/// `now` (ms); the monotonic time moves with it.
-#[derive(Debug, Default)]
+/// A fixed clock (wall time `now_ms` at the start) and counting ids, for tests.
+#[derive(Debug)]
 pub struct TestEnv {
-    pub(crate) now: AtomicU64,
+    clock: ManualClock,
     counter: AtomicU64,
-    mono: ManualClock,
-    start_ms: u64,
 }
 
 impl TestEnv {
     pub fn new(now_ms: u64) -> TestEnv {
         TestEnv {
-            now: AtomicU64::new(now_ms),
+            clock: ManualClock::at_ms(now_ms),
             counter: AtomicU64::new(0),
-            mono: ManualClock::new(),
-            start_ms: now_ms,
         }
-    }
-
-    /// Move both times forward.
-    pub fn advance(&self, d: Duration) {
-        self.now.fetch_add(d.as_millis() as u64, Ordering::SeqCst);
     }
 }
 
 impl Clock for TestEnv {
     fn now(&self) -> Instant {
-        let ms = self
-            .now
-            .load(Ordering::SeqCst)
-            .saturating_sub(self.start_ms);
-        self.mono.now() + Duration::from_millis(ms)
+        self.clock.now()
     }
     fn wall(&self) -> SystemTime {
-        UNIX_EPOCH + Duration::from_millis(self.now.load(Ordering::SeqCst))
-    }
-    fn now_ms(&self) -> u64 {
-        self.now.load(Ordering::SeqCst)
+        self.clock.wall()
     }
 }
 

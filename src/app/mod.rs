@@ -287,9 +287,41 @@ impl Job {
             );
             return Vec::new();
         }
-        let outcome = catch_unwind(AssertUnwindSafe(|| self.backend.run(req, &mut stream)));
+        Self::streamed(stream, "run", |stream| self.backend.run(req, stream))
+    }
+
+    /// The typed body, or `None` once its refusal is sent: not JSON (`not_json`), a field
+    /// (the message names it), or a body naming another thread than the routing key.
+    fn checked<T>(
+        &self,
+        parsed: Result<T, BodyError>,
+        not_json: Msg,
+        thread_of: fn(&T) -> &str,
+        routed: &Option<String>,
+    ) -> Option<T> {
+        let lang = self.lang;
+        let refusal = match parsed {
+            Ok(req) if routed.as_deref().is_some_and(|h| h != thread_of(&req)) => {
+                ApiError::new(Code::ThreadIdMismatch, Msg::ThreadIdMismatch).response(lang)
+            }
+            Ok(req) => return Some(req),
+            Err(BodyError::Json) => ApiError::new(Code::InvalidJson, not_json).response(lang),
+            Err(BodyError::Field(e)) => ApiError::invalid_field(&e, lang),
+        };
+        self.respond(refusal, routed);
+        None
+    }
+
+    /// Let the backend drive `stream`; after a panic, or a return without a terminal event,
+    /// the exchange is ended here. Returns the access-log fields.
+    fn streamed(
+        mut stream: RunStream<'_>,
+        what: &str,
+        drive: impl FnOnce(&mut RunStream<'_>),
+    ) -> Vec<(&'static str, Field)> {
+        let outcome = catch_unwind(AssertUnwindSafe(|| drive(&mut stream)));
         if outcome.is_err() {
-            log::error!("run worker panicked; the run ends with RUN_ERROR");
+            log::error!("{what} worker panicked; the stream ends with RUN_ERROR");
         }
         if outcome.is_err() || !stream.terminal_sent {
             stream.finish_abnormally();
@@ -298,26 +330,16 @@ impl Job {
     }
 
     fn cancel(&self, execution_id: String, body: &[u8], routed: Option<String>) {
-        let lang = self.lang;
-        let req = match CancelRequest::parse(execution_id, body, lang) {
-            Ok(r) => r,
-            Err(BodyError::Json) => {
-                let r = ApiError::new(Code::InvalidJson, Msg::CancelInvalidJson).response(lang);
-                return self.respond(r, &routed);
-            }
-            Err(BodyError::Field(e)) => {
-                return self.respond(ApiError::invalid_field(&e, lang), &routed);
-            }
+        let parsed = CancelRequest::parse(execution_id, body, self.lang);
+        let thread: fn(&CancelRequest) -> &str = |r| &r.thread_id;
+        let Some(req) = self.checked(parsed, Msg::CancelInvalidJson, thread, &routed) else {
+            return;
         };
-        if routed.as_deref().is_some_and(|h| h != req.thread_id) {
-            let r = ApiError::new(Code::ThreadIdMismatch, Msg::ThreadIdMismatch).response(lang);
-            return self.respond(r, &routed);
-        }
         match catch_unwind(AssertUnwindSafe(|| self.backend.cancel(req))) {
             Ok(r) => self.respond(r, &routed),
             Err(_) => {
                 log::error!("cancel worker panicked");
-                let r = ApiError::new(Code::InternalError, Msg::InternalError).response(lang);
+                let r = ApiError::new(Code::InternalError, Msg::InternalError).response(self.lang);
                 self.respond(r, &routed)
             }
         }
@@ -331,34 +353,14 @@ impl Job {
         last_event_id: Option<&str>,
         routed: Option<String>,
     ) -> Vec<(&'static str, Field)> {
-        let lang = self.lang;
-        let req = match SubscribeRequest::parse(execution_id, body, last_event_id, lang) {
-            Ok(r) => r,
-            Err(BodyError::Json) => {
-                let r = ApiError::new(Code::InvalidJson, Msg::SubscribeInvalidJson).response(lang);
-                self.respond(r, &routed);
-                return Vec::new();
-            }
-            Err(BodyError::Field(e)) => {
-                self.respond(ApiError::invalid_field(&e, lang), &routed);
-                return Vec::new();
-            }
-        };
-        if routed.as_deref().is_some_and(|h| h != req.thread_id) {
-            let r = ApiError::new(Code::ThreadIdMismatch, Msg::ThreadIdMismatch).response(lang);
-            self.respond(r, &routed);
+        let parsed = SubscribeRequest::parse(execution_id, body, last_event_id, self.lang);
+        let thread: fn(&SubscribeRequest) -> &str = |r| &r.thread_id;
+        let Some(req) = self.checked(parsed, Msg::SubscribeInvalidJson, thread, &routed) else {
             return Vec::new();
-        }
-        let mut stream = self.stream(req.thread_id.clone(), req.run_id.clone(), lang, routed);
-        let outcome = catch_unwind(AssertUnwindSafe(|| {
-            self.backend.subscribe(req, &mut stream)
-        }));
-        if outcome.is_err() {
-            log::error!("subscribe worker panicked; the stream ends with RUN_ERROR");
-        }
-        if outcome.is_err() || !stream.terminal_sent {
-            stream.finish_abnormally();
-        }
-        stream.log_fields()
+        };
+        let stream = self.stream(req.thread_id.clone(), req.run_id.clone(), self.lang, routed);
+        Self::streamed(stream, "subscribe", |stream| {
+            self.backend.subscribe(req, stream)
+        })
     }
 }

@@ -64,10 +64,7 @@ impl CancelRequest {
     /// reference).
     pub fn parse(execution_id: String, body: &[u8], lang: Lang) -> Result<Self, BodyError> {
         let v = parse_json(body).ok_or(BodyError::Json)?;
-        let obj = v.as_object().ok_or(BodyError::Field(FieldError::new(
-            "",
-            Problem::Type("object"),
-        )))?;
+        let obj = object(&v)?;
         Ok(CancelRequest {
             execution_id,
             thread_id: identity(obj, "threadId")?,
@@ -100,10 +97,7 @@ impl SubscribeRequest {
         lang: Lang,
     ) -> Result<Self, BodyError> {
         let v = parse_json(body).ok_or(BodyError::Json)?;
-        let obj = v.as_object().ok_or(BodyError::Field(FieldError::new(
-            "",
-            Problem::Type("object"),
-        )))?;
+        let obj = object(&v)?;
         const KEYS: [&str; 4] = ["threadId", "runId", "rosInvocationId", "afterSequence"];
         if let Some(k) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
             return Err(BodyError::Field(FieldError::new(k, Problem::Unknown)));
@@ -153,6 +147,14 @@ impl std::fmt::Display for BodyError {
 }
 
 impl std::error::Error for BodyError {}
+
+/// A subscribe or cancel body is a JSON object.
+fn object(v: &Value) -> Result<&serde_json::Map<String, Value>, BodyError> {
+    v.as_object().ok_or(BodyError::Field(FieldError::new(
+        "",
+        Problem::Type("object"),
+    )))
+}
 
 /// The identity strings of a subscribe or cancel body: present, strings, not empty.
 fn identity(obj: &serde_json::Map<String, Value>, key: &str) -> Result<String, BodyError> {
