@@ -1,7 +1,7 @@
 # iac-agui — common tasks. `make test` is what CI runs.
 CARGO ?= cargo
 
-.PHONY: all build release run test test-fast interop lint fmt fuzz fuzz-smoke fuzz-build bench load fleet browser-test static static-check dist dist-check clean
+.PHONY: all build release run test test-fast interop lint fmt fuzz fuzz-smoke fuzz-build bench census load fleet browser-test static static-check dist dist-check clean
 
 all: build
 
@@ -59,6 +59,12 @@ fuzz-build:
 # The benchmark table (release build, demo kernel in its own process); writes target/bench.json.
 bench:
 	$(CARGO) bench --bench agui
+
+# The heap of 200 open streams by allocation site (needs heaptrack: apt-get install heaptrack).
+# Symbols kept (in its own target dir), so that allocation sites have names.
+census:
+	CARGO_PROFILE_BENCH_STRIP=false CARGO_PROFILE_BENCH_DEBUG=limited \
+		CARGO_TARGET_DIR=target/census-build $(CARGO) bench --bench agui -- census
 
 # 1 000 concurrent streams with heartbeat timing, a burst of admissions, then 1 000 streams
 # each dropped and re-attached with Last-Event-ID, counting lost or duplicated events.

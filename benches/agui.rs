@@ -3,6 +3,7 @@
 //!
 //! `cargo bench --bench agui`          the benchmark table (and target/bench.json)
 //! `cargo bench --bench agui -- load`  1 000 concurrent streams with heartbeat timing + a burst
+//! `cargo bench --bench agui -- census`  the heap of 200 open streams by allocation site (heaptrack)
 //!
 //! Everything talks to 127.0.0.1 only and stops by itself.
 
@@ -13,6 +14,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, UNIX_EPOCH};
+
+#[path = "agui/census.rs"]
+mod census;
 
 const BIN: &str = env!("CARGO_BIN_EXE_iac-agui");
 
@@ -487,11 +491,16 @@ fn bench() {
 
     for streams in [100usize, 1000] {
         let base = rss_kib(a.child.id());
+        let base_split = census::split(a.child.id());
         let (open, started) =
             open_streams(a.addr, &dir, streams, "wait 30", &format!("rss{streams}"));
         std::thread::sleep(Duration::from_millis(500));
         let with = rss_kib(a.child.id());
         let per = (with.saturating_sub(base)) as f64 / streams as f64;
+        let with_split = census::split(a.child.id());
+        let each = |f: fn(&census::Split) -> u64| {
+            f(&with_split).saturating_sub(f(&base_split)) as f64 / streams as f64
+        };
         add(
             &format!("RSS with {streams} open streams (KiB)"),
             with.to_string(),
@@ -507,6 +516,19 @@ fn bench() {
             per,
         );
         if streams == 1000 {
+            for (part, kib) in [
+                ("thread stacks", each(|s| s.stacks)),
+                ("heap", each(|s| s.heap)),
+                ("binary pages", each(|s| s.file)),
+            ] {
+                add(
+                    &format!("  of which {part} at {streams} (KiB per stream)"),
+                    format!("{kib:.1}"),
+                    "",
+                    None,
+                    kib,
+                );
+            }
             add(
                 "concurrent streaming runs held",
                 started.to_string(),
@@ -798,6 +820,8 @@ fn main() {
     }
     if args.iter().any(|a| a == "load") {
         load()
+    } else if args.iter().any(|a| a == "census") {
+        census::heap_census()
     } else {
         bench()
     }

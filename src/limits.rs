@@ -94,11 +94,14 @@ pub(crate) const A2A_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Upstream silence after which the kernel counts as unavailable (`--a2a-idle-timeout`; the
 /// kernel sends a keep-alive every 15 s).
 pub(crate) const A2A_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
-/// The HTTP client's per-session read buffer (ureq's default is 128 KiB). A read is at most
-/// this much, and each read is one burst for the loop: 16 KiB halves the loop's wake-ups at
-/// flood (about −0.5 µs per event) but costs 8 KiB more per open stream; memory won.
-pub(crate) const A2A_INPUT_BUFFER: usize = 8 * 1024;
-/// The HTTP client's per-session write buffer (ureq's default is 128 KiB).
+/// Upstream read space while events arrive one at a time (a kernel event is a few hundred
+/// bytes): what an open, waiting stream holds (`a2a/transport.rs`).
+pub(crate) const A2A_READ_SMALL: usize = 512;
+/// Upstream read space in a burst (a read filled all it was given). A read is one burst for
+/// the loop: 16 KiB instead of 8 halves the loop's wake-ups at flood (about −0.5 µs per
+/// event), and since the space shrinks back after the burst an idle stream does not pay it.
+pub(crate) const A2A_READ_BIG: usize = 16 * 1024;
+/// The HTTP client's write buffer while a request is sent (ureq's default is 128 KiB).
 pub(crate) const A2A_OUTPUT_BUFFER: usize = 2 * 1024;
 /// Largest response head from the kernel.
 pub(crate) const A2A_MAX_RESPONSE_HEAD: usize = 8 * 1024;

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::calls::CallPool;
 use super::sse::{SseError, SseReader};
+use super::transport::LeanConnector;
 use super::types::Payload;
 use crate::ids;
 use crate::limits;
@@ -123,15 +125,19 @@ pub(crate) fn loopback_base_url(raw: &str) -> Result<String, String> {
     Ok(format!("{}/", raw.trim_end_matches('/')))
 }
 
-/// Shared, immutable client settings; cheap to clone.
+/// Shared, immutable client settings and the call threads; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct A2aClient {
     cfg: Arc<A2aConfig>,
+    calls: CallPool,
 }
 
 impl A2aClient {
     pub fn new(cfg: A2aConfig) -> A2aClient {
-        A2aClient { cfg: Arc::new(cfg) }
+        A2aClient {
+            cfg: Arc::new(cfg),
+            calls: CallPool::default(),
+        }
     }
 
     /// The same kernel with short timeouts, for the readiness probe (`KERNEL_PROBE_TIMEOUT`).
@@ -139,7 +145,10 @@ impl A2aClient {
         let mut cfg = (*self.cfg).clone();
         cfg.connect_timeout = cfg.connect_timeout.min(limits::KERNEL_PROBE_TIMEOUT);
         cfg.idle_timeout = limits::KERNEL_PROBE_TIMEOUT;
-        A2aClient { cfg: Arc::new(cfg) }
+        A2aClient {
+            cfg: Arc::new(cfg),
+            calls: self.calls.clone(),
+        }
     }
 
     /// A fresh session (its own connection pool) for one run or one call.
@@ -153,23 +162,29 @@ impl A2aClient {
             .timeout_per_read(Some(self.cfg.idle_timeout))
             .timeout_per_write(Some(self.cfg.idle_timeout))
             .user_agent(concat!("iac-agui/", env!("CARGO_PKG_VERSION")))
-            // ureq's defaults are 128 KiB each per connection: with one connection per open
-            // run that dominated memory. Frames are read through SseReader's own buffer.
-            .input_buffer_size(limits::A2A_INPUT_BUFFER)
-            .output_buffer_size(limits::A2A_OUTPUT_BUFFER)
             .max_response_header_size(limits::A2A_MAX_RESPONSE_HEAD)
             .build();
+        // The buffers are LeanTransport's (transport.rs), not ureq's fixed ones.
+        let agent = ureq::Agent::with_parts(
+            config,
+            LeanConnector,
+            ureq::unversioned::resolver::DefaultResolver::default(),
+        );
         Session {
-            agent: ureq::Agent::new_with_config(config),
+            agent,
             cfg: self.cfg.clone(),
+            calls: self.calls.clone(),
         }
     }
 }
 
-/// One run's upstream connection(s).
+/// One run's upstream connection(s). Every request is made on a call thread
+/// ([`CallPool`]); only the body of an open stream is read on the caller's thread.
+#[derive(Clone)]
 pub struct Session {
     agent: ureq::Agent,
     cfg: Arc<A2aConfig>,
+    calls: CallPool,
 }
 
 /// A stream of JSON-RPC payloads from a streaming method.
@@ -316,8 +331,21 @@ impl Session {
         Ok(resp)
     }
 
+    /// `f` with this session, on a call thread.
+    fn on_call_thread<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Session) -> T + Send + 'static,
+    ) -> T {
+        let s = self.clone();
+        self.calls.run(move || f(&s))
+    }
+
     /// A non-streaming JSON-RPC call; returns the whole response object.
-    pub(crate) fn rpc(&self, method: &str, params: Value) -> Result<Value, A2aError> {
+    pub(crate) fn rpc(&self, method: &'static str, params: Value) -> Result<Value, A2aError> {
+        self.on_call_thread(move |s| s.rpc_here(method, params))
+    }
+
+    fn rpc_here(&self, method: &str, params: Value) -> Result<Value, A2aError> {
         let mut resp = self.call(method, params)?;
         let v = Self::read_json(&mut resp)?;
         if !v.is_object() {
@@ -330,7 +358,15 @@ impl Session {
 
     /// A streaming JSON-RPC call. An `application/json` answer (an error before the first
     /// event) becomes a one-item stream holding that payload.
-    pub(crate) fn stream(&self, method: &str, params: Value) -> Result<EventStream, A2aError> {
+    pub(crate) fn stream(
+        &self,
+        method: &'static str,
+        params: Value,
+    ) -> Result<EventStream, A2aError> {
+        self.on_call_thread(move |s| s.stream_here(method, params))
+    }
+
+    fn stream_here(&self, method: &str, params: Value) -> Result<EventStream, A2aError> {
         let mut resp = self.call(method, params)?;
         let ct = resp
             .headers()
@@ -383,6 +419,19 @@ impl Session {
         session_id: Option<&str>,
         task_id: Option<&str>,
     ) -> Result<Restore, A2aError> {
+        let own = |v: Option<&str>| v.map(str::to_string);
+        let (cwd, session_id, task_id) = (own(cwd), own(session_id), own(task_id));
+        self.on_call_thread(move |s| {
+            s.ensure_restored_here(cwd.as_deref(), session_id.as_deref(), task_id.as_deref())
+        })
+    }
+
+    fn ensure_restored_here(
+        &self,
+        cwd: Option<&str>,
+        session_id: Option<&str>,
+        task_id: Option<&str>,
+    ) -> Result<Restore, A2aError> {
         let mut body = serde_json::Map::new();
         for (k, v) in [("cwd", cwd), ("sessionId", session_id), ("taskId", task_id)] {
             if let Some(v) = v {
@@ -427,6 +476,11 @@ impl Session {
 
     /// `GET /iac-code/pipeline/state` (reference §4.4): `None` on 404.
     pub fn pipeline_state(&self, task_id: &str, after: i64) -> Result<Option<Value>, A2aError> {
+        let task_id = task_id.to_string();
+        self.on_call_thread(move |s| s.pipeline_state_here(&task_id, after))
+    }
+
+    fn pipeline_state_here(&self, task_id: &str, after: i64) -> Result<Option<Value>, A2aError> {
         let url = format!(
             "{}?taskId={}&afterSequence={}",
             self.url("/iac-code/pipeline/state"),

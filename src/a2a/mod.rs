@@ -1,5 +1,7 @@
 //! The A2A 1.0 side: the upstream SSE reader, typed payloads and the blocking client.
 
+mod calls;
 pub mod client;
 pub mod sse;
+mod transport;
 pub mod types;
