@@ -178,8 +178,9 @@ impl A2aClient {
     }
 }
 
-/// One run's upstream connection(s). Every request is made on a call thread
-/// ([`CallPool`]); only the body of an open stream is read on the caller's thread.
+/// One run's upstream connection(s). Every request a run makes goes out on a call thread
+/// ([`CallPool`]); only the body of an open stream is read on the caller's thread. (The
+/// health probe, made by the watcher thread, stays where it is called.)
 #[derive(Clone)]
 pub struct Session {
     agent: ureq::Agent,
@@ -419,19 +420,6 @@ impl Session {
         session_id: Option<&str>,
         task_id: Option<&str>,
     ) -> Result<Restore, A2aError> {
-        let own = |v: Option<&str>| v.map(str::to_string);
-        let (cwd, session_id, task_id) = (own(cwd), own(session_id), own(task_id));
-        self.on_call_thread(move |s| {
-            s.ensure_restored_here(cwd.as_deref(), session_id.as_deref(), task_id.as_deref())
-        })
-    }
-
-    fn ensure_restored_here(
-        &self,
-        cwd: Option<&str>,
-        session_id: Option<&str>,
-        task_id: Option<&str>,
-    ) -> Result<Restore, A2aError> {
         let mut body = serde_json::Map::new();
         for (k, v) in [("cwd", cwd), ("sessionId", session_id), ("taskId", task_id)] {
             if let Some(v) = v {
@@ -439,9 +427,13 @@ impl Session {
             }
         }
         let bytes = serde_json::to_vec(&body).unwrap_or_default();
+        self.on_call_thread(move |s| s.ensure_restored_here(&bytes))
+    }
+
+    fn ensure_restored_here(&self, bytes: &[u8]) -> Result<Restore, A2aError> {
         let mut resp = self
             .post(&self.url("/iac-code/session/ensure-restored"))
-            .send(&bytes[..])
+            .send(bytes)
             .map_err(unavailable)?;
         let status = resp.status().as_u16();
         match status {
@@ -476,18 +468,17 @@ impl Session {
 
     /// `GET /iac-code/pipeline/state` (reference §4.4): `None` on 404.
     pub fn pipeline_state(&self, task_id: &str, after: i64) -> Result<Option<Value>, A2aError> {
-        let task_id = task_id.to_string();
-        self.on_call_thread(move |s| s.pipeline_state_here(&task_id, after))
-    }
-
-    fn pipeline_state_here(&self, task_id: &str, after: i64) -> Result<Option<Value>, A2aError> {
         let url = format!(
             "{}?taskId={}&afterSequence={}",
             self.url("/iac-code/pipeline/state"),
             percent_encode(task_id),
             after.max(0)
         );
-        let mut r = self.agent.get(&url).header("A2A-Version", "1.0");
+        self.on_call_thread(move |s| s.pipeline_state_here(&url))
+    }
+
+    fn pipeline_state_here(&self, url: &str) -> Result<Option<Value>, A2aError> {
+        let mut r = self.agent.get(url).header("A2A-Version", "1.0");
         if let Some(t) = &self.cfg.token {
             r = r.header("Authorization", format!("Bearer {t}"));
         }

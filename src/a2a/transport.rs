@@ -119,7 +119,9 @@ impl Transport for LeanTransport {
             self.stream.set_write_timeout(t)?;
             self.write_timeout = t;
         }
-        let out = self.buffers.output.get(..amount).unwrap_or_default();
+        let out = self.buffers.output.get(..amount).ok_or_else(|| {
+            io::Error::other("ureq asked to send more than its output buffer holds")
+        })?;
         match (&*self.stream).write_all(out) {
             Ok(()) => Ok(()),
             Err(e) if is_timeout(&e) => Err(ureq::Error::Timeout(timeout.reason)),
