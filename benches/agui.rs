@@ -3,6 +3,8 @@
 //!
 //! `cargo bench --bench agui`          the benchmark table (and target/bench.json)
 //! `cargo bench --bench agui -- load`  1 000 concurrent streams with heartbeat timing + a burst
+//! `cargo bench --bench agui -- memory`  only the memory-per-stream rows (quick A/B)
+//! `cargo bench --bench agui -- events`  only throughput, CPU per event, latency (quick A/B)
 //! `cargo bench --bench agui -- census`  the heap of 200 open streams by allocation site (heaptrack)
 //!
 //! Everything talks to 127.0.0.1 only and stops by itself.
@@ -336,7 +338,10 @@ fn open_streams(
     (out, started)
 }
 
-fn bench() {
+/// `memory`: only the per-stream memory rows (after a short flood, so the heap has the same
+/// history); `events`: only throughput, CPU and latency. Both for quick A/B runs; they write
+/// nothing.
+fn bench(memory: bool, events: bool) {
     let mut table: Vec<(String, String, String)> = Vec::new();
     let mut json = serde_json::Map::new();
     let mut add = |name: &str, value: String, target: &str, met: Option<bool>, raw: f64| {
@@ -350,6 +355,49 @@ fn bench() {
         json.insert(name.into(), serde_json::json!(raw));
     };
     println!("{:<48} {:>16}   target", "measure", "median");
+    let k = kernel();
+    let dir = state_dir("main");
+    if !memory && !events {
+        figures_before_memory(&k, &mut add);
+    }
+    let a = adapter(
+        &k,
+        &["--max-runs", "1000", "--max-connections", "4096"],
+        &dir,
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let idle = rss_kib(a.child.id());
+    add(
+        "idle RSS (KiB)",
+        idle.to_string(),
+        "< 4 MiB",
+        Some(idle < 4096),
+        idle as f64,
+    );
+    if memory {
+        flood_through(&a, &dir, 20_000, "warm");
+    } else {
+        figures_of_events(&k, &a, &dir, &mut add);
+    }
+    if events {
+        return;
+    }
+    memory_figures(&a, &dir, &mut add);
+    if memory {
+        return;
+    }
+    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench.json");
+    let _ = std::fs::write(
+        &out,
+        serde_json::to_vec_pretty(&serde_json::Value::Object(json)).unwrap(),
+    );
+    println!("\nwritten: target/bench.json ({} measures)", table.len());
+}
+
+type Add<'a> = dyn FnMut(&str, String, &str, Option<bool>, f64) + 'a;
+
+/// Binary size and start-up.
+fn figures_before_memory(k: &Proc, add: &mut Add<'_>) {
     let size = std::fs::metadata(BIN).map(|m| m.len()).unwrap_or(0);
     add(
         "release binary size (MiB)",
@@ -359,14 +407,12 @@ fn bench() {
         size as f64,
     );
 
-    let k = kernel();
-    let dir = state_dir("main");
     // Start-up: exec to /health answering.
     let mut starts = Vec::new();
     for i in 0..5 {
         let d = state_dir(&format!("start{i}"));
         let t0 = SystemClock.now();
-        let a = adapter(&k, &[], &d);
+        let a = adapter(k, &[], &d);
         loop {
             if let Ok(mut s) = TcpStream::connect(a.addr) {
                 let _ = s.write_all(
@@ -390,29 +436,17 @@ fn bench() {
         Some(start_ms < 20.0),
         start_ms,
     );
+}
 
-    let a = adapter(
-        &k,
-        &["--max-runs", "1000", "--max-connections", "4096"],
-        &dir,
-    );
-    std::thread::sleep(Duration::from_millis(300));
-    let idle = rss_kib(a.child.id());
-    add(
-        "idle RSS (KiB)",
-        idle.to_string(),
-        "< 4 MiB",
-        Some(idle < 4096),
-        idle as f64,
-    );
-
+/// Throughput, CPU per event, paced latency.
+fn figures_of_events(k: &Proc, a: &Proc, dir: &str, add: &mut Add<'_>) {
     // Long enough that start-up and the final frames do not weigh on the rate.
     let n = 200_000;
-    let direct = median((0..3).map(|_| flood_direct(&k, n)).collect());
+    let direct = median((0..3).map(|_| flood_direct(k, n)).collect());
     let mut thr = Vec::new();
     let mut cpu = Vec::new();
     for i in 0..3 {
-        let (t, c) = flood_through(&a, &dir, n, &format!("flood{i}"));
+        let (t, c) = flood_through(a, dir, n, &format!("flood{i}"));
         thr.push(t);
         cpu.push(c);
     }
@@ -457,12 +491,12 @@ fn bench() {
         let mut p50s = Vec::new();
         let mut p99s = Vec::new();
         for i in 0..3 {
-            let (p50, p99) = paced_latency(&a, &dir, rate * 2, rate, &format!("pace{rate}-{i}"));
+            let (p50, p99) = paced_latency(a, dir, rate * 2, rate, &format!("pace{rate}-{i}"));
             p50s.push(p50);
             p99s.push(p99);
         }
         let (p50, p99) = (median(p50s), median(p99s));
-        let floors: Vec<(f64, f64)> = (0..3).map(|_| paced_floor(&k, rate * 2, rate)).collect();
+        let floors: Vec<(f64, f64)> = (0..3).map(|_| paced_floor(k, rate * 2, rate)).collect();
         let floor50 = median(floors.iter().map(|f| f.0).collect());
         let floor99 = median(floors.iter().map(|f| f.1).collect());
         add(
@@ -488,12 +522,15 @@ fn bench() {
             added,
         );
     }
+}
 
+/// RSS per open stream, its split by mapping, the concurrency bound.
+fn memory_figures(a: &Proc, dir: &str, add: &mut Add<'_>) {
     for streams in [100usize, 1000] {
         let base = rss_kib(a.child.id());
         let base_split = census::split(a.child.id());
         let (open, started) =
-            open_streams(a.addr, &dir, streams, "wait 30", &format!("rss{streams}"));
+            open_streams(a.addr, dir, streams, "wait 30", &format!("rss{streams}"));
         std::thread::sleep(Duration::from_millis(500));
         let with = rss_kib(a.child.id());
         let per = (with.saturating_sub(base)) as f64 / streams as f64;
@@ -529,6 +566,18 @@ fn bench() {
                     kib,
                 );
             }
+            // The run's worker is the deepest it has ever been: the read → parse → project
+            // path, with admission, requests and state writes on call threads.
+            let mut each = with_split.each_stack.clone();
+            each.sort_unstable();
+            let median = each.get(each.len() / 2).copied().unwrap_or(0);
+            add(
+                "  one worker's stack, resident (KiB, median)",
+                median.to_string(),
+                "≤ 16 KiB (4 pages)",
+                Some(median <= 16),
+                median as f64,
+            );
             add(
                 "concurrent streaming runs held",
                 started.to_string(),
@@ -537,7 +586,7 @@ fn bench() {
                 started as f64,
             );
             // Beyond the cap: a clear 503, never a hang.
-            let mut s = post(a.addr, "/", &run_body(&dir, "over-cap", "hello"), "");
+            let mut s = post(a.addr, "/", &run_body(dir, "over-cap", "hello"), "");
             s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
             let mut r = vec![0u8; 4096];
             let k = s.read(&mut r).unwrap_or(0);
@@ -558,12 +607,6 @@ fn bench() {
         drop(open);
         std::thread::sleep(Duration::from_secs(1));
     }
-    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench.json");
-    let _ = std::fs::write(
-        &out,
-        serde_json::to_vec_pretty(&serde_json::Value::Object(json)).unwrap(),
-    );
-    println!("\nwritten: target/bench.json ({} measures)", table.len());
 }
 
 /// 1 000 concurrent streams, heartbeats every second, each stream's largest silence measured;
@@ -823,6 +866,7 @@ fn main() {
     } else if args.iter().any(|a| a == "census") {
         census::heap_census()
     } else {
-        bench()
+        let has = |m: &str| args.iter().any(|a| a == m);
+        bench(has("memory"), has("events"))
     }
 }

@@ -5,7 +5,7 @@
 use super::*;
 
 /// Resident KiB by kind of mapping.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub struct Split {
     /// The worker and call threads' stacks (1 MiB anonymous mappings, `WORKER_STACK_BYTES`).
     pub stacks: u64,
@@ -13,6 +13,8 @@ pub struct Split {
     pub heap: u64,
     /// File-backed pages (the binary, libc).
     pub file: u64,
+    /// Resident KiB of each stack mapping.
+    pub each_stack: Vec<u64>,
 }
 
 pub fn split(pid: u32) -> Split {
@@ -39,7 +41,10 @@ pub fn split(pid: u32) -> Split {
         } else if first == "Rss:" {
             let kib: u64 = f.next().and_then(|v| v.parse().ok()).unwrap_or(0);
             match kind {
-                0 => out.stacks += kib,
+                0 => {
+                    out.stacks += kib;
+                    out.each_stack.push(kib);
+                }
                 1 => out.heap += kib,
                 2 => out.file += kib,
                 _ => {}

@@ -26,6 +26,11 @@ const WARM: usize = 2;
 /// How long a call thread beyond [`WARM`] waits for work before it ends.
 const IDLE_EXIT: Duration = Duration::from_secs(10);
 
+thread_local! {
+    /// This thread is a call thread (of any pool): a nested call needs no hand-over.
+    static ON_CALL_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// Runs the call and returns what hands its result over (sent once the thread counts as idle
 /// again, so a caller's next call finds this thread instead of starting one).
 type Job = Box<dyn FnOnce() -> Reply + Send>;
@@ -58,7 +63,11 @@ impl CallPool {
     /// Run `f` on a call thread and wait for its result. A panic in `f` is resumed here, on
     /// the caller (whose worker turns it into that run's error). When no thread can be started
     /// and none is running, `f` runs on the caller: slower to page in, never lost.
+    /// On a call thread already, `f` runs right there.
     pub(crate) fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        if ON_CALL_THREAD.get() {
+            return f();
+        }
         let (tx, rx) = sync_channel(1);
         let job: Job = Box::new(move || {
             let answer = catch_unwind(AssertUnwindSafe(f));
@@ -114,6 +123,7 @@ impl CallPool {
     }
 
     fn serve(&self) {
+        ON_CALL_THREAD.set(true);
         let (m, cv) = &*self.inner;
         let mut s = lock(m);
         s.idle += 1;
@@ -157,6 +167,18 @@ mod tests {
         assert_eq!(name.as_deref(), Some("iac-agui-call"));
         assert_eq!(pool.run(|| 6 * 7), 42);
         assert_eq!(pool.threads(), 1, "an idle thread is reused");
+    }
+
+    #[test]
+    fn a_call_made_on_a_call_thread_runs_there() {
+        let pool = CallPool::default();
+        let p2 = pool.clone();
+        let (outer, inner) = pool.run(move || {
+            let me = std::thread::current().id();
+            (me, p2.run(|| std::thread::current().id()))
+        });
+        assert_eq!(outer, inner);
+        assert_eq!(pool.threads(), 1);
     }
 
     #[test]

@@ -151,6 +151,11 @@ impl A2aClient {
         }
     }
 
+    /// The call threads this client's sessions make their requests on.
+    pub(crate) fn calls(&self) -> CallPool {
+        self.calls.clone()
+    }
+
     /// A fresh session (its own connection pool) for one run or one call.
     pub fn session(&self) -> Session {
         let config = ureq::Agent::config_builder()
@@ -219,7 +224,9 @@ impl EventStream {
         }
     }
 
-    /// The next non-empty `data` of the upstream stream.
+    /// The next non-empty `data` of the upstream stream. Never inlined: the read path's
+    /// frames are then not under the payload's JSON read, the deepest of a worker's paths.
+    #[inline(never)]
     fn next_data(&mut self) -> Result<Option<Vec<u8>>, A2aError> {
         let Some(reader) = self.reader.as_mut() else {
             return Ok(None);
@@ -264,6 +271,7 @@ fn trim_ascii(b: &[u8]) -> &[u8] {
     b.trim_ascii()
 }
 
+#[inline(never)]
 fn json_of(data: &[u8]) -> Result<Value, A2aError> {
     serde_json::from_slice(trim_ascii(data))
         .map_err(|e| A2aError::Protocol(format!("an upstream event is not JSON: {e}")))

@@ -1,6 +1,6 @@
 //! The A2A 1.0 side: the upstream SSE reader, typed payloads and the blocking client.
 
-mod calls;
+pub(crate) mod calls;
 pub mod client;
 pub mod sse;
 mod transport;

@@ -196,7 +196,7 @@ fn find_eol(b: &[u8]) -> Option<usize> {
         .map(|p| i + p)
 }
 
-const READ_MIN: usize = 2 * 1024;
+const READ_MIN: usize = 512;
 const READ_MAX: usize = 32 * 1024;
 
 /// Pull reader over any `Read` (the upstream response body).

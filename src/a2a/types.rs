@@ -289,6 +289,7 @@ pub enum Payload {
 impl Payload {
     /// The text-delta shape read straight into its fields, or `None` when the frame has any
     /// other shape (then [`Payload::from_value`] reads it: same answers, more work).
+    #[inline(never)]
     pub fn from_delta_frame(data: &[u8]) -> Option<Payload> {
         // Skipped fields are not checked for UTF-8 by serde: the whole frame is, as the
         // `Value` read would.
@@ -344,6 +345,7 @@ impl Payload {
     }
 
     /// Classify a JSON-RPC response or stream item (reference §4.5, with the REC for errors).
+    #[inline(never)]
     pub fn from_value(mut v: Value) -> Payload {
         if let Some(err) = v.get("error").filter(|e| e.is_object())
             && v.get("result").is_none()

@@ -56,166 +56,23 @@ pub struct AguiBackend {
     pub shared: Arc<Shared>,
 }
 
+/// An admitted run, handed from admission (on a call thread) to its worker.
+struct Admitted {
+    args: RunArgs,
+    tap: Arc<tee::RunTee>,
+}
+
 impl Backend for AguiBackend {
     fn run(&self, req: RunRequest, stream: &mut RunStream<'_>) {
         let sh = &*self.shared;
-        let lang = req.payload_lang;
         stream.set_strict_v1(sh.protocol == crate::config::AguiProtocol::V1_0);
-        let reject = |stream: &mut RunStream<'_>, code, msg: Msg| {
-            stream.reject(ApiError::new(code, msg).response(lang));
-        };
-        let inp = match input::parse_envelope(&req.body) {
-            Ok(i) => i,
-            Err(e) => return stream.reject(ApiError::invalid_field(&e, lang)),
-        };
-        // A stock AG-UI client sends no iacCode properties: with `--default-cwd` the server
-        // supplies them (a browser must not choose server paths); a request that carries them
-        // is validated as sent.
-        let defaulted;
-        let forwarded = match &sh.default_cwd {
-            Some(cwd) if !has_iac_props(&inp.forwarded_props) => {
-                defaulted = default_props(cwd, &inp.thread_id);
-                &defaulted
-            }
-            _ => &inp.forwarded_props,
-        };
-        let props = match input::parse_iac_props(forwarded) {
-            Ok(p) => p,
-            Err(e) => return stream.reject(ApiError::invalid_field(&e, lang)),
-        };
-        // Run language (reference §1.7): the parsed preference, whichever container and key
-        // spelling carried it, else the payload language.
-        let run_lang = props
-            .preferred_language
-            .as_deref()
-            .and_then(i18n::normalize)
-            .unwrap_or(lang);
-        let cwd = match cwd::resolve_cwd(&props.cwd, &sh.roots, sh.home.as_deref()) {
-            Ok(c) => c,
-            Err(m) => return reject(stream, Code::InvalidInput, m),
-        };
-        if inp.tools_len > 0 {
-            return reject(stream, Code::InvalidInput, Msg::ToolsUnsupported);
+        // Admission runs on a call thread: its depth (the checks, the state write) and the
+        // chunks it frees stay off the worker, which lives as long as the stream and then
+        // only ever holds the read → parse → project path (docs/performance.md, issue 26).
+        match admit_on_call_thread(&self.shared, req) {
+            Ok(admitted) => drive(sh, stream, admitted),
+            Err(refusal) => stream.reject(*refusal),
         }
-        let user = match &inp.resume {
-            Some(_) => None,
-            None => match content::user_message(&inp.messages) {
-                Ok(u) => Some(u),
-                Err(m) => return reject(stream, Code::InvalidInput, m),
-            },
-        };
-        let digest = digest::digest(&req.body);
-        drop(req.body);
-        let slot = match sh.registry.slot(&inp.thread_id) {
-            Ok(s) => s,
-            Err(e) => {
-                log::error!("thread {}: {e}", inp.thread_id);
-                return reject(stream, Code::StateUnavailable, Msg::StateUnavailable);
-            }
-        };
-        let areq = admission::Request {
-            thread_id: &inp.thread_id,
-            run_id: &inp.run_id,
-            digest: &digest,
-            cwd: &cwd,
-            user_id: props.user_id.as_deref(),
-            ros_invocation_id: &props.ros_invocation_id,
-            run_mode: props.run_mode.as_deref(),
-            resume: inp.resume.is_some(),
-            guidance: props.active_guidance,
-        };
-        // A run whose client has just gone away still holds the thread for a moment, until
-        // its worker notices: a client that sends its next message at once must not see
-        // THREAD_BUSY for that.
-        sh.wait_for_departing_run(&slot);
-        let mut refused = None;
-        let admitted = sh.registry.update(&slot, |current| {
-            match admission::admit(current, &areq, &*sh.env) {
-                Ok(a) => {
-                    let exec = a.thread.doc.execution.execution_id.clone();
-                    Some((a.thread, (a.kind, a.retired, exec)))
-                }
-                Err(e) => {
-                    refused = Some(e);
-                    None
-                }
-            }
-        });
-        let admitted = match (admitted, refused) {
-            (Ok(Some(x)), _) => Ok(x),
-            (_, Some(e)) => Err(e),
-            (Ok(None), None) => Err(ApiError::new(Code::StateUnavailable, Msg::StateUnavailable)),
-            (Err(e), None) => {
-                log::error!("thread {}: admission write failed: {e}", inp.thread_id);
-                // /health should say so now, not at the next probe.
-                sh.readiness.kick();
-                Err(ApiError::new(Code::StateUnavailable, Msg::StateUnavailable))
-            }
-        };
-        let (kind, retired, execution_id) = match admitted {
-            Ok(x) => x,
-            // THREAD_BUSY says which run is active, so the client can subscribe to it or
-            // cancel it (both routes take the execution id).
-            Err(e) if e.code == Code::ThreadBusy => {
-                let active = crate::sync::lock(&slot)
-                    .as_ref()
-                    .map(|t| (t.doc.execution.execution_id.clone(), t.active_run.clone()));
-                let mut extra = serde_json::Map::new();
-                if let Some((execution_id, run_id)) = active {
-                    extra.insert("executionId".into(), execution_id.into());
-                    if let Some(r) = run_id {
-                        extra.insert("runId".into(), r.into());
-                    }
-                }
-                return stream.reject(e.response_with(lang, extra));
-            }
-            Err(e) => {
-                sh.registry.forget_if_absent(&inp.thread_id);
-                return stream.reject(e.response(lang));
-            }
-        };
-        if let Some(old) = retired {
-            sh.registry.live_remove(&old);
-        }
-        if matches!(kind, admission::RunKind::New | admission::RunKind::NextTurn) {
-            sh.registry.live_insert(&execution_id, &inp.thread_id);
-        }
-        sh.registry.touch();
-        let log = sh.replay.open(
-            replay::RunKey {
-                thread_id: inp.thread_id.clone(),
-                run_id: inp.run_id.clone(),
-            },
-            &execution_id,
-            &props.ros_invocation_id,
-        );
-        let grace = match kind {
-            admission::RunKind::Guidance => std::time::Duration::ZERO,
-            _ => sh.disconnect_grace,
-        };
-        stream.set_tap(Arc::new(tee::RunTee::new(
-            log,
-            grace,
-            &inp.run_id,
-            sh.env.clone(),
-        )));
-        let control = Arc::new(RunControl::default());
-        if kind != admission::RunKind::Guidance {
-            lock(&sh.runs).insert(execution_id, control.clone());
-        }
-        let args = RunArgs {
-            kind,
-            slot,
-            thread_id: inp.thread_id,
-            run_id: inp.run_id,
-            parent_run_id: inp.parent_run_id,
-            props,
-            lang: run_lang,
-            user,
-            resume: inp.resume.unwrap_or_default(),
-            control,
-        };
-        Run::new(sh, stream, args).run();
     }
 
     fn cancel(&self, req: CancelRequest) -> Response {
@@ -229,4 +86,175 @@ impl Backend for AguiBackend {
     fn stop_all(&self) {
         self.shared.stop_all_runs();
     }
+}
+
+/// Everything before the first SSE byte: the envelope and properties, the thread's state
+/// and its durable admission. `Err` is the refusal to send.
+fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
+    let lang = req.payload_lang;
+    let reject = |code, msg: Msg| Err(ApiError::new(code, msg).response(lang));
+    let inp = match input::parse_envelope(&req.body) {
+        Ok(i) => i,
+        Err(e) => return Err(ApiError::invalid_field(&e, lang)),
+    };
+    // A stock AG-UI client sends no iacCode properties: with `--default-cwd` the server
+    // supplies them (a browser must not choose server paths); a request that carries them
+    // is validated as sent.
+    let defaulted;
+    let forwarded = match &sh.default_cwd {
+        Some(cwd) if !has_iac_props(&inp.forwarded_props) => {
+            defaulted = default_props(cwd, &inp.thread_id);
+            &defaulted
+        }
+        _ => &inp.forwarded_props,
+    };
+    let props = match input::parse_iac_props(forwarded) {
+        Ok(p) => p,
+        Err(e) => return Err(ApiError::invalid_field(&e, lang)),
+    };
+    // Run language (reference §1.7): the parsed preference, whichever container and key
+    // spelling carried it, else the payload language.
+    let run_lang = props
+        .preferred_language
+        .as_deref()
+        .and_then(i18n::normalize)
+        .unwrap_or(lang);
+    let cwd = match cwd::resolve_cwd(&props.cwd, &sh.roots, sh.home.as_deref()) {
+        Ok(c) => c,
+        Err(m) => return reject(Code::InvalidInput, m),
+    };
+    if inp.tools_len > 0 {
+        return reject(Code::InvalidInput, Msg::ToolsUnsupported);
+    }
+    let user = match &inp.resume {
+        Some(_) => None,
+        None => match content::user_message(&inp.messages) {
+            Ok(u) => Some(u),
+            Err(m) => return reject(Code::InvalidInput, m),
+        },
+    };
+    let digest = digest::digest(&req.body);
+    drop(req.body);
+    let slot = match sh.registry.slot(&inp.thread_id) {
+        Ok(s) => s,
+        Err(e) => {
+            log::error!("thread {}: {e}", inp.thread_id);
+            return reject(Code::StateUnavailable, Msg::StateUnavailable);
+        }
+    };
+    let areq = admission::Request {
+        thread_id: &inp.thread_id,
+        run_id: &inp.run_id,
+        digest: &digest,
+        cwd: &cwd,
+        user_id: props.user_id.as_deref(),
+        ros_invocation_id: &props.ros_invocation_id,
+        run_mode: props.run_mode.as_deref(),
+        resume: inp.resume.is_some(),
+        guidance: props.active_guidance,
+    };
+    // A run whose client has just gone away still holds the thread for a moment, until
+    // its worker notices: a client that sends its next message at once must not see
+    // THREAD_BUSY for that.
+    sh.wait_for_departing_run(&slot);
+    let mut refused = None;
+    let admitted = sh.registry.update(&slot, |current| {
+        match admission::admit(current, &areq, &*sh.env) {
+            Ok(a) => {
+                let exec = a.thread.doc.execution.execution_id.clone();
+                Some((a.thread, (a.kind, a.retired, exec)))
+            }
+            Err(e) => {
+                refused = Some(e);
+                None
+            }
+        }
+    });
+    let admitted = match (admitted, refused) {
+        (Ok(Some(x)), _) => Ok(x),
+        (_, Some(e)) => Err(e),
+        (Ok(None), None) => Err(ApiError::new(Code::StateUnavailable, Msg::StateUnavailable)),
+        (Err(e), None) => {
+            log::error!("thread {}: admission write failed: {e}", inp.thread_id);
+            // /health should say so now, not at the next probe.
+            sh.readiness.kick();
+            Err(ApiError::new(Code::StateUnavailable, Msg::StateUnavailable))
+        }
+    };
+    let (kind, retired, execution_id) = match admitted {
+        Ok(x) => x,
+        // THREAD_BUSY says which run is active, so the client can subscribe to it or
+        // cancel it (both routes take the execution id).
+        Err(e) if e.code == Code::ThreadBusy => {
+            let active = crate::sync::lock(&slot)
+                .as_ref()
+                .map(|t| (t.doc.execution.execution_id.clone(), t.active_run.clone()));
+            let mut extra = serde_json::Map::new();
+            if let Some((execution_id, run_id)) = active {
+                extra.insert("executionId".into(), execution_id.into());
+                if let Some(r) = run_id {
+                    extra.insert("runId".into(), r.into());
+                }
+            }
+            return Err(e.response_with(lang, extra));
+        }
+        Err(e) => {
+            sh.registry.forget_if_absent(&inp.thread_id);
+            return Err(e.response(lang));
+        }
+    };
+    if let Some(old) = retired {
+        sh.registry.live_remove(&old);
+    }
+    if matches!(kind, admission::RunKind::New | admission::RunKind::NextTurn) {
+        sh.registry.live_insert(&execution_id, &inp.thread_id);
+    }
+    sh.registry.touch();
+    let log = sh.replay.open(
+        replay::RunKey {
+            thread_id: inp.thread_id.clone(),
+            run_id: inp.run_id.clone(),
+        },
+        &execution_id,
+        &props.ros_invocation_id,
+    );
+    let grace = match kind {
+        admission::RunKind::Guidance => std::time::Duration::ZERO,
+        _ => sh.disconnect_grace,
+    };
+    let tap = Arc::new(tee::RunTee::new(log, grace, &inp.run_id, sh.env.clone()));
+    let control = Arc::new(RunControl::default());
+    if kind != admission::RunKind::Guidance {
+        lock(&sh.runs).insert(execution_id, control.clone());
+    }
+    let args = RunArgs {
+        kind,
+        slot,
+        thread_id: inp.thread_id,
+        run_id: inp.run_id,
+        parent_run_id: inp.parent_run_id,
+        props,
+        lang: run_lang,
+        user,
+        resume: inp.resume.unwrap_or_default(),
+        control,
+    };
+    Ok(Box::new(Admitted { args, tap }))
+}
+
+/// `admit` on a call thread (a frame of its own: the hand-over's channel is not kept under
+/// the run).
+#[inline(never)]
+fn admit_on_call_thread(sh: &Arc<Shared>, req: RunRequest) -> Result<Box<Admitted>, Box<Response>> {
+    let shared = sh.clone();
+    sh.calls.run(move || admit(&shared, req).map_err(Box::new))
+}
+
+/// The run on its worker: its state on the heap, each stage in its own frame, so the frames
+/// under the blocked read stay few and small.
+#[inline(never)]
+fn drive(sh: &Shared, stream: &mut RunStream<'_>, admitted: Box<Admitted>) {
+    let Admitted { args, tap } = *admitted;
+    stream.set_tap(tap);
+    Run::boxed(sh, stream, args).run();
 }

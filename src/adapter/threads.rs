@@ -29,6 +29,7 @@ impl ThreadStore for FileStore {
 /// `None` inside the mutex: the thread does not exist (yet).
 pub(crate) type Slot = Arc<Mutex<Option<Thread>>>;
 
+use crate::a2a::calls::CallPool;
 use crate::sync::lock;
 
 pub struct Registry {
@@ -40,6 +41,9 @@ pub struct Registry {
     max_cached: usize,
     /// Idle time (`--idle-shutdown`); the adapter's `Env` once `Shared` owns the registry.
     clock: Arc<dyn Clock>,
+    /// Saves run on a call thread: a run's worker lives as long as its stream, and the
+    /// write path (serialise, write, fsync, rename) would stay in its resident stack.
+    calls: CallPool,
 }
 
 /// Drop cached threads nobody holds and that have no active run, until `target` remain (or
@@ -71,7 +75,13 @@ impl Registry {
             last_activity: Mutex::new(SystemClock.now()),
             max_cached: crate::limits::MAX_CACHED_THREADS,
             clock: Arc::new(SystemClock),
+            calls: CallPool::default(),
         }
+    }
+
+    /// Save on these call threads (the kernel client's).
+    pub(crate) fn set_calls(&mut self, calls: CallPool) {
+        self.calls = calls;
     }
 
     /// Take the time from `clock` from now on.
@@ -134,7 +144,12 @@ impl Registry {
         let Some((t, r)) = next(g.as_ref()) else {
             return Ok(None);
         };
-        self.store.save(&t.doc)?;
+        let store = self.store.clone();
+        let (t, saved) = self.calls.run(move || {
+            let saved = store.save(&t.doc);
+            (t, saved)
+        });
+        saved?;
         *g = Some(t);
         Ok(Some(r))
     }

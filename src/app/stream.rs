@@ -261,6 +261,7 @@ impl<'a> RunStream<'a> {
     }
 
     /// The access-log fields of a request that streamed (thread, run, execution, outcome).
+    #[inline(never)]
     pub(super) fn log_fields(&self) -> Vec<(&'static str, Field)> {
         if !self.streamed {
             return Vec::new();
@@ -298,6 +299,7 @@ impl<'a> RunStream<'a> {
     }
 
     /// After a panic or a backend that returned without finishing: close the exchange.
+    #[inline(never)]
     pub(super) fn finish_abnormally(&mut self) {
         match self.state {
             StreamState::NotStarted => self

@@ -152,8 +152,17 @@ impl<'a, 's> Run<'a, 's> {
         }
     }
 
-    /// Drive the run to its end.
-    pub(crate) fn run(mut self) {
+    /// The run on the heap, built in a frame of its own: the worker's frames under the
+    /// stream's reads hold a pointer, not the run (docs/performance.md, issue 26).
+    #[inline(never)]
+    pub(crate) fn boxed(sh: &'a Shared, stream: &'a mut RunStream<'s>, a: RunArgs) -> Box<Self> {
+        Box::new(Run::new(sh, stream, a))
+    }
+
+    /// Drive the run to its end. The stages and endings are frames of their own (never
+    /// inlined here), so only the stage being run sits on the stack under the pump.
+    #[inline(never)]
+    pub(crate) fn run(&mut self) {
         struct Active;
         impl Drop for Active {
             fn drop(&mut self) {
@@ -486,6 +495,7 @@ impl<'a, 's> Run<'a, 's> {
         }
     }
 
+    #[inline(never)]
     fn cleanup(&mut self, c: Cleanup) {
         match c {
             Cleanup::Keep => {}
@@ -504,6 +514,7 @@ impl<'a, 's> Run<'a, 's> {
 
     /// Session event (REC: always before the terminal, guidance excepted), spans closed
     /// (REC: also before RUN_ERROR), then exactly one terminal event.
+    #[inline(never)]
     fn finish(&mut self, end: Ending) {
         // One decision with the cancel route: when it claimed the end first it has answered
         // `cancelled` and retired the execution, so the run ends cancelled too.
@@ -565,6 +576,7 @@ impl<'a, 's> Run<'a, 's> {
     }
 
     /// The client left (reference §8.2).
+    #[inline(never)]
     fn on_disconnect(&mut self) {
         log::info!("run {}: client disconnected", self.a.run_id);
         // Subscribers of the replay log still learn how the run ended.

@@ -18,6 +18,7 @@ use crate::errors::Code;
 const TASK_NOT_ACTIVE: i64 = -32001;
 
 impl Run<'_, '_> {
+    #[inline(never)]
     pub(super) fn resume(&mut self) -> Step<Ending> {
         self.run_started()?;
         self.mapper.reopen_pipeline_steps();

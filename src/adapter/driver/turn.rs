@@ -17,6 +17,7 @@ use crate::catalog::Msg;
 use crate::errors::Code;
 
 impl Run<'_, '_> {
+    #[inline(never)]
     pub(super) fn new_turn(&mut self) -> Step<Ending> {
         self.run_started()?;
         self.mapper.reopen_pipeline_steps();
@@ -35,6 +36,7 @@ impl Run<'_, '_> {
 
     /// Identity rules for every event (§5.2, §10 of the A2A notes); new ids are persisted
     /// before anything reveals them.
+    #[inline(never)]
     pub(super) fn observe(&mut self, ev: &A2aEvent) -> Step<()> {
         if let Some(c) = ev.context_id()
             && c != self.context_id
@@ -56,25 +58,7 @@ impl Run<'_, '_> {
                         Cleanup::CancelIfIdle,
                     ));
                 }
-                Known::Unset => {
-                    let tid = tid.to_string();
-                    self.wire_task = Some(tid.clone());
-                    let exec = self.execution_id.clone();
-                    let thread = self.a.thread_id.clone();
-                    self.persist(|t| t.doc.execution.task_id = Some(tid.clone()))
-                        .map_err(|_| {
-                            self.fail(
-                                Code::StatePersistenceFailed,
-                                Msg::PersistExecution,
-                                Cleanup::FailClosed,
-                            )
-                        })?;
-                    self.sh.registry.live_insert(&exec, &thread);
-                    if self.a.control.cancel_requested.load(Ordering::SeqCst) {
-                        // The cancel route asked before the task id was known: cancel it now.
-                        let _ = self.sh.kernel.session().cancel_task(&tid);
-                    }
-                }
+                Known::Unset => self.record_task(tid)?,
             }
         }
         if let Some(sid) = ev.session_id() {
@@ -102,7 +86,31 @@ impl Run<'_, '_> {
         Ok(())
     }
 
+    /// Persist a task id seen for the first time (before anything reveals it).
+    #[inline(never)]
+    fn record_task(&mut self, tid: &str) -> Step<()> {
+        let tid = tid.to_string();
+        self.wire_task = Some(tid.clone());
+        let exec = self.execution_id.clone();
+        let thread = self.a.thread_id.clone();
+        self.persist(|t| t.doc.execution.task_id = Some(tid.clone()))
+            .map_err(|_| {
+                self.fail(
+                    Code::StatePersistenceFailed,
+                    Msg::PersistExecution,
+                    Cleanup::FailClosed,
+                )
+            })?;
+        self.sh.registry.live_insert(&exec, &thread);
+        if self.a.control.cancel_requested.load(Ordering::SeqCst) {
+            // The cancel route asked before the task id was known: cancel it now.
+            let _ = self.sh.kernel.session().cancel_task(&tid);
+        }
+        Ok(())
+    }
+
     /// Inputs of an event that are not yet answered in this execution.
+    #[inline(never)]
     pub(super) fn new_inputs(&self, ev: &A2aEvent) -> Step<Vec<FoundInput>> {
         if !ev
             .iac()
@@ -140,6 +148,7 @@ impl Run<'_, '_> {
 
     /// Merge new inputs into pending (existing entries kept; sideband only upgraded) and
     /// persist them before anything is revealed.
+    #[inline(never)]
     pub(super) fn commit_inputs(&mut self, inputs: Vec<FoundInput>) -> Step<()> {
         self.check_input_identity(&inputs)?;
         self.mapper.finalize_text_snapshots();
@@ -158,6 +167,7 @@ impl Run<'_, '_> {
             .unwrap_or_default()
     }
 
+    #[inline(never)]
     pub(super) fn recover_pipeline(&mut self, after: i64) -> Step<()> {
         let Some(task) = self.task_id() else {
             return Ok(());
@@ -318,6 +328,7 @@ impl Run<'_, '_> {
 
     // ------------------------------------------------------------------ resume (§3.3)
 
+    #[inline(never)]
     pub(super) fn guidance(&mut self) -> Step<Ending> {
         self.run_started()?;
         let Some(user) = self.a.user.take() else {
