@@ -251,4 +251,47 @@ mod tests {
             "e3"
         );
     }
+
+    /// Records the thread each save ran on.
+    struct Where(Mutex<Vec<Option<String>>>);
+
+    impl ThreadStore for Where {
+        fn load(&self, _: &str) -> Result<Option<ThreadDoc>, StoreError> {
+            Ok(None)
+        }
+        fn save(&self, _: &ThreadDoc) -> Result<(), StoreError> {
+            let name = std::thread::current().name().map(str::to_string);
+            lock(&self.0).push(name);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn saves_run_on_a_call_thread_not_the_runs_worker() {
+        let store = Arc::new(Where(Mutex::new(Vec::new())));
+        let mut reg = Registry::new(store.clone());
+        reg.set_calls(CallPool::default());
+        let slot = reg.slot("t").unwrap();
+        let doc = ThreadDoc {
+            thread_id: "t".into(),
+            ..Default::default()
+        };
+        let saved = reg.update(&slot, |_| {
+            let t = Thread {
+                doc,
+                active_run: None,
+            };
+            Some((t, 7))
+        });
+        assert_eq!(saved.unwrap(), Some(7));
+        assert_eq!(
+            lock(&store.0).as_slice(),
+            [Some("iac-agui-call".to_string())]
+        );
+        assert_eq!(
+            lock(&slot).as_ref().unwrap().doc.thread_id,
+            "t",
+            "kept after the save"
+        );
+    }
 }
