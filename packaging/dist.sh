@@ -48,7 +48,10 @@ python3 packaging/wheel.py --bin "$BIN" --out "$OUT" \
 
 # The SBOM of exactly what the release build links: normal dependencies of the default
 # features for this target (no dev or build dependencies).
-command -v cargo-cyclonedx >/dev/null || cargo install cargo-cyclonedx --locked --version 0.5.9
+# Installed as a host tool: not with the release's static flags (a static host cannot build
+# its proc-macros) nor into the release's target directory.
+command -v cargo-cyclonedx >/dev/null ||
+  env -u RUSTFLAGS -u CARGO_TARGET_DIR cargo install cargo-cyclonedx --locked --version 0.5.9
 python3 packaging/sbom.py --out "$OUT/iac-agui-$VERSION.cdx.json" --target $TRIPLE
 
 (cd "$OUT" && sha256sum -- *.tar.gz *.whl *.cdx.json > SHA256SUMS)
