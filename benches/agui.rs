@@ -554,7 +554,7 @@ fn memory_figures(a: &Proc, dir: &str, add: &mut Add<'_>) {
         );
         if streams == 1000 {
             for (part, kib) in [
-                ("thread stacks", each(|s| s.stacks)),
+                ("thread stacks", each(census::Split::stacks)),
                 ("heap", each(|s| s.heap)),
                 ("binary pages", each(|s| s.file)),
             ] {

@@ -17,7 +17,8 @@ pub mod json;
 pub mod kernel;
 pub(crate) mod limits;
 pub(crate) mod logging;
-mod malloc;
+#[doc(hidden)]
+pub mod malloc;
 pub(crate) mod metrics;
 mod notify;
 pub(crate) mod rfc3339;

@@ -18,9 +18,9 @@
 
 use std::ffi::OsString;
 
-const TUNABLES: &str = "glibc.malloc.mmap_threshold=65536:glibc.malloc.trim_threshold=131072:glibc.malloc.tcache_max=64";
+pub const TUNABLES: &str = "glibc.malloc.mmap_threshold=65536:glibc.malloc.trim_threshold=131072:glibc.malloc.tcache_max=64";
 /// Set on the re-executed process: the original `GLIBC_TUNABLES` (maybe empty).
-pub(crate) const ORIGINAL: &str = "IAC_AGUI_ORIGINAL_GLIBC_TUNABLES";
+pub const ORIGINAL: &str = "IAC_AGUI_ORIGINAL_GLIBC_TUNABLES";
 
 /// Re-execute this process once with the tunables; returns when that is not possible (no
 /// `/proc` for `current_exe`, an exec failure) or already done.

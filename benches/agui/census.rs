@@ -7,14 +7,19 @@ use super::*;
 /// Resident KiB by kind of mapping.
 #[derive(Debug, Default, Clone)]
 pub struct Split {
-    /// The worker and call threads' stacks (1 MiB anonymous mappings, `WORKER_STACK_BYTES`).
-    pub stacks: u64,
     /// malloc's: `[heap]` and every other anonymous mapping.
     pub heap: u64,
     /// File-backed pages (the binary, libc).
     pub file: u64,
-    /// Resident KiB of each stack mapping.
+    /// Resident KiB of each of the worker and call threads' stacks (1 MiB anonymous mappings,
+    /// `WORKER_STACK_BYTES`).
     pub each_stack: Vec<u64>,
+}
+
+impl Split {
+    pub fn stacks(&self) -> u64 {
+        self.each_stack.iter().sum()
+    }
 }
 
 pub fn split(pid: u32) -> Split {
@@ -41,10 +46,7 @@ pub fn split(pid: u32) -> Split {
         } else if first == "Rss:" {
             let kib: u64 = f.next().and_then(|v| v.parse().ok()).unwrap_or(0);
             match kind {
-                0 => {
-                    out.stacks += kib;
-                    out.each_stack.push(kib);
-                }
+                0 => out.each_stack.push(kib),
                 1 => out.heap += kib,
                 2 => out.file += kib,
                 _ => {}
@@ -109,11 +111,8 @@ pub fn heap_census() {
         .env("RUST_LOG", "warn")
         .env("IAC_CODE_AGUI_STATE_DIR", format!("{dir}/state"))
         .env("IAC_CODE_AGUI_ALLOWED_CWDS", &dir)
-        .env("IAC_AGUI_ORIGINAL_GLIBC_TUNABLES", "")
-        .env(
-            "GLIBC_TUNABLES",
-            "glibc.malloc.mmap_threshold=65536:glibc.malloc.trim_threshold=131072",
-        )
+        .env(iac_agui::malloc::ORIGINAL, "")
+        .env("GLIBC_TUNABLES", iac_agui::malloc::TUNABLES)
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()

@@ -247,7 +247,9 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
 #[inline(never)]
 fn admit_on_call_thread(sh: &Arc<Shared>, req: RunRequest) -> Result<Box<Admitted>, Box<Response>> {
     let shared = sh.clone();
-    sh.calls.run(move || admit(&shared, req).map_err(Box::new))
+    sh.registry
+        .calls()
+        .run(move || admit(&shared, req).map_err(Box::new))
 }
 
 /// The run on its worker: its state on the heap, each stage in its own frame, so the frames

@@ -12,7 +12,6 @@ use super::replay::{ReplayBounds, ReplayLogs};
 use super::threads::Registry;
 use super::upstream::Kernel;
 use super::winddown::WindDowns;
-use crate::a2a::calls::CallPool;
 use crate::a2a::client::A2aClient;
 use crate::config::AguiProtocol;
 use crate::kernel::watch::Readiness;
@@ -44,8 +43,6 @@ pub struct Shared {
     pub readiness: Arc<Readiness>,
     /// `--default-cwd`: the workspace of requests that carry no `iacCode` properties.
     pub(crate) default_cwd: Option<String>,
-    /// Where admission runs (the kernel client's call threads), off the run's worker.
-    pub(crate) calls: CallPool,
 }
 
 impl Shared {
@@ -57,11 +54,9 @@ impl Shared {
         home: Option<String>,
         protocol: AguiProtocol,
     ) -> Shared {
-        let calls = client.calls();
-        let mut sh = Shared::with_kernel(registry, Arc::new(client), env, roots, home, protocol);
-        sh.registry.set_calls(calls.clone());
-        sh.calls = calls;
-        sh
+        let mut registry = registry;
+        registry.set_calls(client.calls());
+        Shared::with_kernel(registry, Arc::new(client), env, roots, home, protocol)
     }
 
     /// Shared state over any kernel (the driver's unit tests use an in-memory one).
@@ -91,7 +86,6 @@ impl Shared {
             disconnect_grace: crate::limits::DISCONNECT_GRACE,
             stopping: AtomicBool::new(false),
             readiness: Arc::new(Readiness::default()),
-            calls: CallPool::default(),
         }
     }
 

@@ -84,6 +84,11 @@ impl Registry {
         self.calls = calls;
     }
 
+    /// The call threads saves run on; admission runs there too.
+    pub(crate) fn calls(&self) -> &CallPool {
+        &self.calls
+    }
+
     /// Take the time from `clock` from now on.
     pub(crate) fn set_clock(&mut self, clock: Arc<dyn Clock>) {
         self.last_activity = Mutex::new(clock.now());
@@ -269,8 +274,7 @@ mod tests {
     #[test]
     fn saves_run_on_a_call_thread_not_the_runs_worker() {
         let store = Arc::new(Where(Mutex::new(Vec::new())));
-        let mut reg = Registry::new(store.clone());
-        reg.set_calls(CallPool::default());
+        let reg = Registry::new(store.clone());
         let slot = reg.slot("t").unwrap();
         let doc = ThreadDoc {
             thread_id: "t".into(),

@@ -261,7 +261,6 @@ impl<'a> RunStream<'a> {
     }
 
     /// The access-log fields of a request that streamed (thread, run, execution, outcome).
-    #[inline(never)]
     pub(super) fn log_fields(&self) -> Vec<(&'static str, Field)> {
         if !self.streamed {
             return Vec::new();
@@ -299,7 +298,6 @@ impl<'a> RunStream<'a> {
     }
 
     /// After a panic or a backend that returned without finishing: close the exchange.
-    #[inline(never)]
     pub(super) fn finish_abnormally(&mut self) {
         match self.state {
             StreamState::NotStarted => self
