@@ -126,17 +126,45 @@ pub(crate) fn loopback_base_url(raw: &str) -> Result<String, String> {
 }
 
 /// Shared, immutable client settings and the call threads; cheap to clone.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct A2aClient {
     cfg: Arc<A2aConfig>,
     calls: CallPool,
+    /// Every session's agent settings, built once: ureq's builder starts from its defaults,
+    /// which read the proxy variables of the environment each time (and no proxy is used).
+    agent: Arc<ureq::config::Config>,
+}
+
+impl std::fmt::Debug for A2aClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("A2aClient")
+            .field("cfg", &self.cfg)
+            .field("calls", &self.calls)
+            .finish_non_exhaustive()
+    }
 }
 
 impl A2aClient {
     pub fn new(cfg: A2aConfig) -> A2aClient {
+        A2aClient::with_calls(cfg, CallPool::default())
+    }
+
+    fn with_calls(cfg: A2aConfig, calls: CallPool) -> A2aClient {
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .proxy(None)
+            .max_redirects(0)
+            .no_delay(true)
+            .timeout_connect(Some(cfg.connect_timeout))
+            .timeout_per_read(Some(cfg.idle_timeout))
+            .timeout_per_write(Some(cfg.idle_timeout))
+            .user_agent(concat!("iac-agui/", env!("CARGO_PKG_VERSION")))
+            .max_response_header_size(limits::A2A_MAX_RESPONSE_HEAD)
+            .build();
         A2aClient {
             cfg: Arc::new(cfg),
-            calls: CallPool::default(),
+            calls,
+            agent: Arc::new(agent),
         }
     }
 
@@ -145,10 +173,7 @@ impl A2aClient {
         let mut cfg = (*self.cfg).clone();
         cfg.connect_timeout = cfg.connect_timeout.min(limits::KERNEL_PROBE_TIMEOUT);
         cfg.idle_timeout = limits::KERNEL_PROBE_TIMEOUT;
-        A2aClient {
-            cfg: Arc::new(cfg),
-            calls: self.calls.clone(),
-        }
+        A2aClient::with_calls(cfg, self.calls.clone())
     }
 
     /// The call threads this client's sessions make their requests on.
@@ -158,20 +183,9 @@ impl A2aClient {
 
     /// A fresh session (its own connection pool) for one run or one call.
     pub fn session(&self) -> Session {
-        let config = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .proxy(None)
-            .max_redirects(0)
-            .no_delay(true)
-            .timeout_connect(Some(self.cfg.connect_timeout))
-            .timeout_per_read(Some(self.cfg.idle_timeout))
-            .timeout_per_write(Some(self.cfg.idle_timeout))
-            .user_agent(concat!("iac-agui/", env!("CARGO_PKG_VERSION")))
-            .max_response_header_size(limits::A2A_MAX_RESPONSE_HEAD)
-            .build();
         // The buffers are LeanTransport's (transport.rs), not ureq's fixed ones.
         let agent = ureq::Agent::with_parts(
-            config,
+            (*self.agent).clone(),
             LeanConnector,
             ureq::unversioned::resolver::DefaultResolver::default(),
         );
@@ -197,6 +211,8 @@ pub struct Session {
 pub struct EventStream {
     reader: Option<SseReader<Box<dyn Read + Send>>>,
     ready: VecDeque<Payload>,
+    /// Where a frame of any other shape than a text delta is read (`None`: on the caller).
+    calls: Option<CallPool>,
 }
 
 impl EventStream {
@@ -211,7 +227,21 @@ impl EventStream {
         if let Some(p) = Payload::from_delta_frame(trim_ascii(&data)) {
             return Ok(Some(p));
         }
-        Ok(Some(Payload::from_value(json_of(&data)?)))
+        self.read_other(data).map(Some)
+    }
+
+    /// A frame of any other shape than a text delta, read as a `Value`: a recursion as deep
+    /// as the frame is nested (up to limits::MAX_JSON_DEPTH levels of ~650 B each). On a
+    /// call thread, so that the worker's resident stack stays that of the delta path for the
+    /// stream's whole life; such frames are the few per turn (snapshots, tools, states), not
+    /// the text. A frame of its own: the hand-over is not above the delta path.
+    #[inline(never)]
+    fn read_other(&self, data: Vec<u8>) -> Result<Payload, A2aError> {
+        let read = move || json_of(&data).map(Payload::from_value);
+        match &self.calls {
+            Some(calls) => calls.run(read),
+            None => read(),
+        }
     }
 
     /// The next event's JSON as it came, without the typed read (tests that look at whole
@@ -263,6 +293,7 @@ impl EventStream {
         EventStream {
             reader: None,
             ready: p.into(),
+            calls: None,
         }
     }
 }
@@ -396,6 +427,7 @@ impl Session {
         Ok(EventStream {
             reader: Some(SseReader::new(reader, self.cfg.max_event_bytes)),
             ready: VecDeque::new(),
+            calls: Some(self.calls.clone()),
         })
     }
 

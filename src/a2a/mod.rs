@@ -2,6 +2,7 @@
 
 pub(crate) mod calls;
 pub mod client;
+mod delta;
 pub mod sse;
 mod transport;
 pub mod types;

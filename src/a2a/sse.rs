@@ -120,6 +120,14 @@ impl SseParser {
         Ok(())
     }
 
+    /// Before a read that may block for long: no partial line is held, so its buffer need not
+    /// be (the next partial line allocates one).
+    fn release_line(&mut self) {
+        if self.line.is_empty() && self.line.capacity() != 0 {
+            self.line = Vec::new();
+        }
+    }
+
     /// Give the line buffer back for the next partial line.
     fn keep_line(&mut self, mut line: Vec<u8>) {
         line.clear();
@@ -132,11 +140,11 @@ impl SseParser {
     fn end_line(&mut self, line: &[u8], out: &mut VecDeque<SseEvent>) -> Result<(), SseError> {
         if line.is_empty() {
             if self.has_data {
-                // The next event is likely the size of this one: one allocation for it.
-                let hint = self.data.len().min(LINE_KEEP);
+                // Nothing is allocated for the next event until it comes (a waiting stream
+                // holds no event memory); its one-line data is then one exact allocation.
                 out.push_back(SseEvent {
                     event: self.event.take(),
-                    data: std::mem::replace(&mut self.data, Vec::with_capacity(hint)),
+                    data: std::mem::take(&mut self.data),
                 });
             }
             self.has_data = false;
@@ -196,7 +204,9 @@ fn find_eol(b: &[u8]) -> Option<usize> {
         .map(|p| i + p)
 }
 
-const READ_MIN: usize = 512;
+/// The read buffer between bursts: below a text delta's size (the transport under it has
+/// its own buffer, so a frame in two pieces costs a copy, not a system call).
+const READ_MIN: usize = 256;
 const READ_MAX: usize = 32 * 1024;
 
 /// Pull reader over any `Read` (the upstream response body).
@@ -255,6 +265,7 @@ impl<R: Read> SseReader<R> {
             if self.eof {
                 return Ok(None);
             }
+            self.parser.release_line();
             let n = match self.inner.read(&mut self.buf) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

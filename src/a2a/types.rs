@@ -6,7 +6,6 @@
 
 use std::borrow::Cow;
 
-use serde::Deserialize;
 use serde_json::{Map, Value};
 
 /// Normalised `TASK_STATE_*`.
@@ -161,113 +160,6 @@ impl Delta {
     }
 }
 
-// The text-delta frame as the kernel sends it, every field named: any other field (or a
-// duplicate, or another type) fails the typed read and the frame is read as a `Value`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WireFrame<'a> {
-    #[serde(borrow)]
-    result: WireResult<'a>,
-    #[serde(rename = "id")]
-    _id: Option<Scalar>,
-    #[serde(rename = "jsonrpc")]
-    _jsonrpc: Option<Scalar>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WireResult<'a> {
-    #[serde(rename = "statusUpdate", borrow)]
-    status_update: WireUpdate<'a>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WireUpdate<'a> {
-    #[serde(rename = "taskId", borrow)]
-    task_id: Option<Cow<'a, str>>,
-    #[serde(rename = "contextId", borrow)]
-    context_id: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    status: WireStatus<'a>,
-    #[serde(borrow)]
-    metadata: Option<WireMeta<'a>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WireStatus<'a> {
-    #[serde(borrow)]
-    state: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    message: Option<WireMessage<'a>>,
-    #[serde(rename = "timestamp")]
-    _timestamp: Option<Scalar>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WireMessage<'a> {
-    #[serde(rename = "messageId", borrow)]
-    message_id: Option<Cow<'a, str>>,
-    #[serde(rename = "contextId")]
-    _context_id: Option<Scalar>,
-    #[serde(rename = "taskId")]
-    _task_id: Option<Scalar>,
-    #[serde(borrow)]
-    role: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    parts: Option<Vec<WirePart<'a>>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WirePart<'a> {
-    #[serde(borrow)]
-    text: Option<Cow<'a, str>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WireMeta<'a> {
-    #[serde(borrow)]
-    iac_code: Option<WireIac<'a>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WireIac<'a> {
-    #[serde(rename = "iacCodeSessionId", borrow)]
-    session_id: Option<Cow<'a, str>>,
-}
-
-/// A field the adapter does not read: a string (escapes checked, as the `Value` read
-/// checks them), a boolean or null. A number (an arbitrary-precision map to serde), an
-/// array or an object fails the typed read.
-struct Scalar;
-
-impl<'de> Deserialize<'de> for Scalar {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Scalar, D::Error> {
-        struct V;
-        impl serde::de::Visitor<'_> for V {
-            type Value = Scalar;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a string, a boolean or null")
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Scalar, E> {
-                Ok(Scalar)
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Scalar, E> {
-                Ok(Scalar)
-            }
-            fn visit_unit<E>(self) -> Result<Scalar, E> {
-                Ok(Scalar)
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
 /// The agent-visible part of a status message: what the projection reads of it.
 #[derive(Debug, PartialEq)]
 pub(crate) struct StatusMessage<'a> {
@@ -291,52 +183,29 @@ impl Payload {
     /// other shape (then [`Payload::from_value`] reads it: same answers, more work).
     #[inline(never)]
     pub fn from_delta_frame(data: &[u8]) -> Option<Payload> {
-        // Skipped fields are not checked for UTF-8 by serde: the whole frame is, as the
-        // `Value` read would.
+        // The whole frame is checked for UTF-8, as the `Value` read would.
         let text = std::str::from_utf8(data).ok()?;
-        let w: WireFrame<'_> = serde_json::from_str(text).ok()?;
-        let u = w.result.status_update;
-        let session = u
-            .metadata
-            .and_then(|m| m.iac_code)
-            .and_then(|i| i.session_id);
-        let m = u.status.message;
-        let parts = || {
-            m.iter()
-                .flat_map(|m| m.parts.iter().flatten())
-                .filter_map(|p| p.text.as_deref())
-        };
-        let fields = [
-            u.task_id.as_deref(),
-            u.context_id.as_deref(),
-            u.status.state.as_deref(),
-            session.as_deref(),
-            m.as_ref().and_then(|m| m.message_id.as_deref()),
-            m.as_ref().and_then(|m| m.role.as_deref()),
-        ];
-        let size = fields.iter().flatten().map(|f| f.len()).sum::<usize>()
-            + parts().map(str::len).sum::<usize>();
+        Payload::of_delta(super::delta::read(text)?)
+    }
+
+    /// The payload of a delta frame's fields: one string holds them all.
+    fn of_delta(f: super::delta::Fields<'_>) -> Option<Payload> {
+        let size = f.strs.iter().flatten().map(|s| s.len()).sum::<usize>()
+            + f.text.as_ref().map_or(0, |t| t.len());
         // Offsets are u32: a frame is at most 16 MiB (limits::MAX_EVENT_BYTES).
         u32::try_from(size).ok()?;
         let mut d = Delta {
             strs: String::with_capacity(size),
             spans: [None; 7],
-            has_message: m.is_some(),
+            has_message: f.text.is_some(),
         };
-        let push = |d: &mut Delta, f: usize, pieces: &mut dyn Iterator<Item = &str>| {
-            let start = d.strs.len() as u32;
-            for p in pieces {
-                d.strs.push_str(p);
-            }
-            d.spans[f] = Some((start, d.strs.len() as u32));
-        };
-        for (f, v) in fields.iter().enumerate() {
+        let fields = f.strs.iter().map(Option::as_deref);
+        for (i, v) in fields.chain([f.text.as_deref()]).enumerate() {
             if let Some(v) = v {
-                push(&mut d, f, &mut std::iter::once(*v));
+                let start = d.strs.len() as u32;
+                d.strs.push_str(v);
+                d.spans[i] = Some((start, d.strs.len() as u32));
             }
-        }
-        if m.is_some() {
-            push(&mut d, F_TEXT, &mut parts());
         }
         Some(Payload::Event(A2aEvent {
             kind: Kind::StatusUpdate,

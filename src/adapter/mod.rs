@@ -57,9 +57,12 @@ pub struct AguiBackend {
 }
 
 /// An admitted run, handed from admission (on a call thread) to its worker.
-struct Admitted {
-    args: RunArgs,
-    tap: Arc<tee::RunTee>,
+pub(crate) struct Admitted {
+    pub(crate) args: RunArgs,
+    pub(crate) tap: Arc<tee::RunTee>,
+    /// Made here, on the call thread: building an agent is deeper than anything the worker
+    /// does later.
+    pub(crate) session: Box<dyn upstream::Upstream>,
 }
 
 impl Backend for AguiBackend {
@@ -239,7 +242,11 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
         resume: inp.resume.unwrap_or_default(),
         control,
     };
-    Ok(Box::new(Admitted { args, tap }))
+    Ok(Box::new(Admitted {
+        args,
+        tap,
+        session: sh.kernel.session(),
+    }))
 }
 
 /// `admit` on a call thread (a frame of its own: the hand-over's channel is not kept under
@@ -256,7 +263,5 @@ fn admit_on_call_thread(sh: &Arc<Shared>, req: RunRequest) -> Result<Box<Admitte
 /// under the blocked read stay few and small.
 #[inline(never)]
 fn drive(sh: &Shared, stream: &mut RunStream<'_>, admitted: Box<Admitted>) {
-    let Admitted { args, tap } = *admitted;
-    stream.set_tap(tap);
-    Run::boxed(sh, stream, args).run();
+    Run::boxed(sh, stream, admitted).run();
 }

@@ -149,14 +149,26 @@ impl Registry {
         let Some((t, r)) = next(g.as_ref()) else {
             return Ok(None);
         };
+        self.save_as_current(&mut g, Box::new(t))?;
+        Ok(Some(r))
+    }
+
+    /// Save `t` on a call thread, then make it current. A frame of its own, with the thread
+    /// moved by pointer: saves happen under a run's pump, the deepest of a worker's paths.
+    #[inline(never)]
+    fn save_as_current(
+        &self,
+        current: &mut Option<Thread>,
+        t: Box<Thread>,
+    ) -> Result<(), StoreError> {
         let store = self.store.clone();
         let (t, saved) = self.calls.run(move || {
             let saved = store.save(&t.doc);
             (t, saved)
         });
         saved?;
-        *g = Some(t);
-        Ok(Some(r))
+        *current = Some(*t);
+        Ok(())
     }
 
     /// Drop the cache entry of a thread that turned out not to exist, so unknown ids from

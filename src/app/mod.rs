@@ -143,11 +143,14 @@ impl Handler for App {
             lang,
             outbox,
         };
+        // Boxed: the thread's first frames (std's and this closure's) hold pointers, not the
+        // request, for the stream's whole life (docs/performance.md, issue 26).
+        let job = Box::new((slot, job, request));
         let spawned = std::thread::Builder::new()
             .name("iac-agui-job".into())
             .stack_size(limits::WORKER_STACK_BYTES)
             .spawn(move || {
-                let _slot = slot;
+                let (_slot, job, request) = &mut *{ job };
                 job.work(request);
             });
         spawned.map(|_| ()).map_err(|e| {
@@ -213,26 +216,28 @@ struct Job {
 }
 
 impl Job {
-    fn work(&self, request: Request<Work>) {
+    fn work(&self, request: &mut Request<Work>) {
         let started = self.clock.now();
-        let method = request.head.method.clone();
-        let path = http::percent_decode(request.head.raw_path());
         let routed = request.head.header_str(THREAD_HEADER);
-        let Request { head, body, route } = request;
-        let fields = match route {
+        let last = request.head.header_str("last-event-id");
+        // Nothing reads the headers after this; a stream may stay open for hours, and a
+        // browser sends a dozen of them.
+        request.head.headers = Vec::new();
+        let body = std::mem::take(&mut request.body);
+        let fields = match &mut request.route {
             Work::Run => self.run(body, routed),
             Work::Cancel { execution_id } => {
-                self.cancel(execution_id, &body, routed);
+                self.cancel(std::mem::take(execution_id), &body, routed);
                 Vec::new()
             }
             Work::Subscribe { execution_id } => {
-                let last = head.header_str("last-event-id");
-                self.subscribe(execution_id, &body, last.as_deref(), routed)
+                self.subscribe(std::mem::take(execution_id), &body, last.as_deref(), routed)
             }
         };
         let (status, bytes) = self.outbox.sent();
         let took = self.clock.now().saturating_duration_since(started);
-        access_log(&method, &path, status, took, bytes, fields);
+        let path = http::percent_decode(request.head.raw_path());
+        access_log(&request.head.method, &path, status, took, bytes, fields);
     }
 
     /// Answer without a stream, echoing the routing key.

@@ -460,6 +460,11 @@ impl<H: Handler> Server<H> {
                     else {
                         return;
                     };
+                    // A stream may stay open for hours: the request's bytes are not kept
+                    // (a next request on the connection reads into a new buffer).
+                    if conn.inbuf.is_empty() {
+                        conn.inbuf = Vec::new();
+                    }
                     self.dispatch(slot, *b);
                 }
                 State::Dispatched { .. } | State::Streaming { .. } => {

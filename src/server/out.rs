@@ -11,6 +11,8 @@ use super::job::Frame;
 use crate::limits::{
     OUT_RUN_MAX as RUN_MAX, OUT_SHARE_FROM as SHARE_FROM, OUT_SPARE_MAX as SPARE_MAX,
 };
+/// A flush of fewer bytes than this leaves no spare run behind (`trim`).
+const QUIET: usize = 2048;
 /// Segments handed to one `writev`.
 const IOV: usize = 8;
 
@@ -36,6 +38,8 @@ pub(crate) struct OutBuf {
     /// Unsent bytes.
     len: usize,
     spare: Vec<u8>,
+    /// Bytes written since the last `trim`.
+    written: usize,
 }
 
 impl OutBuf {
@@ -111,6 +115,7 @@ impl OutBuf {
 
     fn consume(&mut self, mut n: usize) {
         self.len -= n.min(self.len);
+        self.written = self.written.saturating_add(n);
         while n > 0 {
             let Some(front) = self.segs.front() else {
                 break;
@@ -138,6 +143,12 @@ impl OutBuf {
         if self.len == 0 && self.segs.capacity() > 8 {
             self.segs.shrink_to(8);
         }
+        // A quiet connection (an event or a heartbeat at a time) does not keep a spare run
+        // between writes: an idle stream holds no output memory. A busy one keeps it.
+        if self.len == 0 && self.written < QUIET {
+            self.spare = Vec::new();
+        }
+        self.written = 0;
     }
 }
 

@@ -115,7 +115,12 @@ fn fail(code: Code, msg: Msg, lang: Lang, cleanup: Cleanup) -> Stop {
 }
 
 impl<'a, 's> Run<'a, 's> {
-    pub(crate) fn new(sh: &'a Shared, stream: &'a mut RunStream<'s>, a: RunArgs) -> Run<'a, 's> {
+    pub(crate) fn new(
+        sh: &'a Shared,
+        stream: &'a mut RunStream<'s>,
+        a: RunArgs,
+        session: Box<dyn Upstream>,
+    ) -> Run<'a, 's> {
         let (context_id, execution_id, steps, digests) = {
             let g = lock(&a.slot);
             let t = g.as_ref().map(|t| &t.doc);
@@ -129,7 +134,6 @@ impl<'a, 's> Run<'a, 's> {
                     .unwrap_or_default(),
             )
         };
-        let session = sh.kernel.session();
         let mut mapper = Mapper::new(&*sh.env, &a.thread_id, &a.run_id, steps, digests);
         if sh.protocol == AguiProtocol::V1_0 {
             mapper = mapper.with_run_scoped_messages(&a.run_id);
@@ -152,11 +156,18 @@ impl<'a, 's> Run<'a, 's> {
         }
     }
 
-    /// The run on the heap, built in a frame of its own: the worker's frames under the
-    /// stream's reads hold a pointer, not the run (docs/performance.md, issue 26).
+    /// The run on the heap, built in a frame of its own (gone before the run starts): the
+    /// worker's frames under the stream's reads hold a pointer, not the run or its arguments
+    /// (docs/performance.md, issue 26).
     #[inline(never)]
-    pub(crate) fn boxed(sh: &'a Shared, stream: &'a mut RunStream<'s>, a: RunArgs) -> Box<Self> {
-        Box::new(Run::new(sh, stream, a))
+    pub(crate) fn boxed(
+        sh: &'a Shared,
+        stream: &'a mut RunStream<'s>,
+        admitted: Box<crate::adapter::Admitted>,
+    ) -> Box<Self> {
+        let crate::adapter::Admitted { args, tap, session } = *admitted;
+        stream.set_tap(tap);
+        Box::new(Run::new(sh, stream, args, session))
     }
 
     /// Drive the run to its end. The stages and endings are frames of their own (never

@@ -19,6 +19,13 @@ use crate::errors::Code;
 impl Run<'_, '_> {
     #[inline(never)]
     pub(super) fn new_turn(&mut self) -> Step<Ending> {
+        let st = self.open_turn()?;
+        self.consume(st)
+    }
+
+    /// Everything of a new turn before its stream is read, in a frame that is gone by then.
+    #[inline(never)]
+    fn open_turn(&mut self) -> Step<EventStream> {
         self.run_started()?;
         self.mapper.reopen_pipeline_steps();
         self.flush()?;
@@ -27,11 +34,9 @@ impl Run<'_, '_> {
         };
         self.wait_for_previous_task()?;
         let params = self.message(&user.message_id, user.parts, None);
-        let st = self
-            .session
+        self.session
             .send_streaming_message(params)
-            .map_err(|e| self.a2a_err(&e, Cleanup::CancelIfIdle))?;
-        self.consume(st)
+            .map_err(|e| self.a2a_err(&e, Cleanup::CancelIfIdle))
     }
 
     /// Identity rules for every event (§5.2, §10 of the A2A notes); new ids are persisted
@@ -262,7 +267,9 @@ impl Run<'_, '_> {
         Ok((state, committed))
     }
 
-    /// Identity checks, the session event, queued results, projection.
+    /// Identity checks, the session event, queued results, projection. A frame of its own:
+    /// not on the stack while the pump reads.
+    #[inline(never)]
     pub(super) fn on_event(&mut self, ev: &A2aEvent) -> Step<()> {
         self.observe(ev)?;
         let has_ids = self
