@@ -574,8 +574,8 @@ fn memory_figures(a: &Proc, dir: &str, add: &mut Add<'_>) {
             add(
                 "  one worker's stack, resident (KiB, median)",
                 median.to_string(),
-                "≤ 16 KiB (4 pages)",
-                Some(median <= 16),
+                "≤ 12 KiB (3 pages)",
+                Some(median <= 12),
                 median as f64,
             );
             add(

@@ -371,4 +371,25 @@ mod tests {
         assert_eq!(r.next_event().unwrap().unwrap().data, b"2");
         assert!(r.next_event().unwrap().is_none());
     }
+
+    #[test]
+    fn a_waiting_reader_holds_no_event_or_line_memory() {
+        // The first event ends mid-way through the second: a partial line is in hand.
+        let src: &[u8] = b"data: {\"a\":1}\n\ndata: {\"b\"";
+        let mut r = SseReader::new(src, 1024);
+        assert_eq!(r.next_event().unwrap().unwrap().data, b"{\"a\":1}");
+        assert_eq!(
+            r.parser.data.capacity(),
+            0,
+            "nothing allocated for the next event"
+        );
+        assert!(r.next_event().unwrap().is_none());
+        // Every line ended: the next read (which may wait for long) finds no line buffer.
+        let mut r = SseReader::new(&b"data: 1\n\n"[..], 1024);
+        r.parser.push(b"data: par", &mut VecDeque::new()).unwrap();
+        r.parser.push(b"tial\n", &mut VecDeque::new()).unwrap();
+        assert!(r.parser.line.capacity() > 0);
+        assert_eq!(r.next_event().unwrap().unwrap().data, b"partial\n1");
+        assert_eq!(r.parser.line.capacity(), 0);
+    }
 }

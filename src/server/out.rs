@@ -206,6 +206,37 @@ mod tests {
     }
 
     #[test]
+    fn a_quiet_connection_keeps_no_spare_run_a_busy_one_does() {
+        let mut w = Trickle {
+            got: Vec::new(),
+            max: usize::MAX,
+        };
+        let mut o = OutBuf::default();
+        o.push_piece(Arc::new(b"id: 1\ndata: {}\n\n".to_vec()), true);
+        while !o.is_empty() {
+            o.write_to(&mut w).unwrap();
+        }
+        o.trim();
+        assert_eq!(
+            o.spare.capacity(),
+            0,
+            "one event: nothing kept while the stream waits"
+        );
+        let ev: Frame = Arc::new(vec![b'e'; 200]);
+        for _ in 0..50 {
+            o.push_piece(ev.clone(), true);
+        }
+        while !o.is_empty() {
+            o.write_to(&mut w).unwrap();
+        }
+        o.trim();
+        assert!(
+            o.spare.capacity() > 0,
+            "a burst keeps its run for the next one"
+        );
+    }
+
+    #[test]
     fn a_large_frame_is_held_once_not_copied() {
         let big: Frame = Arc::new(vec![b'x'; 8 << 20]);
         let mut o = OutBuf::default();
