@@ -91,15 +91,20 @@ impl<'a> Reader<'a> {
             self.eat(b':')?;
             self.peek()?;
             value(self, k)?;
-            match self.peek()? {
-                b',' => self.i += 1,
-                b'}' => {
-                    self.i += 1;
-                    return Some(());
-                }
-                _ => return None,
+            if self.after_item(b'}')? {
+                return Some(());
             }
         }
+    }
+
+    /// After an item of an object or array: a comma (`false`: more follow) or `end`.
+    fn after_item(&mut self, end: u8) -> Option<bool> {
+        let c = self.peek()?;
+        if c != b',' && c != end {
+            return None;
+        }
+        self.i += 1;
+        Some(c == end)
     }
 
     /// `null` (`None`) or an object read by `value`.
@@ -288,13 +293,8 @@ impl<'a> Reader<'a> {
                     joined.to_mut().push_str(&t);
                 }
             }
-            match self.peek()? {
-                b',' => self.i += 1,
-                b']' => {
-                    self.i += 1;
-                    return Some(());
-                }
-                _ => return None,
+            if self.after_item(b']')? {
+                return Some(());
             }
         }
     }
