@@ -126,22 +126,13 @@ pub(crate) fn loopback_base_url(raw: &str) -> Result<String, String> {
 }
 
 /// Shared, immutable client settings and the call threads; cheap to clone.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct A2aClient {
     cfg: Arc<A2aConfig>,
     calls: CallPool,
     /// Every session's agent settings, built once: ureq's builder starts from its defaults,
     /// which read the proxy variables of the environment each time (and no proxy is used).
     agent: Arc<ureq::config::Config>,
-}
-
-impl std::fmt::Debug for A2aClient {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("A2aClient")
-            .field("cfg", &self.cfg)
-            .field("calls", &self.calls)
-            .finish_non_exhaustive()
-    }
 }
 
 impl A2aClient {

@@ -79,9 +79,6 @@ impl<'a> Reader<'a> {
         }
         let mut seen = 0u8;
         loop {
-            if self.peek()? != b'"' {
-                return None;
-            }
             let key = self.string()?;
             let k = keys.iter().position(|n| *n == key.as_bytes())?;
             if seen & (1 << k) != 0 {
@@ -89,7 +86,6 @@ impl<'a> Reader<'a> {
             }
             seen |= 1 << k;
             self.eat(b':')?;
-            self.peek()?;
             value(self, k)?;
             if self.after_item(b'}')? {
                 return Some(());
@@ -107,12 +103,12 @@ impl<'a> Reader<'a> {
         Some(c == end)
     }
 
-    /// `null` (`None`) or an object read by `value`.
-    fn null_or(&mut self, value: impl FnOnce(&mut Self) -> Option<()>) -> Option<bool> {
+    /// `null`, or what `value` reads.
+    fn null_or(&mut self, value: impl FnOnce(&mut Self) -> Option<()>) -> Option<()> {
         if self.peek()? == b'n' {
-            return self.literal(b"null").map(|()| false);
+            return self.literal(b"null");
         }
-        value(self).map(|()| true)
+        value(self)
     }
 
     /// A field the adapter does not read: a string, a boolean or null.
@@ -139,9 +135,8 @@ impl<'a> Reader<'a> {
     fn string(&mut self) -> Option<Cow<'a, str>> {
         self.eat(b'"')?;
         let b = self.bytes();
-        let start = self.i;
         let mut owned: Option<String> = None;
-        let mut from = start;
+        let mut from = self.i;
         loop {
             let c = *b.get(self.i)?;
             match c {
@@ -233,7 +228,7 @@ impl<'a> Reader<'a> {
                     status = true;
                     r.status(f)
                 }
-                _ => r.null_or(|r| r.metadata(f)).map(drop),
+                _ => r.null_or(|r| r.metadata(f)),
             },
         )?;
         status.then_some(())
@@ -246,14 +241,13 @@ impl<'a> Reader<'a> {
                     r.opt_string(&mut f.strs[3])
                 })
             })
-            .map(drop)
         })
     }
 
     fn status(&mut self, f: &mut Fields<'a>) -> Option<()> {
         self.object(&[&b"state"[..], b"message", b"timestamp"], |r, k| match k {
             0 => r.opt_string(&mut f.strs[2]),
-            1 => r.null_or(|r| r.message(f)).map(drop),
+            1 => r.null_or(|r| r.message(f)),
             _ => r.scalar(),
         })
     }
@@ -271,7 +265,7 @@ impl<'a> Reader<'a> {
             |r, k| match k {
                 0 => r.opt_string(&mut f.strs[4]),
                 3 => r.opt_string(&mut f.strs[5]),
-                4 => r.null_or(|r| r.parts(f)).map(drop),
+                4 => r.null_or(|r| r.parts(f)),
                 _ => r.scalar(),
             },
         )
