@@ -127,13 +127,13 @@ pub fn heap_census() {
     std::thread::spawn(move || lines.for_each(drop));
     let (open, started) = open_streams(addr, &dir, K, "wait 30", "census");
     std::thread::sleep(Duration::from_secs(1));
-    for sig in ["-TERM", "-INT"] {
-        // The server itself, not heaptrack's wrapper script around it.
-        let _ = Command::new("pkill")
-            .args([sig, "-f", &format!("^{BIN} --port 0 --a2a-url {url}")])
-            .status();
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    // SIGKILL: a graceful stop cancels every run's task, and that wind-down (each cancel's
+    // answer read at once) would be the heap's peak instead of the open streams.
+    // The server itself, not heaptrack's wrapper script around it.
+    let _ = Command::new("pkill")
+        .args(["-KILL", "-f", &format!("^{BIN} --port 0 --a2a-url {url}")])
+        .status();
+    std::thread::sleep(Duration::from_millis(300));
     let _ = child.wait();
     drop(open);
     let data = std::fs::read_dir(&out)

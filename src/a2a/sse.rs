@@ -214,8 +214,9 @@ pub(crate) struct SseReader<R> {
     inner: R,
     parser: SseParser,
     queue: VecDeque<SseEvent>,
-    /// Read buffer: small while reads are small (a waiting or paced run), doubled up to
-    /// `READ_MAX` while reads fill it (a flood: each read is one burst for the loop).
+    /// Read buffer: doubled up to `READ_MAX` while reads fill it (a flood: each read is one
+    /// burst for the loop), back to `READ_MIN` after a read of a paced event's size (the next
+    /// read may wait for long, and a waiting stream holds this buffer while it waits).
     buf: Vec<u8>,
     /// Consecutive reads that used less than an eighth of the buffer.
     small_reads: u8,
@@ -238,6 +239,9 @@ impl<R: Read> SseReader<R> {
         let len = self.buf.len();
         if n == len && len < READ_MAX {
             self.buf = vec![0u8; len * 2];
+            self.small_reads = 0;
+        } else if len > READ_MIN && n <= 2 * READ_MIN {
+            self.buf = vec![0u8; READ_MIN];
             self.small_reads = 0;
         } else if n < len / 8 && len > READ_MIN {
             self.small_reads += 1;
@@ -266,6 +270,10 @@ impl<R: Read> SseReader<R> {
                 return Ok(None);
             }
             self.parser.release_line();
+            // Between bursts the ring of parsed events goes too (a flood keeps it).
+            if self.buf.len() == READ_MIN && self.queue.capacity() != 0 {
+                self.queue = VecDeque::new();
+            }
             let n = match self.inner.read(&mut self.buf) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -391,5 +399,41 @@ mod tests {
         assert!(r.parser.line.capacity() > 0);
         assert_eq!(r.next_event().unwrap().unwrap().data, b"partial\n1");
         assert_eq!(r.parser.line.capacity(), 0);
+    }
+
+    /// Reads that fill the buffer grow it; the read of one paced event after them gives it back,
+    /// and the next (possibly long) read holds neither the grown buffer nor the event ring.
+    #[test]
+    fn a_reader_waits_with_the_small_buffer_after_a_burst() {
+        struct Pieces(VecDeque<Vec<u8>>);
+        impl Read for Pieces {
+            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+                let Some(mut p) = self.0.pop_front() else {
+                    return Ok(0);
+                };
+                let n = p.len().min(out.len());
+                out[..n].copy_from_slice(&p[..n]);
+                if n < p.len() {
+                    self.0.push_front(p.split_off(n));
+                }
+                Ok(n)
+            }
+        }
+        let event = |i: usize| format!("data: {{\"n\":{i},\"pad\":\"{}\"}}\n\n", "x".repeat(40));
+        let burst: String = (0..200).map(event).collect();
+        let paced = event(7);
+        assert!(paced.len() < READ_MIN);
+        let mut r = SseReader::new(
+            Pieces(VecDeque::from([burst.into_bytes(), paced.into_bytes()])),
+            1 << 20,
+        );
+        for _ in 0..200 {
+            r.next_event().unwrap().unwrap();
+        }
+        assert!(r.buf.len() > READ_MIN, "the burst grew the buffer");
+        r.next_event().unwrap().unwrap();
+        assert_eq!(r.buf.len(), READ_MIN);
+        assert!(r.next_event().unwrap().is_none());
+        assert_eq!(r.queue.capacity(), 0, "no event ring across the wait");
     }
 }

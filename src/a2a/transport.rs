@@ -82,6 +82,10 @@ pub(crate) struct LeanTransport {
     buffers: LeanBuffers,
     read_timeout: Option<Duration>,
     write_timeout: Option<Duration>,
+    /// The socket is in non-blocking mode: while a burst flows, so that a read that would
+    /// wait does so in the small space, not in a burst's (a stream that goes quiet right
+    /// after a full read would otherwise wait, for as long as it is quiet, on READ_BIG).
+    nonblocking: bool,
 }
 
 impl LeanTransport {
@@ -91,6 +95,7 @@ impl LeanTransport {
             buffers: LeanBuffers::default(),
             read_timeout: None,
             write_timeout: None,
+            nonblocking: false,
         }
     }
 
@@ -115,6 +120,10 @@ impl Transport for LeanTransport {
     fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> Result<(), ureq::Error> {
         let timeout = timeout.for_write();
         let t = left(timeout)?;
+        if self.nonblocking {
+            self.stream.set_nonblocking(false)?;
+            self.nonblocking = false;
+        }
         if t != self.write_timeout {
             self.stream.set_write_timeout(t)?;
             self.write_timeout = t;
@@ -138,10 +147,20 @@ impl Transport for LeanTransport {
         }
         // The request is out once an answer is awaited.
         self.buffers.release_output();
-        let space = self.buffers.append_space();
         let n = loop {
+            let burst = self.buffers.burst;
+            if burst != self.nonblocking {
+                self.stream.set_nonblocking(burst)?;
+                self.nonblocking = burst;
+            }
+            let space = self.buffers.append_space();
             match (&*self.stream).read(space) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // The burst is over: wait for what comes next in the small space.
+                Err(e) if self.nonblocking && e.kind() == io::ErrorKind::WouldBlock => {
+                    self.buffers.burst = false;
+                    continue;
+                }
                 Err(e) if is_timeout(&e) => return Err(ureq::Error::Timeout(timeout.reason)),
                 Err(e) => return Err(e.into()),
                 Ok(n) => break n,
@@ -163,7 +182,9 @@ impl Transport for LeanTransport {
             self.stream.set_nonblocking(false)?;
             Ok(open)
         };
-        probe().unwrap_or(false)
+        let open = probe().unwrap_or(false);
+        self.nonblocking = false;
+        open
     }
 }
 
@@ -312,6 +333,45 @@ mod tests {
         b.input_consume(10);
         assert_eq!(b.input_append_buf().len(), READ_SMALL);
         assert_eq!(b.held(), READ_SMALL);
+    }
+
+    /// A stream that goes quiet right after a read that filled the small space: its next
+    /// read waits in the small space, not in a burst's.
+    #[test]
+    fn a_burst_that_ends_waits_in_the_small_read_space() {
+        use std::net::TcpListener;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut server, _) = l.accept().unwrap();
+        let mut t = LeanTransport::new(client);
+        server.write_all(&vec![b'x'; READ_SMALL]).unwrap();
+        let mut got = 0;
+        while got < READ_SMALL {
+            assert!(t.await_input(NextTimeout::default()).unwrap());
+            got = t.buffers.input().len();
+        }
+        assert!(t.buffers.burst, "a full read starts a burst");
+        let n = t.buffers.input().len();
+        t.buffers.input_consume(n);
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            server.write_all(b"data: {}\n\n").unwrap();
+            server
+        });
+        assert!(t.await_input(NextTimeout::default()).unwrap());
+        assert_eq!(t.buffers.input(), b"data: {}\n\n");
+        assert_eq!(
+            t.buffers.held(),
+            READ_SMALL,
+            "the wait had only the small space"
+        );
+        // And a request written after it goes out on a blocking socket.
+        t.buffers.output()[..4].copy_from_slice(b"ping");
+        t.transmit_output(4, NextTimeout::default()).unwrap();
+        let mut server = writer.join().unwrap();
+        let mut four = [0u8; 4];
+        server.read_exact(&mut four).unwrap();
+        assert_eq!(&four, b"ping");
     }
 
     #[test]

@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 
 use crate::a2a::client::{A2aClient, A2aError, EventStream, Restore, Session};
 use crate::a2a::types::Payload;
-use crate::agui::input::IacProps;
+use crate::agui::input::{IacProps, RareProps};
 use crate::i18n::Lang;
 
 /// One run's conversation with the kernel.
@@ -77,28 +77,30 @@ pub(crate) fn metadata(p: &IacProps, lang: Lang, cwd: &str) -> Value {
     let mut put = |k: &str, v: Value| {
         m.insert(k.to_string(), v);
     };
+    let none = RareProps::default();
+    let r = p.rare.as_deref().unwrap_or(&none);
     if let Some(v) = &p.user_id {
         put("user_id", v.clone().into());
     }
-    if let Some(v) = &p.channel {
+    if let Some(v) = &r.channel {
         put("channel", v.clone().into());
     }
     put("preferredLanguage", lang.code().into());
-    if let Some(v) = &p.candidate_presentation {
+    if let Some(v) = &r.candidate_presentation {
         put("candidatePresentation", v.clone().into());
     }
     if let Some(v) = &p.run_mode {
         put("run_mode", v.clone().into());
     }
-    if let Some(v) = &p.pipeline_name {
+    if let Some(v) = &r.pipeline_name {
         put("pipeline_name", v.clone().into());
     }
     put("cleanupOnly", p.cleanup_only.into());
     put("rosInvocationId", p.ros_invocation_id.clone().into());
-    if let Some(h) = &p.llm_headers {
+    if let Some(h) = &r.llm_headers {
         put("llm_headers", Value::Object(h.clone()));
     }
-    if let Some(c) = &p.alibaba_cloud {
+    if let Some(c) = &r.alibaba_cloud {
         for (k, v) in [
             ("alibaba_cloud_access_key_id", &c.access_key_id),
             ("alibaba_cloud_access_key_secret", &c.access_key_secret),
@@ -111,10 +113,10 @@ pub(crate) fn metadata(p: &IacProps, lang: Lang, cwd: &str) -> Value {
         }
     }
     put("cwd", cwd.into());
-    if let Some(model) = p.model.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+    if let Some(model) = r.model.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
         put("iac_code_model", model.into());
     }
-    if let Some(key) = p
+    if let Some(key) = r
         .llm_api_key
         .as_deref()
         .map(str::trim)
@@ -122,7 +124,7 @@ pub(crate) fn metadata(p: &IacProps, lang: Lang, cwd: &str) -> Value {
     {
         put("iac_code_api_key", key.into());
     }
-    if let Some(t) = &p.thinking {
+    if let Some(t) = &r.thinking {
         let mut th = Map::new();
         th.insert("enabled".into(), t.enabled.into());
         if let Some(e) = t.effort.as_deref().map(str::trim).filter(|s| !s.is_empty()) {

@@ -240,6 +240,11 @@ impl Stamped {
         let _ = write!(out, "id: {id}\ndata: ");
         self.write_json(&mut out);
         out.extend_from_slice(b"\n\n");
+        // The frame lives on in the run's replay log: a grown buffer's spare half goes
+        // (a shrink in place, no copy); a text delta's frame fits the first guess.
+        if out.capacity() - out.len() > 64 {
+            out.shrink_to_fit();
+        }
         out
     }
 

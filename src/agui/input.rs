@@ -334,19 +334,28 @@ pub(crate) struct AlibabaCloud {
 pub struct IacProps {
     pub(crate) ros_invocation_id: String,
     pub(crate) cwd: String,
+    pub(crate) user_id: Option<String>,
+    pub(crate) preferred_language: Option<String>,
+    pub(crate) run_mode: Option<String>,
+    pub(crate) cleanup_only: bool,
+    pub(crate) active_guidance: bool,
+    /// What most requests leave out, allocated only when one of it is given: a run holds its
+    /// properties for its stream's whole life, and eight empty options were ~300 B of each
+    /// open stream (docs/performance.md, issue 26).
+    pub(crate) rare: Option<Box<RareProps>>,
+}
+
+/// The properties of [`IacProps`] that most requests leave out.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct RareProps {
     pub(crate) model: Option<String>,
     pub(crate) llm_api_key: Option<String>,
     /// `Some` exactly when the request had the key (`{}` means "clear").
     pub(crate) llm_headers: Option<Map<String, Value>>,
     pub(crate) thinking: Option<Thinking>,
-    pub(crate) user_id: Option<String>,
     pub(crate) channel: Option<String>,
-    pub(crate) preferred_language: Option<String>,
     pub(crate) candidate_presentation: Option<String>,
-    pub(crate) run_mode: Option<String>,
     pub(crate) pipeline_name: Option<String>,
-    pub(crate) cleanup_only: bool,
-    pub(crate) active_guidance: bool,
     pub(crate) alibaba_cloud: Option<AlibabaCloud>,
 }
 
@@ -489,22 +498,25 @@ fn iac_props(iac: &Map<String, Value>) -> R<IacProps> {
         Some(_) => return Err(FieldError::new("alibabaCloud", Problem::Type("object"))),
     };
     s.finish()?;
-    Ok(IacProps {
-        ros_invocation_id,
-        cwd,
+    let rare = RareProps {
         model,
         llm_api_key,
         llm_headers,
         thinking,
-        user_id,
         channel,
-        preferred_language,
         candidate_presentation,
-        run_mode,
         pipeline_name,
+        alibaba_cloud,
+    };
+    Ok(IacProps {
+        ros_invocation_id,
+        cwd,
+        user_id,
+        preferred_language,
+        run_mode,
         cleanup_only,
         active_guidance,
-        alibaba_cloud,
+        rare: (rare != RareProps::default()).then(|| Box::new(rare)),
     })
 }
 

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
+use super::sorted::{SortedMap, SortedSet};
 use crate::json;
 use crate::limits;
 
@@ -86,7 +87,7 @@ pub struct ThreadDoc {
     pub user_id: Option<String>,
     pub session_id: Option<String>,
     pub execution: Execution,
-    pub run_digests: BTreeMap<String, String>,
+    pub run_digests: SortedMap<String, String>,
     /// runIds of `run_digests` in admission order, oldest first. Entries of `run_digests` not
     /// listed here are older than every listed one (they predate the list). Persisted as
     /// `runOrder` only once the thread has more than `limits::RUN_ORDER_FROM` runs, so the files of
@@ -100,7 +101,7 @@ pub struct ThreadDoc {
     /// `deliveriesInDoubt` only while not empty (ordinary files stay the reference's bytes;
     /// the reference ignores the key).
     pub in_doubt: BTreeMap<(String, String), String>,
-    pub terminal: BTreeSet<String>,
+    pub terminal: SortedSet<String>,
 }
 
 impl ThreadDoc {
@@ -129,7 +130,10 @@ impl ThreadDoc {
             .cloned()
             .collect();
         let mut victims = unlisted.into_iter();
-        while over(self.run_digests.len(), bytes) {
+        // Victims first, then one pass: a file loaded far over the bound is cut in linear time.
+        let mut gone: std::collections::HashSet<String> = Default::default();
+        let mut left = self.run_digests.len();
+        while over(left, bytes) {
             let victim = match victims.next() {
                 Some(v) => v,
                 None => match self.run_order.front() {
@@ -137,10 +141,13 @@ impl ThreadDoc {
                     _ => break,
                 },
             };
-            if self.run_digests.remove(&victim).is_some() {
+            if self.run_digests.contains_key(&victim) && !gone.contains(&victim) {
                 bytes -= victim.len();
+                left -= 1;
+                gone.insert(victim);
             }
         }
+        self.run_digests.retain(|k, _| !gone.contains(k));
     }
 
     /// Mark an execution terminal, keeping the set bounded.
@@ -155,11 +162,16 @@ impl ThreadDoc {
     /// never the current execution's terminal mark or resume digests.
     pub(crate) fn prune(&mut self) {
         let current = self.execution.execution_id.clone();
-        while self.terminal.len() > limits::MAX_TERMINAL_IDS {
-            let Some(victim) = self.terminal.iter().find(|e| **e != current).cloned() else {
-                break;
-            };
-            self.terminal.remove(&victim);
+        // The oldest in key order go first (as the B-tree did), never the current one.
+        let mut excess = self.terminal.len().saturating_sub(limits::MAX_TERMINAL_IDS);
+        if excess > 0 {
+            self.terminal.retain(|e| {
+                if excess == 0 || *e == current {
+                    return true;
+                }
+                excess -= 1;
+                false
+            });
         }
         let old = self.applied.keys().filter(|(e, _)| *e != current).count();
         if old > limits::MAX_OLD_APPLIED {
@@ -312,7 +324,7 @@ impl ThreadDoc {
             }
             Some(_) => return err("pending", "must be an object"),
         }
-        let run_digests: BTreeMap<String, String> = match o.get("runDigests") {
+        let run_digests: SortedMap<String, String> = match o.get("runDigests") {
             Some(Value::Object(m)) => m
                 .iter()
                 .filter_map(|(k, v)| match v {
