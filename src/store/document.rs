@@ -132,8 +132,7 @@ impl ThreadDoc {
         let mut victims = unlisted.into_iter();
         // Victims first, then one pass: a file loaded far over the bound is cut in linear time.
         let mut gone: std::collections::HashSet<String> = Default::default();
-        let mut left = self.run_digests.len();
-        while over(left, bytes) {
+        while over(self.run_digests.len() - gone.len(), bytes) {
             let victim = match victims.next() {
                 Some(v) => v,
                 None => match self.run_order.front() {
@@ -143,7 +142,6 @@ impl ThreadDoc {
             };
             if self.run_digests.contains_key(&victim) && !gone.contains(&victim) {
                 bytes -= victim.len();
-                left -= 1;
                 gone.insert(victim);
             }
         }
@@ -162,7 +160,7 @@ impl ThreadDoc {
     /// never the current execution's terminal mark or resume digests.
     pub(crate) fn prune(&mut self) {
         let current = self.execution.execution_id.clone();
-        // The oldest in key order go first (as the B-tree did), never the current one.
+        // The first in key order go (as with the B-tree), never the current one.
         let mut excess = self.terminal.len().saturating_sub(limits::MAX_TERMINAL_IDS);
         if excess > 0 {
             self.terminal.retain(|e| {
