@@ -757,6 +757,16 @@ fn a_stream_whose_client_stopped_reading_is_closed_after_the_write_stall_timeout
             br#"{"count":100000,"pad":262144}"#,
         ))
         .unwrap();
+    // The clock moves only once the run has started: a step taken before the loop read the
+    // request is the head timeout's, and closes the connection with no run to stop.
+    assert!(
+        wait_until(Duration::from_secs(10), || !backend
+            .log
+            .lock()
+            .unwrap()
+            .is_empty()),
+        "the run never started"
+    );
     // Once the socket buffers are full the output stops moving; each step gives the stall
     // timer a full timeout at the new time. (The socket is not read here: reading would be
     // progress.)
