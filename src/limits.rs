@@ -97,10 +97,12 @@ pub(crate) const A2A_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Upstream read space while events arrive one at a time (a kernel event is a few hundred
 /// bytes): what an open, waiting stream holds (`a2a/transport.rs`).
 pub(crate) const A2A_READ_SMALL: usize = 512;
-/// Upstream read space in a burst (a read filled all it was given). A read is one burst for
-/// the loop: 16 KiB instead of 8 halves the loop's wake-ups at flood (about −0.5 µs per
-/// event), and since the space shrinks back after the burst an idle stream does not pay it.
-pub(crate) const A2A_READ_BIG: usize = 16 * 1024;
+/// Upstream read space at the height of a burst (reached by doubling from the small space,
+/// one read that fills its space at a time). A read is one burst for the loop: 16 KiB
+/// instead of 8 halved the loop's wake-ups at flood (about −0.5 µs per event), 64 KiB
+/// instead of 16 a third of them again (about −0.6 µs, docs/performance.md), and since the
+/// space shrinks back after the burst an idle stream does not pay it.
+pub(crate) const A2A_READ_BIG: usize = 64 * 1024;
 /// The HTTP client's write buffer while a request is sent (ureq's default is 128 KiB).
 pub(crate) const A2A_OUTPUT_BUFFER: usize = 2 * 1024;
 /// Largest response head from the kernel.

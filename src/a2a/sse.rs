@@ -207,7 +207,9 @@ fn find_eol(b: &[u8]) -> Option<usize> {
 /// The read buffer between bursts: below a text delta's size (the transport under it has
 /// its own buffer, so a frame in two pieces costs a copy, not a system call).
 const READ_MIN: usize = 256;
-const READ_MAX: usize = 32 * 1024;
+/// As large as the transport's burst space: each read here is a flush, and so a wake of
+/// the loop.
+const READ_MAX: usize = crate::limits::A2A_READ_BIG;
 
 /// Pull reader over any `Read` (the upstream response body).
 pub(crate) struct SseReader<R> {

@@ -6,8 +6,8 @@
 //! ~11.8 KiB of a stream's ~25 KiB of heap (docs/performance.md, issue 26). Here the output
 //! and scratch buffers live only while a request is written (they go at the first read),
 //! and the input buffer follows the traffic: [`READ_SMALL`] while events come one at a
-//! time, [`READ_BIG`] from a read that brought at least the small space's worth (a burst)
-//! until one brings less.
+//! time, and from a read that brought at least the small space's worth (a burst) twice the
+//! last read's space up to [`READ_BIG`], until a read brings less.
 //!
 //! Loopback plain TCP only (the kernel URL is checked to be loopback `http://`); the
 //! connect, per-read and per-write timeouts and ureq's shutdown handle (the run's aborter)
@@ -197,6 +197,10 @@ pub(crate) struct LeanBuffers {
     end: usize,
     /// The last read brought at least [`READ_SMALL`] bytes: data is flowing.
     burst: bool,
+    /// The space a burst's next read gets: doubled by each read that fills its space, up
+    /// to [`READ_BIG`], so an event just over the small space does not cost a whole
+    /// burst's space (allocated and zeroed, then given back).
+    grow: usize,
     progress: bool,
     output: Vec<u8>,
     scratch: Vec<u8>,
@@ -220,7 +224,11 @@ impl LeanBuffers {
             self.end -= self.start;
             self.start = 0;
         }
-        let chunk = if self.burst { READ_BIG } else { READ_SMALL };
+        let chunk = if self.burst {
+            self.grow.clamp(READ_SMALL, READ_BIG)
+        } else {
+            READ_SMALL
+        };
         let want = (self.end + chunk).min(INPUT_MAX).max(self.end);
         if self.input.len() < want {
             self.input.resize(want, 0);
@@ -233,8 +241,14 @@ impl LeanBuffers {
     }
 
     fn appended(&mut self, n: usize) {
+        let given = self.input.len().saturating_sub(self.end);
         self.end = (self.end + n).min(self.input.len());
         self.burst = n >= READ_SMALL;
+        if !self.burst {
+            self.grow = READ_SMALL;
+        } else if n >= given {
+            self.grow = given.saturating_mul(2).min(READ_BIG);
+        }
     }
 
     fn ensure_output(&mut self) {
@@ -319,15 +333,21 @@ mod tests {
     #[test]
     fn a_burst_grows_the_read_space_and_it_shrinks_after() {
         let mut b = LeanBuffers::default();
-        let flood = vec![b'x'; 64 * 1024];
+        let flood = vec![b'x'; 4 * READ_BIG];
         let mut at = 0;
-        // Reads that fill their space: from the second on, READ_BIG at a time.
-        at += feed(&mut b, &flood[at..]);
-        assert_eq!(at, READ_SMALL);
-        b.input_consume(at);
-        let n = feed(&mut b, &flood[at..]);
-        assert_eq!(n, READ_BIG);
-        b.input_consume(n);
+        // Reads that fill their space: each next space is twice the last, up to READ_BIG.
+        let mut space = READ_SMALL;
+        let mut spaces = Vec::new();
+        while at < flood.len() {
+            let n = feed(&mut b, &flood[at..]);
+            assert_eq!(n, space.min(flood.len() - at));
+            spaces.push(n);
+            b.input_consume(n);
+            at += n;
+            space = (space * 2).min(READ_BIG);
+        }
+        assert_eq!(spaces[..3], [READ_SMALL, 2 * READ_SMALL, 4 * READ_SMALL]);
+        assert!(spaces.contains(&READ_BIG), "{spaces:?}");
         // A read of less than READ_SMALL (the burst is over): the next space is small again.
         assert_eq!(feed(&mut b, b"data: {}\n\n"), 10);
         b.input_consume(10);

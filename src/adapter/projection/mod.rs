@@ -222,15 +222,25 @@ impl<'e> Mapper<'e> {
 
     /// Status text through the resume replay filter (§5.7).
     fn replayed_text(&mut self, text: &str, message_id: Option<&str>) {
-        let key = message_id
-            .map(str::to_string)
-            .or_else(|| self.current.clone());
-        let Some(key) = key else {
-            return self.emit_text(text, message_id, false, true);
+        // Each delta of a message after its first is looked up, not copied (the hot path).
+        let pass = match message_id.or(self.current.as_deref()) {
+            None => true,
+            Some(k) if self.replay_checked.contains(k) => true,
+            Some(k) => {
+                let k = k.to_string();
+                self.replay_checked.insert(k);
+                self.text_digests.is_empty()
+            }
         };
-        if !self.replay_checked.insert(key.clone()) || self.text_digests.is_empty() {
+        if pass {
             return self.emit_text(text, message_id, false, true);
         }
+        let Some(key) = message_id
+            .map(str::to_string)
+            .or_else(|| self.current.clone())
+        else {
+            return self.emit_text(text, message_id, false, true);
+        };
         let Some(prefix_len) = self.longest_known_prefix(text) else {
             return self.emit_text(text, message_id, false, true);
         };
