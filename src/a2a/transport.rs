@@ -244,9 +244,8 @@ impl LeanBuffers {
         let given = self.input.len().saturating_sub(self.end);
         self.end = (self.end + n).min(self.input.len());
         self.burst = n >= READ_SMALL;
-        if !self.burst {
-            self.grow = READ_SMALL;
-        } else if n >= given {
+        // A burst always starts with a full read of the small space, which sets this.
+        if self.burst && n >= given {
             self.grow = given.saturating_mul(2).min(READ_BIG);
         }
     }

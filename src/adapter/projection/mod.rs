@@ -223,24 +223,14 @@ impl<'e> Mapper<'e> {
     /// Status text through the resume replay filter (§5.7).
     fn replayed_text(&mut self, text: &str, message_id: Option<&str>) {
         // Each delta of a message after its first is looked up, not copied (the hot path).
-        let pass = match message_id.or(self.current.as_deref()) {
-            None => true,
-            Some(k) if self.replay_checked.contains(k) => true,
-            Some(k) => {
-                let k = k.to_string();
-                self.replay_checked.insert(k);
-                self.text_digests.is_empty()
-            }
+        let key = match message_id.or(self.current.as_deref()) {
+            Some(k) if !self.replay_checked.contains(k) => k.to_string(),
+            _ => return self.emit_text(text, message_id, false, true),
         };
-        if pass {
+        self.replay_checked.insert(key.clone());
+        if self.text_digests.is_empty() {
             return self.emit_text(text, message_id, false, true);
         }
-        let Some(key) = message_id
-            .map(str::to_string)
-            .or_else(|| self.current.clone())
-        else {
-            return self.emit_text(text, message_id, false, true);
-        };
         let Some(prefix_len) = self.longest_known_prefix(text) else {
             return self.emit_text(text, message_id, false, true);
         };
