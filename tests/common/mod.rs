@@ -63,6 +63,31 @@ impl TestServer {
         );
     }
 
+    /// The loop has read every byte `client` wrote (and turned since): on Linux the kernel's
+    /// socket table shows the bytes acknowledged on the client's side and none left queued on
+    /// the server's. A plain `settle` cannot promise that: a loopback write may be handed to
+    /// the server's socket a moment later (a softirq deferred under load), after the turns it
+    /// waited for. Elsewhere this is a `settle`.
+    pub fn settle_read(&self, client: &TcpStream) {
+        let (Ok(here), Ok(there)) = (client.local_addr(), client.peer_addr()) else {
+            return self.settle();
+        };
+        let deadline = SystemClock.now() + Duration::from_secs(10);
+        loop {
+            self.settle();
+            match tcp_queues(here.port(), there.port()) {
+                None => return,
+                Some((0, 0)) => return self.settle(),
+                Some(_) => {}
+            }
+            assert!(
+                SystemClock.now() < deadline,
+                "the loop did not read what the client wrote"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     pub fn connect(&self) -> TcpStream {
         let s = TcpStream::connect(self.addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -237,7 +262,6 @@ impl Reader {
         Some(data)
     }
 
-    /// True when the server closed the connection (EOF) within the read timeout.
     /// Whether the server has closed the connection already (reads what is there, never
     /// waits): after `TestServer::settle`, a close the loop decided has arrived.
     pub fn closed_now(&mut self) -> bool {
@@ -255,6 +279,7 @@ impl Reader {
         closed
     }
 
+    /// True when the server closed the connection (EOF) within the read timeout.
     pub fn closed(&mut self) -> bool {
         let mut tmp = [0u8; 4096];
         loop {
@@ -620,4 +645,30 @@ pub fn tempdir(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::canonicalize(dir).unwrap()
+}
+
+/// (bytes the client's socket has not had acknowledged, bytes the server's socket holds unread)
+/// for the loopback connection between two ports, from `/proc/net/tcp`; `None` when the table
+/// cannot be read or lacks either side.
+fn tcp_queues(client_port: u16, server_port: u16) -> Option<(u64, u64)> {
+    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    let (mut tx, mut rx) = (None, None);
+    for line in table.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (Some(local), Some(remote), Some(queues)) = (f.get(1), f.get(2), f.get(4)) else {
+            continue;
+        };
+        let port = |a: &str| u16::from_str_radix(a.rsplit(':').next()?, 16).ok();
+        let (tx_q, rx_q) = queues.split_once(':')?;
+        let (tx_q, rx_q) = (
+            u64::from_str_radix(tx_q, 16).ok()?,
+            u64::from_str_radix(rx_q, 16).ok()?,
+        );
+        match (port(local), port(remote)) {
+            (Some(l), Some(r)) if l == client_port && r == server_port => tx = Some(tx_q),
+            (Some(l), Some(r)) if l == server_port && r == client_port => rx = Some(rx_q),
+            _ => {}
+        }
+    }
+    Some((tx?, rx?))
 }
