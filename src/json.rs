@@ -80,6 +80,30 @@ fn write(v: &Value, level: Option<usize>, out: &mut Vec<u8>) {
     }
 }
 
+/// The decimal digits of `n`, as `n.to_string()` writes them, without its allocation (every
+/// event has a timestamp and an id).
+pub(crate) fn write_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// `n.to_string()` for a signed number, without the allocation.
+pub(crate) fn write_i64(out: &mut Vec<u8>, n: i64) {
+    if n < 0 {
+        out.push(b'-');
+    }
+    write_u64(out, n.unsigned_abs());
+}
+
 /// Python's `json` string escaping with `ensure_ascii=False`.
 pub(crate) fn write_str(s: &str, out: &mut Vec<u8>) {
     out.push(b'"');
@@ -197,6 +221,23 @@ pub(crate) fn python_float_repr(f: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_are_written_like_to_string() {
+        let mut cases: Vec<i64> = vec![0, 1, -1, 9, 10, -10, 99, 100, i64::MAX, i64::MIN];
+        cases.extend((0..19).map(|p| 10i64.pow(p) - 1));
+        cases.extend((0..19).map(|p| -(10i64.pow(p))));
+        for n in cases {
+            let mut out = b"x".to_vec();
+            write_i64(&mut out, n);
+            assert_eq!(out, format!("x{n}").into_bytes());
+        }
+        for n in [0, 7, 10, 1_700_000_000_000, u64::MAX] {
+            let mut out = Vec::new();
+            write_u64(&mut out, n);
+            assert_eq!(out, n.to_string().into_bytes());
+        }
+    }
 
     /// The escaping is serde_json's (and Python's with `ensure_ascii=False`) for every
     /// character that needs it, at every position of an eight-byte step and of the tail.

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::calls::CallPool;
 use super::sse::{SseError, SseReader};
 use super::transport::LeanConnector;
-use super::types::Payload;
+use super::types::{Payload, Template};
 use crate::ids;
 use crate::limits;
 
@@ -204,6 +204,8 @@ pub struct EventStream {
     ready: VecDeque<Payload>,
     /// Where a frame of any other shape than a text delta is read (`None`: on the caller).
     calls: Option<CallPool>,
+    /// The burst's last delta frame read in full (see [`Template`]).
+    template: Template,
 }
 
 impl EventStream {
@@ -212,13 +214,17 @@ impl EventStream {
         if let Some(p) = self.ready.pop_front() {
             return Ok(Some(p));
         }
+        if !self.reader.as_ref().is_some_and(SseReader::has_ready) {
+            // The read may wait: a waiting stream keeps no template.
+            self.template.release();
+        }
         let Some(data) = self.next_data()? else {
             return Ok(None);
         };
-        if let Some(p) = Payload::from_delta_frame(trim_ascii(&data)) {
-            return Ok(Some(p));
+        match Payload::read_delta(data, &mut self.template) {
+            Ok(p) => Ok(Some(p)),
+            Err(data) => self.read_other(data).map(Some),
         }
-        self.read_other(data).map(Some)
     }
 
     /// A frame of any other shape than a text delta, read as a `Value`: a recursion as deep
@@ -285,6 +291,7 @@ impl EventStream {
             reader: None,
             ready: p.into(),
             calls: None,
+            template: Template::default(),
         }
     }
 }
@@ -419,6 +426,7 @@ impl Session {
             reader: Some(SseReader::new(reader, self.cfg.max_event_bytes)),
             ready: VecDeque::new(),
             calls: Some(self.calls.clone()),
+            template: Template::default(),
         })
     }
 
@@ -599,6 +607,41 @@ mod tests {
         ] {
             assert!(loopback_base_url(bad).is_err(), "{bad}");
         }
+    }
+
+    /// The delta frames of a burst are read against a template; the read that may wait
+    /// (here the end of the stream) finds it released.
+    #[test]
+    fn a_burst_of_deltas_keeps_a_template_and_a_wait_holds_none() {
+        let frame = |t: &str| {
+            format!(
+                "data: {{\"result\":{{\"statusUpdate\":{{\"taskId\":\"t\",\"contextId\":\"c\",\"status\":{{\"state\":\"TASK_STATE_WORKING\",\"message\":{{\"messageId\":\"m\",\"role\":\"ROLE_AGENT\",\"parts\":[{{\"text\":\"{t}\"}}]}}}}}}}},\"id\":\"1\",\"jsonrpc\":\"2.0\"}}\r\n\r\n"
+            )
+        };
+        let burst = [frame("a"), frame("bb"), frame("ccc")].concat();
+        let reader: Box<dyn Read + Send> =
+            Box::new(crate::a2a::sse::Pieces(VecDeque::from(
+                [burst.into_bytes()],
+            )));
+        let mut st = EventStream {
+            reader: Some(SseReader::new(reader, 1 << 20)),
+            ready: VecDeque::new(),
+            calls: None,
+            template: Template::default(),
+        };
+        for want in ["a", "bb", "ccc"] {
+            let Some(Payload::Event(e)) = st.next_payload().unwrap() else {
+                panic!("a delta");
+            };
+            assert_eq!(e.status_message().unwrap().text, want);
+            assert!(st.template.held() > 0, "the burst keeps its template");
+        }
+        assert!(st.next_payload().unwrap().is_none());
+        assert_eq!(
+            st.template.held(),
+            0,
+            "no template across a read that may wait"
+        );
     }
 
     #[test]

@@ -36,6 +36,14 @@ pub(super) fn read(s: &str) -> Option<Fields<'_>> {
     (result && r.i == s.len()).then_some(f)
 }
 
+/// The JSON string whose opening quote is at `at` in `s`, and where it ends (one past its
+/// closing quote).
+pub(super) fn string_at(s: &str, at: usize) -> Option<(Cow<'_, str>, usize)> {
+    let mut r = Reader { s, i: at };
+    let v = r.string()?;
+    Some((v, r.i))
+}
+
 struct Reader<'a> {
     s: &'a str,
     i: usize,

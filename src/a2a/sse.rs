@@ -291,6 +291,25 @@ impl<R: Read> SseReader<R> {
     }
 }
 
+/// A reader that hands out its pieces in order, one read at most each (tests).
+#[cfg(test)]
+pub(crate) struct Pieces(pub(crate) VecDeque<Vec<u8>>);
+
+#[cfg(test)]
+impl Read for Pieces {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let Some(mut p) = self.0.pop_front() else {
+            return Ok(0);
+        };
+        let n = p.len().min(out.len());
+        out[..n].copy_from_slice(&p[..n]);
+        if n < p.len() {
+            self.0.push_front(p.split_off(n));
+        }
+        Ok(n)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -407,20 +426,6 @@ mod tests {
     /// and the next (possibly long) read holds neither the grown buffer nor the event ring.
     #[test]
     fn a_reader_waits_with_the_small_buffer_after_a_burst() {
-        struct Pieces(VecDeque<Vec<u8>>);
-        impl Read for Pieces {
-            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-                let Some(mut p) = self.0.pop_front() else {
-                    return Ok(0);
-                };
-                let n = p.len().min(out.len());
-                out[..n].copy_from_slice(&p[..n]);
-                if n < p.len() {
-                    self.0.push_front(p.split_off(n));
-                }
-                Ok(n)
-            }
-        }
         let event = |i: usize| format!("data: {{\"n\":{i},\"pad\":\"{}\"}}\n\n", "x".repeat(40));
         let burst: String = (0..200).map(event).collect();
         let paced = event(7);

@@ -222,7 +222,7 @@ impl W<'_> {
                 ("cachedInputTokens", u.cached_input_tokens),
             ] {
                 field(self.out, k);
-                self.out.extend_from_slice(n.to_string().as_bytes());
+                crate::json::write_i64(self.out, n);
             }
             self.out.push(b'}');
         }
@@ -234,10 +234,8 @@ impl Stamped {
     /// The event framed for SSE with its id, `id: <id>\ndata: <json>\n\n`, in one
     /// allocation.
     pub(crate) fn to_sse(&self, id: u64) -> Vec<u8> {
-        use std::io::Write;
         let mut out = Vec::with_capacity(176);
-        // Formatted in place: no per-event string for the id.
-        let _ = write!(out, "id: {id}\ndata: ");
+        frame_head(&mut out, id);
         self.write_json(&mut out);
         out.extend_from_slice(b"\n\n");
         // The frame lives on in the run's replay log: a grown buffer's spare half goes
@@ -259,7 +257,7 @@ impl Stamped {
         out.extend_from_slice(b"{\"type\":\"");
         out.extend_from_slice(self.event.type_name().as_bytes());
         out.extend_from_slice(b"\",\"timestamp\":");
-        out.extend_from_slice(self.ts.to_string().as_bytes());
+        crate::json::write_u64(out, self.ts);
         let mut w = W { out };
         match &self.event {
             Event::RunStarted {
@@ -437,11 +435,17 @@ pub fn check_spans(events: &[Stamped]) -> Result<(), String> {
     Ok(())
 }
 
+/// `id: N\ndata: `, formatted in place (no string for the id).
+fn frame_head(out: &mut Vec<u8>, id: u64) {
+    out.extend_from_slice(b"id: ");
+    crate::json::write_u64(out, id);
+    out.extend_from_slice(b"\ndata: ");
+}
+
 /// One SSE event of a run: `id: N`, the JSON, a blank line.
 pub(crate) fn frame(id: u64, json: &[u8]) -> Vec<u8> {
-    use std::io::Write;
     let mut out = Vec::with_capacity(json.len() + 32);
-    let _ = write!(out, "id: {id}\ndata: ");
+    frame_head(&mut out, id);
     out.extend_from_slice(json);
     out.extend_from_slice(b"\n\n");
     out

@@ -266,8 +266,9 @@ impl<'a, 's> Run<'a, 's> {
 
     /// Send everything the mapper produced.
     fn flush(&mut self) -> Step<()> {
-        for ev in self.mapper.take() {
-            self.send(&ev)?;
+        let stream = &mut *self.stream;
+        for ev in self.mapper.drain() {
+            stream.stamped_event(&ev).map_err(|_| Stop::Client)?;
         }
         Ok(())
     }

@@ -219,6 +219,7 @@ impl Run<'_, '_> {
         let mut committed = false;
         loop {
             if !st.has_ready() {
+                self.mapper.release_spare();
                 self.stream.before_read();
             }
             let p = match st.next_payload() {

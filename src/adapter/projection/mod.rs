@@ -137,6 +137,20 @@ impl<'e> Mapper<'e> {
         std::mem::take(&mut self.out)
     }
 
+    /// Events produced since the last call, leaving their space for the next ones: a burst
+    /// of deltas reuses one vector instead of one per event (see [`Mapper::release_spare`]).
+    pub(crate) fn drain(&mut self) -> std::vec::Drain<'_, Stamped> {
+        self.out.drain(..)
+    }
+
+    /// Give back the space `drain` kept (before a read that may wait: an idle stream holds
+    /// none).
+    pub(crate) fn release_spare(&mut self) {
+        if self.out.is_empty() {
+            self.out = Vec::new();
+        }
+    }
+
     fn emit(&mut self, event: Event) {
         let ts = self.env.now_ms();
         self.out.push(Stamped { ts, event });
