@@ -20,7 +20,22 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 #[path = "agui/census.rs"]
 mod census;
 
-const BIN: &str = env!("CARGO_BIN_EXE_iac-agui");
+/// The binary measured: the shipped static build when `make bench` names it in
+/// `IAC_AGUI_BENCH_BIN`, otherwise cargo's own release build of this bench.
+fn bin() -> &'static str {
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        iac_agui::config::Environ::capture()
+            .get("IAC_AGUI_BENCH_BIN")
+            .filter(|b| !b.is_empty())
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_iac-agui").to_string())
+    })
+}
+
+/// Whether [`bin`] is the shipped static build (the size and idle targets are its).
+fn shipped() -> bool {
+    bin() != env!("CARGO_BIN_EXE_iac-agui")
+}
 
 struct Proc {
     child: Child,
@@ -41,7 +56,7 @@ impl Drop for Proc {
 
 /// Start a process and wait for its "listening on http://ADDR" line.
 fn spawn(args: &[&str], env: &[(&str, String)]) -> Proc {
-    let mut child = Command::new(BIN)
+    let mut child = Command::new(bin())
         .args(args)
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .env("RUST_LOG", "warn")
@@ -156,26 +171,39 @@ fn read_sse(s: &mut TcpStream, mut on_data: impl FnMut(&[u8], Instant)) -> u16 {
     if status != 200 {
         return status;
     }
-    // Chunked body; inside, SSE blocks separated by blank lines.
+    // Chunked body; inside, SSE blocks separated by blank lines. Both are cut with cursors
+    // and drained once per read: a reader that moved the rest of its buffer per event (as
+    // this one did until issue 26's seventh step) is slower than the server it measures.
     let mut sse = Vec::with_capacity(1 << 16);
     loop {
-        while let Some(i) = buf.windows(2).position(|w| w == b"\r\n") {
-            let size =
-                usize::from_str_radix(std::str::from_utf8(&buf[..i]).unwrap_or("0").trim(), 16)
-                    .unwrap_or(0);
+        let (mut at, mut last_chunk) = (0, false);
+        while let Some(i) = find(&buf[at..], b"\r\n") {
+            let size = std::str::from_utf8(&buf[at..at + i])
+                .ok()
+                .and_then(|v| usize::from_str_radix(v.trim(), 16).ok())
+                .unwrap_or(0);
             if size == 0 {
-                return status;
-            }
-            if buf.len() < i + 2 + size + 2 {
+                // The events of the chunks before it in this read are still to be handed on.
+                last_chunk = true;
                 break;
             }
-            sse.extend_from_slice(&buf[i + 2..i + 2 + size]);
-            buf.drain(..i + 2 + size + 2);
-            let now = SystemClock.now();
-            while let Some(j) = sse.windows(2).position(|w| w == b"\n\n") {
-                let block: Vec<u8> = sse.drain(..j + 2).collect();
-                on_data(&block[..j], now);
+            let start = at + i + 2;
+            if buf.len() < start + size + 2 {
+                break;
             }
+            sse.extend_from_slice(&buf[start..start + size]);
+            at = start + size + 2;
+        }
+        buf.drain(..at);
+        let now = SystemClock.now();
+        let mut from = 0;
+        while let Some(j) = find(&sse[from..], b"\n\n") {
+            on_data(&sse[from..from + j], now);
+            from += j + 2;
+        }
+        sse.drain(..from);
+        if last_chunk {
+            return status;
         }
         let n = s.read(&mut tmp).unwrap_or(0);
         if n == 0 {
@@ -183,6 +211,11 @@ fn read_sse(s: &mut TcpStream, mut on_data: impl FnMut(&[u8], Instant)) -> u16 {
         }
         buf.extend_from_slice(&tmp[..n]);
     }
+}
+
+/// Where `needle` (two bytes) first is in `hay`.
+fn find(hay: &[u8], needle: &[u8; 2]) -> Option<usize> {
+    hay.windows(2).position(|w| w == needle)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -309,7 +342,46 @@ fn paced_floor(kernel: &Proc, n: u64, rate: u64) -> (f64, f64) {
     (percentile(&mut lat, 0.5), percentile(&mut lat, 0.99))
 }
 
-/// Open `n` long streams; returns them (kept open) once each has its first event.
+/// The p99 (µs) of a timestamp sent at `rate` per second through `hops` threads in a chain,
+/// each blocked in a loopback read until the one before writes: what thread hand-offs alone
+/// cost on this machine. The paced floor is one hand-off (the kernel's pacer to the reader);
+/// through iac-agui it is three (to the run's worker, to the loop, to the reader).
+fn handoff_p99(rate: u64, n: usize, hops: usize) -> f64 {
+    fn pair() -> (TcpStream, TcpStream) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        let _ = (a.set_nodelay(true), b.set_nodelay(true));
+        (a, b)
+    }
+    let origin = SystemClock.now();
+    let (mut first, mut rx) = pair();
+    for _ in 1..hops {
+        let (mut tx, next) = pair();
+        let mut from = std::mem::replace(&mut rx, next);
+        std::thread::spawn(move || {
+            let mut b = [0u8; 8];
+            while from.read_exact(&mut b).is_ok() && tx.write_all(&b).is_ok() {}
+        });
+    }
+    let last = std::thread::spawn(move || {
+        let (mut b, mut lat) = ([0u8; 8], Vec::new());
+        while rx.read_exact(&mut b).is_ok() {
+            let sent = u64::from_le_bytes(b) as f64;
+            lat.push(origin.elapsed().as_nanos() as f64 / 1000.0 - sent / 1000.0);
+        }
+        lat
+    });
+    for _ in 0..n {
+        std::thread::sleep(Duration::from_nanos(1_000_000_000 / rate));
+        let t = origin.elapsed().as_nanos() as u64;
+        let _ = first.write_all(&t.to_le_bytes());
+    }
+    drop(first);
+    let mut lat = last.join().unwrap_or_default();
+    percentile(&mut lat, 0.99)
+}
+
 /// Open `n` streaming runs; the streams and how many of them started (`RUN_STARTED` read).
 fn open_streams(
     addr: SocketAddr,
@@ -354,6 +426,15 @@ fn bench(memory: bool, events: bool) {
         table.push((name.into(), value, verdict));
         json.insert(name.into(), serde_json::json!(raw));
     };
+    println!(
+        "binary: {} ({})",
+        bin(),
+        if shipped() {
+            "the shipped static build"
+        } else {
+            "cargo's release build"
+        }
+    );
     println!("{:<48} {:>16}   target", "measure", "median");
     let k = kernel();
     let dir = state_dir("main");
@@ -386,6 +467,7 @@ fn bench(memory: bool, events: bool) {
     if memory {
         return;
     }
+    json.insert("binary".into(), serde_json::json!(bin()));
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench.json");
     let _ = std::fs::write(
         &out,
@@ -398,12 +480,27 @@ type Add<'a> = dyn FnMut(&str, String, &str, Option<bool>, f64) + 'a;
 
 /// Binary size and start-up.
 fn figures_before_memory(k: &Proc, add: &mut Add<'_>) {
-    let size = std::fs::metadata(BIN).map(|m| m.len()).unwrap_or(0);
+    let size = std::fs::metadata(bin()).map(|m| m.len()).unwrap_or(0);
+    // The bound is the shipped static binary's (make dist-check); cargo's dynamic build is
+    // only shown.
+    let (name, target, met) = if shipped() {
+        (
+            "shipped static binary size (MiB)",
+            "≤ 5 MiB",
+            Some(size <= 5 << 20),
+        )
+    } else {
+        (
+            "cargo's release binary size (MiB)",
+            "(the bound is the static build's)",
+            None,
+        )
+    };
     add(
-        "release binary size (MiB)",
+        name,
         format!("{:.2}", size as f64 / 1048576.0),
-        "< 4 MiB",
-        Some(size < 4 << 20),
+        target,
+        met,
         size as f64,
     );
 
@@ -475,8 +572,8 @@ fn figures_of_events(k: &Proc, a: &Proc, dir: &str, add: &mut Add<'_>) {
     add(
         "through iac-agui as a fraction of the direct read",
         format!("{:.1} %", 100.0 * through / direct),
-        "",
-        None,
+        "≥ 50 %",
+        Some(through / direct >= 0.5),
         through / direct,
     );
     add(
@@ -521,6 +618,21 @@ fn figures_of_events(k: &Proc, a: &Proc, dir: &str, add: &mut Add<'_>) {
             Some(added <= 100.0),
             added,
         );
+        // What two more thread hand-offs add on this machine, nothing else done: the part
+        // of the row above that this design (a worker, then the loop) cannot go below.
+        let n = (rate * 2) as usize;
+        let handoffs = median(
+            (0..3)
+                .map(|_| handoff_p99(rate, n, 3) - handoff_p99(rate, n, 1))
+                .collect(),
+        );
+        add(
+            &format!("  of which two thread hand-offs alone at {rate} ev/s (µs)"),
+            format!("{handoffs:.0}"),
+            "this machine's floor",
+            None,
+            handoffs,
+        );
     }
 }
 
@@ -548,8 +660,13 @@ fn memory_figures(a: &Proc, dir: &str, add: &mut Add<'_>) {
         add(
             &format!("RSS per stream at {streams} (KiB)"),
             format!("{per:.1}"),
-            "≤ 24 KiB",
-            Some(per <= 24.0),
+            // The target is set at 1 000, where the fixed part no longer weighs.
+            if streams == 1000 {
+                "≤ 24 KiB"
+            } else {
+                "(≤ 24 KiB at 1 000)"
+            },
+            (streams == 1000).then_some(per <= 24.0),
             per,
         );
         if streams == 1000 {

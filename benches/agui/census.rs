@@ -107,7 +107,15 @@ pub fn heap_census() {
     let profile_arg = profile.to_string_lossy().into_owned();
     // Under heaptrack, with the tunables the server would re-execute itself with.
     let mut child = Command::new("heaptrack")
-        .args(["-o", &profile_arg, BIN, "--port", "0", "--a2a-url", &url])
+        .args([
+            "-o",
+            &profile_arg,
+            super::bin(),
+            "--port",
+            "0",
+            "--a2a-url",
+            &url,
+        ])
         .env("RUST_LOG", "warn")
         .env("IAC_CODE_AGUI_STATE_DIR", format!("{dir}/state"))
         .env("IAC_CODE_AGUI_ALLOWED_CWDS", &dir)
@@ -131,7 +139,11 @@ pub fn heap_census() {
     // answer read at once) would be the heap's peak instead of the open streams.
     // The server itself, not heaptrack's wrapper script around it.
     let _ = Command::new("pkill")
-        .args(["-KILL", "-f", &format!("^{BIN} --port 0 --a2a-url {url}")])
+        .args([
+            "-KILL",
+            "-f",
+            &format!("^{} --port 0 --a2a-url {url}", super::bin()),
+        ])
         .status();
     std::thread::sleep(Duration::from_millis(300));
     let _ = child.wait();
