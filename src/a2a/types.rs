@@ -172,6 +172,17 @@ struct Span {
     unescaped: bool,
 }
 
+impl Span {
+    /// `None` past u32 (a frame never is: the event size limit is far below).
+    fn at(start: usize, end: usize, unescaped: bool) -> Option<Span> {
+        Some(Span {
+            start: u32::try_from(start).ok()?,
+            end: u32::try_from(end).ok()?,
+            unescaped,
+        })
+    }
+}
+
 const F_TASK: usize = 0;
 const F_CONTEXT: usize = 1;
 const F_STATE: usize = 2;
@@ -180,7 +191,13 @@ const F_MESSAGE_ID: usize = 4;
 const F_ROLE: usize = 5;
 const F_TEXT: usize = 6;
 
-type Located = ([Option<Span>; 7], String, bool);
+/// Where a delta frame's fields are, and the ones that had to be unescaped.
+struct Located {
+    spans: [Option<Span>; 7],
+    unescaped: String,
+    /// `status.message` was an object.
+    has_message: bool,
+}
 
 /// The last delta frame read in full, while a burst of them is read (a text stream's frames
 /// differ in their text only: the same task, context, state, session, message and role).
@@ -200,6 +217,13 @@ impl Template {
             self.frame.push_str(frame);
             self.spans = *spans;
         }
+    }
+
+    /// The template `prev` leaves (tests and the fuzz target).
+    fn of(prev: &[u8]) -> Template {
+        let mut t = Template::default();
+        let _ = Payload::read_delta(prev.to_vec(), &mut t);
+        t
     }
 
     /// The space the template holds.
@@ -236,34 +260,23 @@ impl Template {
         if after != end + 1 {
             return None;
         }
-        let moved = |x: u32| u32::try_from(x as usize - te + end).ok();
         let mut spans = self.spans;
         for s in spans.iter_mut().flatten() {
             if s.start as usize >= te {
-                *s = Span {
-                    start: moved(s.start)?,
-                    end: moved(s.end)?,
-                    unescaped: false,
-                };
+                let moved = |x: u32| x as usize - te + end;
+                *s = Span::at(moved(s.start), moved(s.end), false)?;
             }
         }
-        let mut unescaped = String::new();
-        spans[F_TEXT] = Some(match text {
-            Cow::Borrowed(_) => Span {
-                start: t.start,
-                end: u32::try_from(end).ok()?,
-                unescaped: false,
-            },
-            Cow::Owned(o) => {
-                unescaped = o;
-                Span {
-                    start: 0,
-                    end: u32::try_from(unescaped.len()).ok()?,
-                    unescaped: true,
-                }
-            }
-        });
-        Some((spans, unescaped, true))
+        let (span, unescaped) = match text {
+            Cow::Borrowed(_) => (Span::at(ts, end, false)?, String::new()),
+            Cow::Owned(o) => (Span::at(0, o.len(), true)?, o),
+        };
+        spans[F_TEXT] = Some(span);
+        Some(Located {
+            spans,
+            unescaped,
+            has_message: true,
+        })
     }
 }
 
@@ -279,25 +292,24 @@ impl Delta {
         for (i, v) in fields.enumerate() {
             let Some(v) = v else { continue };
             let at = v.as_bytes().as_ptr_range();
-            let span = match v {
+            spans[i] = Some(match v {
                 // A borrowed field is a slice of the frame: its offset is where it starts.
                 Cow::Borrowed(_) if whole.start <= at.start && at.end <= whole.end => {
                     let start = at.start as usize - whole.start as usize;
-                    (start, start + v.len(), false)
+                    Span::at(start, start + v.len(), false)?
                 }
                 _ => {
                     let start = unescaped.len();
                     unescaped.push_str(v);
-                    (start, unescaped.len(), true)
+                    Span::at(start, unescaped.len(), true)?
                 }
-            };
-            spans[i] = Some(Span {
-                start: u32::try_from(span.0).ok()?,
-                end: u32::try_from(span.1).ok()?,
-                unescaped: span.2,
             });
         }
-        Some((spans, unescaped, f.text.is_some()))
+        Some(Located {
+            spans,
+            unescaped,
+            has_message: f.text.is_some(),
+        })
     }
 
     fn get(&self, f: usize) -> Option<&str> {
@@ -349,11 +361,15 @@ impl Payload {
         let frame = String::from_utf8(data).map_err(std::string::FromUtf8Error::into_bytes)?;
         let located = template.read(&frame).or_else(|| {
             let l = Delta::locate(&frame)?;
-            template.keep(&frame, &l.0);
+            template.keep(&frame, &l.spans);
             Some(l)
         });
         match located {
-            Some((spans, unescaped, has_message)) => Ok(Payload::Event(A2aEvent {
+            Some(Located {
+                spans,
+                unescaped,
+                has_message,
+            }) => Ok(Payload::Event(A2aEvent {
                 kind: Kind::StatusUpdate,
                 body: Body::Delta(Delta {
                     frame,
@@ -563,8 +579,7 @@ pub fn delta_agrees(data: &[u8]) -> Result<bool, String> {
 /// refused both ways). `Ok(true)`: the template took it.
 #[doc(hidden)]
 pub fn template_agrees(prev: &[u8], data: &[u8]) -> Result<bool, String> {
-    let mut t = Template::default();
-    let _ = Payload::read_delta(prev.to_vec(), &mut t);
+    let mut t = Template::of(prev);
     let took = std::str::from_utf8(data).is_ok_and(|f| t.read(f).is_some());
     let with = Payload::read_delta(data.to_vec(), &mut t).ok();
     let alone = Payload::from_delta_frame(data.to_vec()).ok();
@@ -581,8 +596,7 @@ pub fn template_agrees(prev: &[u8], data: &[u8]) -> Result<bool, String> {
 /// bytes may stand there, so every such frame puts the template's shortcut to the test.
 #[doc(hidden)]
 pub fn template_splice(prev: &[u8], text: &[u8]) -> Option<Vec<u8>> {
-    let mut t = Template::default();
-    Payload::read_delta(prev.to_vec(), &mut t).ok()?;
+    let t = Template::of(prev);
     if t.frame.is_empty() {
         return None;
     }
