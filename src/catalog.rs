@@ -38,6 +38,15 @@ catalog! {
         "有効な Bearer トークンが必要です。",
         "É necessário um token Bearer válido.",
     ],
+    IdentityHeaderInvalid => [
+        "The `{field}` header does not name a caller: it must be 1 to 256 bytes of UTF-8 without spaces or control characters.",
+        "`{field}` 请求头无法标识调用者：它必须是 1 到 256 字节的 UTF-8，且不含空白或控制字符。",
+        "La cabecera `{field}` no identifica a un llamante: debe tener de 1 a 256 bytes UTF-8, sin espacios ni caracteres de control.",
+        "L'en-tête `{field}` ne désigne aucun appelant : il doit faire de 1 à 256 octets UTF-8, sans espace ni caractère de contrôle.",
+        "Der Header `{field}` benennt keinen Aufrufer: erlaubt sind 1 bis 256 Byte UTF-8 ohne Leer- oder Steuerzeichen.",
+        "`{field}` ヘッダーは呼び出し元を示していません。空白や制御文字を含まない 1〜256 バイトの UTF-8 が必要です。",
+        "O cabeçalho `{field}` não identifica um chamador: deve ter de 1 a 256 bytes UTF-8, sem espaços nem caracteres de controle.",
+    ],
     ThreadIdMismatch => [
         "The X-Iac-Code-Thread-Id header names a different thread than the request body.",
         "X-Iac-Code-Thread-Id 请求头指定的线程与请求体中的不一致。",

@@ -25,6 +25,8 @@ pub(crate) enum StartError {
     Kernel(String),
     /// The state directory cannot be used, in the store's words.
     State(String),
+    /// The caller identity settings cannot be used (tokens file, identity header).
+    Identity(String),
     /// No secure randomness: no token or id could be made.
     Random(crate::ids::RandomUnavailable),
     /// `--demo` or `--demo-kernel-only` in a build without the demo kernel.
@@ -49,7 +51,9 @@ impl std::fmt::Display for StartError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StartError::Io { doing, err } => write!(f, "cannot {doing}: {err}"),
-            StartError::Kernel(m) | StartError::State(m) => f.write_str(m),
+            StartError::Kernel(m) | StartError::State(m) | StartError::Identity(m) => {
+                f.write_str(m)
+            }
             StartError::Random(e) => write!(f, "refusing to start: {e}"),
             StartError::NoDemo => {
                 f.write_str("this build has no demo kernel (built without the `demo` feature)")
@@ -486,6 +490,49 @@ fn warn_about_roots(roots: &[std::path::PathBuf]) {
     }
 }
 
+/// The server's identity mode (`docs/operations.md`, "Callers").
+fn identity(
+    cfg: &Config,
+    addr: SocketAddr,
+    signals: &crate::signals::Target,
+) -> Result<crate::auth::Identity, StartError> {
+    use crate::auth::{Identity, TokenFile};
+    if let Some(path) = &cfg.auth_tokens_file {
+        let file = Arc::new(TokenFile::open(path).map_err(StartError::Identity)?);
+        if file.table().is_empty() {
+            log::warn!("{} lists no tokens: every request gets 401", path.display());
+        }
+        file.watch(crate::limits::TOKENS_FILE_TICK)
+            .map_err(StartError::io("start the tokens file watcher"))?;
+        let f = file.clone();
+        signals.on_reload(Box::new(move || f.reload_logged()));
+        return Ok(Identity::Tokens(file));
+    }
+    let token = || {
+        cfg.auth_token
+            .clone()
+            .filter(|t| !t.is_empty())
+            .map(String::into_bytes)
+    };
+    if let Some(name) = &cfg.identity_header {
+        // Anyone who can reach the port can send the header: without a proxy in front that
+        // sets it (and the shared token proving the request came through that proxy), it
+        // names whoever the client says.
+        if !addr.ip().is_loopback() && token().is_none() && !cfg.trust_identity_header {
+            return Err(StartError::Identity(format!(
+                "--identity-header on the non-loopback address {addr} lets any client name \
+                 itself: set IAC_CODE_AGUI_AUTH_TOKEN (sent by the proxy), or confirm with \
+                 --trust-identity-header that only the proxy can reach this port"
+            )));
+        }
+        return Ok(Identity::Header {
+            name: name.clone(),
+            token: token(),
+        });
+    }
+    Ok(Identity::shared(cfg.auth_token.clone()))
+}
+
 fn serve_with(
     cfg: Config,
     addr: SocketAddr,
@@ -523,6 +570,7 @@ fn serve_with(
     } else {
         log::info!("state directory {}", store.root().display());
     }
+    let server_key = store.server_key().map_err(StartError::State)?;
     let shared = Arc::new(
         Shared::new(
             Registry::new(store),
@@ -540,13 +588,15 @@ fn serve_with(
             },
         )
         .with_readiness(ready.clone())
-        .with_default_cwd(cfg.default_cwd.clone()),
+        .with_default_cwd(cfg.default_cwd.clone())
+        .with_server_key(server_key),
     );
     start_replay_expiry(Arc::downgrade(&shared), cfg.replay_retention)?;
     let backend: Arc<dyn Backend> = Arc::new(AguiBackend {
         shared: shared.clone(),
     });
     let mut routes = RouteConfig::new(cfg.auth_token.clone(), health_body(cfg.agui_protocol));
+    routes.identity = identity(&cfg, addr, signals)?;
     routes.capabilities_body = capabilities_body(&cfg, cfg.default_cwd.is_some());
     routes.hosts = HostRule::for_listener(addr.ip().is_loopback(), cfg.allowed_hosts.as_deref());
     if cfg.console {
@@ -557,7 +607,7 @@ fn serve_with(
             .unwrap_or_default();
         routes.console = Some(crate::console::Console::new(&cwd));
     }
-    if !addr.ip().is_loopback() && routes.auth_token.is_none() {
+    if !addr.ip().is_loopback() && !routes.identity.authenticates() {
         log::warn!(
             "listening on the non-loopback address {addr} with authentication off: anyone who \
              can reach it can run the agent (set IAC_CODE_AGUI_AUTH_TOKEN)"

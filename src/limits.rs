@@ -121,6 +121,8 @@ pub(crate) const CANCEL_ANSWER_BOUND: Duration = Duration::from_secs(5);
 pub(crate) const KERNEL_STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
 /// How often the kernel's `/health` is probed (and `/health` of this server updated).
 pub(crate) const KERNEL_PROBE_INTERVAL: Duration = Duration::from_secs(5);
+/// How often `--auth-tokens-file` is checked for changes (SIGHUP re-reads it at once).
+pub(crate) const TOKENS_FILE_TICK: Duration = Duration::from_secs(1);
 /// How long one probe waits (connect, and each read): a hung kernel (SIGSTOP, a wedged
 /// event loop) accepts connections but never answers, and must not look healthy for the
 /// whole `--a2a-idle-timeout`. Down within interval + timeout (8 s), up at the next probe.

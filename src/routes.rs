@@ -1,10 +1,12 @@
 //! The route table and the checks that need only the request head (reference §1.1–§1.6):
 //! Host → route → method → auth → Content-Type → body limit. Pure: no I/O.
 
+use crate::auth::{Identity, Refusal};
 use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
 use crate::i18n::{self, Lang};
 use crate::limits;
+use crate::principal::Caller;
 use crate::server::HeadDecision;
 use crate::server::http::{self, RequestHead, Response};
 
@@ -15,6 +17,13 @@ pub enum Work {
     Run,
     Cancel { execution_id: String },
     Subscribe { execution_id: String },
+}
+
+/// A body route with the principal it acts for (decided from the head, on the loop).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Routed {
+    pub work: Work,
+    pub caller: Caller,
 }
 
 const CANCEL_PREFIX: &str = "/extensions/iac-code/v1/executions/";
@@ -157,8 +166,8 @@ fn host_name(h: &str) -> Option<String> {
 pub struct RouteConfig {
     /// Which `Host` values are answered (every route).
     pub(crate) hosts: HostRule,
-    /// Bearer token; `None` disables auth (an empty token counts as none).
-    pub(crate) auth_token: Option<Vec<u8>>,
+    /// Who is calling: the shared token (or none), the tokens file, or the identity header.
+    pub(crate) identity: Identity,
     /// The exact `/health` body.
     pub(crate) health_body: Vec<u8>,
     /// The `/health` body while draining (503).
@@ -181,7 +190,7 @@ impl RouteConfig {
     pub fn new(auth_token: Option<String>, health_body: Vec<u8>) -> RouteConfig {
         RouteConfig {
             hosts: HostRule::Any,
-            auth_token: auth_token.filter(|t| !t.is_empty()).map(String::into_bytes),
+            identity: Identity::shared(auth_token),
             draining_body: with_status(&health_body, "draining", None),
             kernel_down_body: with_status(&health_body, "unavailable", Some("kernel")),
             store_down_body: with_status(&health_body, "unavailable", Some("state")),
@@ -229,7 +238,7 @@ pub(crate) fn header_lang(head: &RequestHead, default: Lang) -> Lang {
 
 /// While draining, `/health` says so and new work gets 503 `SERVER_SHUTTING_DOWN` with
 /// `Connection: close`; while the kernel is down `/health` answers 503.
-pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadDecision<Work> {
+pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadDecision<Routed> {
     if !cfg.hosts.allows(head.header("host")) {
         return HeadDecision::Respond(
             ApiError::new(Code::HostNotAllowed, Msg::HostNotAllowed)
@@ -255,18 +264,20 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
         );
     }
     let lang = header_lang(head, cfg.default_lang);
-    let is_authorized = || authorized(head.header("authorization"), cfg.auth_token.as_deref());
-    let unauthorized = || {
-        HeadDecision::Respond(ApiError::new(Code::Unauthorized, Msg::Unauthorized).response(lang))
-    };
+    let caller = || cfg.identity.caller(head);
+    let refused = |r: Refusal| HeadDecision::Respond(refusal(r, lang));
     let work = match route {
         Route::Health => return HeadDecision::Respond(health(cfg, live)),
-        Route::Capabilities if !is_authorized() => return unauthorized(),
         Route::Capabilities => {
+            if let Err(r) = caller() {
+                return refused(r);
+            }
             return HeadDecision::Respond(Response::json(200, cfg.capabilities_body.clone()));
         }
-        Route::Metrics if !is_authorized() => return unauthorized(),
         Route::Metrics => {
+            if let Err(r) = caller() {
+                return refused(r);
+            }
             return HeadDecision::Respond(Response::new(
                 200,
                 "text/plain; version=0.0.4; charset=utf-8",
@@ -282,9 +293,10 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
                 .closing(),
         );
     }
-    if !is_authorized() {
-        return unauthorized();
-    }
+    let caller = match caller() {
+        Ok(c) => c,
+        Err(r) => return refused(r),
+    };
     if !is_json(head.header("content-type")) {
         return HeadDecision::Respond(
             ApiError::new(Code::UnsupportedMediaType, Msg::UnsupportedMediaType).response(lang),
@@ -299,7 +311,22 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
     HeadDecision::ReadBody {
         limit,
         too_large: ApiError::new(Code::RequestTooLarge, msg).response(lang),
-        route: work,
+        route: Routed { work, caller },
+    }
+}
+
+/// 401, or 400 naming the identity header that cannot name a principal.
+fn refusal(r: Refusal, lang: Lang) -> Response {
+    match r {
+        Refusal::Unauthorized => {
+            ApiError::new(Code::Unauthorized, Msg::Unauthorized).response(lang)
+        }
+        Refusal::BadHeader { header, .. } => {
+            let message = Msg::IdentityHeaderInvalid
+                .text(lang)
+                .replace("{field}", &crate::logging::escape(&header));
+            ApiError::invalid_input(message)
+        }
     }
 }
 
@@ -355,22 +382,6 @@ fn encode_location(s: &str) -> String {
         }
     }
     out
-}
-
-/// Reference §1.5: split at the first space, scheme `bearer` in any case, the rest verbatim,
-/// compared in constant time over raw bytes (non-ASCII tokens are a 401, not a 500).
-pub(crate) fn authorized(header: Option<&[u8]>, expected: Option<&[u8]>) -> bool {
-    let Some(expected) = expected else {
-        return true;
-    };
-    let Some(value) = header else {
-        return false;
-    };
-    let Some(sp) = value.iter().position(|&b| b == b' ') else {
-        return false;
-    };
-    let (scheme, token) = (&value[..sp], &value[sp + 1..]);
-    scheme.eq_ignore_ascii_case(b"bearer") & constant_time_eq(token, expected)
 }
 
 /// Compares every byte of the longer input whatever the contents, so timing reveals at most
@@ -486,6 +497,7 @@ mod tests {
 
     #[test]
     fn auth_rules() {
+        let authorized = crate::auth::bearer_matches;
         let tok = Some(&b"secret"[..]);
         assert!(authorized(None, None));
         assert!(!authorized(None, tok));

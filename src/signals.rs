@@ -1,6 +1,7 @@
 //! Process signals, from the first moment of `serve` to the exit.
 //!
-//! - SIGTERM, SIGINT, SIGHUP, SIGQUIT: drain (a second one stops at once). HUP and QUIT are
+//! - SIGTERM, SIGINT, SIGHUP, SIGQUIT: drain (a second one stops at once) — except SIGHUP
+//!   with `--auth-tokens-file`, which re-reads that file (`Target::on_reload`). HUP and QUIT are
 //!   handled like TERM so that no signal a supervisor or a closing terminal sends can end
 //!   the process without stopping the managed kernel; QUIT writes no core dump.
 //! - SIGUSR1, SIGUSR2: ignored (logged), never fatal.
@@ -25,11 +26,22 @@ pub(crate) fn stop_requested() -> bool {
     STOP.load(Ordering::SeqCst)
 }
 
+/// What SIGHUP does instead of a drain.
+type Reload = Box<dyn Fn() + Send>;
+
 /// Where stop signals go once the server runs.
 #[derive(Clone, Default)]
-pub(crate) struct Target(Arc<Mutex<Option<ShutdownHandle>>>);
+pub(crate) struct Target(
+    Arc<Mutex<Option<ShutdownHandle>>>,
+    Arc<Mutex<Option<Reload>>>,
+);
 
 impl Target {
+    /// SIGHUP calls `reload` from now on instead of draining.
+    pub(crate) fn on_reload(&self, reload: Reload) {
+        *lock(&self.1) = Some(reload);
+    }
+
     /// Route stop signals to `handle` from now on; one that came earlier stops it at once.
     pub(crate) fn set(&self, handle: ShutdownHandle) {
         *lock(&self.0) = Some(handle.clone());
@@ -56,6 +68,12 @@ pub(crate) fn install() -> std::io::Result<Target> {
                     continue;
                 }
                 log::info!("signal {sig} received");
+                if sig == SIGHUP
+                    && let Some(reload) = lock(&t.1).as_ref()
+                {
+                    reload();
+                    continue;
+                }
                 STOP.store(true, Ordering::SeqCst);
                 crate::notify::stopping();
                 // The first signal drains, a second one stops at once.

@@ -82,7 +82,10 @@ fn sigkill_at_random_points_loses_nothing() {
             let name = e.file_name().to_string_lossy().into_owned();
             assert!(!name.ends_with(".tmp"), "temp file left: {name}");
             let id = name.trim_end_matches(".json");
-            let doc = store.load(id).unwrap().expect("a thread file");
+            let doc = store
+                .load(&iac_agui::principal::ThreadKey::shared(id))
+                .unwrap()
+                .expect("a thread file");
             if let Some((pid, _)) = doc.execution.pending.first() {
                 pending.push((id.to_string(), pid.clone()));
             }

@@ -19,6 +19,7 @@ use iac_agui::adapter::threads::{Registry, ThreadStore};
 use iac_agui::adapter::{AguiBackend, Shared};
 use iac_agui::config::AguiProtocol;
 use iac_agui::kernel::demo::{DemoConfig, DemoKernel};
+use iac_agui::principal::ThreadKey;
 use iac_agui::server::ServerConfig;
 use iac_agui::store::document::{Execution, ThreadDoc};
 use iac_agui::store::files::{FileStore, StoreError};
@@ -31,8 +32,8 @@ struct Flaky {
 }
 
 impl ThreadStore for Flaky {
-    fn load(&self, id: &str) -> Result<Option<ThreadDoc>, StoreError> {
-        self.inner.load(id)
+    fn load(&self, key: &ThreadKey) -> Result<Option<ThreadDoc>, StoreError> {
+        self.inner.load(key)
     }
     fn save(&self, doc: &ThreadDoc) -> Result<(), StoreError> {
         let left = self.allowed.load(Ordering::SeqCst);
@@ -203,7 +204,10 @@ fn crash_child_save_loop() {
         doc.execution.pipeline_sequence = i as i64;
         store.save(&doc).unwrap();
         if rounds != u64::MAX {
-            let back = store.load("crash").unwrap().expect("the file just saved");
+            let back = store
+                .load(&ThreadKey::shared("crash"))
+                .unwrap()
+                .expect("the file just saved");
             assert_eq!(back.execution.pipeline_sequence, i as i64);
             assert_eq!(back.run_digests.len() as u64, i + 1);
         }
@@ -238,7 +242,7 @@ fn sigkill_during_saves_never_leaves_a_torn_file() {
         child.wait().unwrap();
         // A new process takes the lock, sweeps temp files, and finds a valid document.
         let store = FileStore::open(&state).unwrap();
-        if let Some(doc) = store.load("crash").unwrap() {
+        if let Some(doc) = store.load(&ThreadKey::shared("crash")).unwrap() {
             assert!(doc.execution.pipeline_sequence >= 0);
             last_seq = doc.execution.pipeline_sequence;
         }

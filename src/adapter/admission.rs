@@ -28,7 +28,7 @@ pub(crate) struct Thread {
 
 #[derive(Debug, Clone)]
 pub(crate) struct Request<'a> {
-    pub(crate) thread_id: &'a str,
+    pub(crate) thread: &'a crate::principal::ThreadKey,
     pub(crate) run_id: &'a str,
     pub(crate) digest: &'a str,
     /// The resolved workspace.
@@ -49,12 +49,10 @@ pub(crate) struct Admitted {
     pub(crate) retired: Option<String>,
 }
 
-/// `agui-` + the first 40 hex digits of sha256(threadId).
+/// `agui-` + the first 40 hex digits of sha256(threadId) (the shared principal's; see
+/// `ThreadKey::context_id`).
 pub fn context_id(thread_id: &str) -> String {
-    format!(
-        "agui-{}",
-        &crate::ids::sha256_hex(thread_id.as_bytes())[..40]
-    )
+    crate::principal::ThreadKey::shared(thread_id).context_id()
 }
 
 const fn err(code: Code, msg: Msg) -> ApiError {
@@ -75,8 +73,9 @@ pub(crate) fn admit(
             }
             Thread {
                 doc: ThreadDoc {
-                    thread_id: req.thread_id.into(),
-                    context_id: context_id(req.thread_id),
+                    owner: req.thread.caller.clone(),
+                    thread_id: req.thread.id.clone(),
+                    context_id: req.thread.context_id(),
                     cwd: req.cwd.into(),
                     user_id: req.user_id.map(str::to_string),
                     execution: Execution {
@@ -151,8 +150,10 @@ mod tests {
     use crate::store::document::PendingInput;
 
     fn req<'a>(run: &'a str, digest: &'a str) -> Request<'a> {
+        static TH: std::sync::LazyLock<crate::principal::ThreadKey> =
+            std::sync::LazyLock::new(|| crate::principal::ThreadKey::shared("th"));
         Request {
-            thread_id: "th",
+            thread: &TH,
             run_id: run,
             digest,
             cwd: "/w",

@@ -26,7 +26,9 @@ fn answer(status: u16, execution_id: &str, state: &str) -> Response {
 pub(crate) fn cancel(sh: &Shared, req: CancelRequest) -> Response {
     let not_found =
         ApiError::new(Code::ExecutionNotFound, Msg::ExecutionNotFound).response(req.lang);
-    let slot = match sh.registry.slot(&req.thread_id) {
+    // Only the caller's own threads: another principal's thread of this id is not looked at.
+    let key = crate::principal::ThreadKey::new(&req.caller, &req.thread_id);
+    let slot = match sh.registry.slot(&key) {
         Ok(s) => s,
         Err(e) => {
             log::error!("thread {}: {e}", req.thread_id);
@@ -34,7 +36,7 @@ pub(crate) fn cancel(sh: &Shared, req: CancelRequest) -> Response {
         }
     };
     let Some(doc) = lock(&slot).as_ref().map(|t| t.doc.clone()) else {
-        sh.registry.forget_if_absent(&req.thread_id);
+        sh.registry.forget_if_absent(&key);
         return not_found;
     };
     let exec = &req.execution_id;
@@ -48,7 +50,7 @@ pub(crate) fn cancel(sh: &Shared, req: CancelRequest) -> Response {
         }
         // No hint about which check failed.
         Some(t)
-            if t != req.thread_id
+            if t != key
                 || doc.execution.execution_id != *exec
                 || doc.execution.ros_invocation_id != req.ros_invocation_id =>
         {
@@ -83,7 +85,7 @@ pub(crate) fn cancel(sh: &Shared, req: CancelRequest) -> Response {
         .execution
         .task_id
         .clone()
-        .map(|task| confirm_in_background(sh, &req.thread_id, task));
+        .map(|task| confirm_in_background(sh, &doc.context_id, task));
     if let Some(control) = control {
         if doc.execution.task_id.is_some() {
             // The run ends at once with its one terminal event.
@@ -110,11 +112,11 @@ pub(crate) fn cancel(sh: &Shared, req: CancelRequest) -> Response {
 /// `CancelTask` on a worker of its own; its answer (or failure) arrives on the channel.
 fn confirm_in_background(
     sh: &Shared,
-    thread_id: &str,
+    context_id: &str,
     task: String,
 ) -> mpsc::Receiver<Result<(), A2aError>> {
     let (tx, rx) = mpsc::channel();
-    let stopping = sh.wind_downs.begin(thread_id);
+    let stopping = sh.wind_downs.begin(context_id);
     let kernel = sh.kernel.clone();
     let spawned = std::thread::Builder::new()
         .name("cancel-task".into())

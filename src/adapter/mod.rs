@@ -28,6 +28,7 @@ use crate::app::{Backend, CancelRequest, RunRequest, RunStream, SubscribeRequest
 use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
 use crate::i18n;
+use crate::principal::ThreadKey;
 use crate::server::http::Response;
 use crate::sync::lock;
 use driver::{Run, RunArgs};
@@ -42,12 +43,9 @@ fn has_iac_props(forwarded: &serde_json::Value) -> bool {
 }
 
 /// The properties `--default-cwd` supplies: schema 1, the workspace, and a rosInvocationId
-/// stable per thread (`agui-default-` + the first 16 hex digits of SHA-256 of the thread id),
-/// so a thread's resumes and cancels match its runs.
-fn default_props(cwd: &str, thread_id: &str) -> serde_json::Value {
-    use sha2::{Digest, Sha256};
-    let h = Sha256::digest(thread_id.as_bytes());
-    let ros = format!("agui-default-{}", crate::ids::hex(&h[..8]));
+/// stable per thread that only this server can name (`ThreadKey::default_ros`), so a
+/// thread's resumes and cancels match its runs and nobody else's.
+fn default_props(cwd: &str, ros: &str) -> serde_json::Value {
     serde_json::json!({"iacCode": {"schemaVersion": 1, "cwd": cwd, "rosInvocationId": ros}})
 }
 
@@ -100,18 +98,19 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
         Ok(i) => i,
         Err(e) => return Err(ApiError::invalid_field(&e, lang)),
     };
+    let key = ThreadKey::new(&req.caller, &inp.thread_id);
     // A stock AG-UI client sends no iacCode properties: with `--default-cwd` the server
     // supplies them (a browser must not choose server paths); a request that carries them
     // is validated as sent.
-    let defaulted;
-    let forwarded = match &sh.default_cwd {
+    let defaulted = match &sh.default_cwd {
         Some(cwd) if !has_iac_props(&inp.forwarded_props) => {
-            defaulted = default_props(cwd, &inp.thread_id);
-            &defaulted
+            Some(default_props(cwd, &key.default_ros(&sh.server_key)))
         }
-        _ => &inp.forwarded_props,
+        _ => None,
     };
-    let props = match input::parse_iac_props(forwarded) {
+    let supplied = defaulted.is_some();
+    let forwarded = defaulted.as_ref().unwrap_or(&inp.forwarded_props);
+    let mut props = match input::parse_iac_props(forwarded) {
         Ok(p) => p,
         Err(e) => return Err(ApiError::invalid_field(&e, lang)),
     };
@@ -138,15 +137,26 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
     };
     let digest = digest::digest(&req.body);
     drop(req.body);
-    let slot = match sh.registry.slot(&inp.thread_id) {
+    let slot = match sh.registry.slot(&key) {
         Ok(s) => s,
         Err(e) => {
             log::error!("thread {}: {e}", inp.thread_id);
             return reject(Code::StateUnavailable, Msg::StateUnavailable);
         }
     };
+    // An execution begun before the supplied id was keyed carries the old one: its
+    // resumes and guidance still match it; its next turn gets the keyed one.
+    if supplied && (inp.resume.is_some() || props.active_guidance) {
+        let legacy = key.legacy_default_ros();
+        if lock(&slot)
+            .as_ref()
+            .is_some_and(|t| t.doc.execution.ros_invocation_id == legacy)
+        {
+            props.ros_invocation_id = legacy;
+        }
+    }
     let areq = admission::Request {
-        thread_id: &inp.thread_id,
+        thread: &key,
         run_id: &inp.run_id,
         digest: &digest,
         cwd: &cwd,
@@ -202,7 +212,7 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
             return Err(e.response_with(lang, extra));
         }
         Err(e) => {
-            sh.registry.forget_if_absent(&inp.thread_id);
+            sh.registry.forget_if_absent(&key);
             return Err(e.response(lang));
         }
     };
@@ -210,12 +220,12 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
         sh.registry.live_remove(&old);
     }
     if matches!(kind, admission::RunKind::New | admission::RunKind::NextTurn) {
-        sh.registry.live_insert(&execution_id, &inp.thread_id);
+        sh.registry.live_insert(&execution_id, &key);
     }
     sh.registry.touch();
     let log = sh.replay.open(
         replay::RunKey {
-            thread_id: inp.thread_id.clone(),
+            thread: key.clone(),
             run_id: inp.run_id.clone(),
         },
         &execution_id,
@@ -233,7 +243,7 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
     let args = RunArgs {
         kind,
         slot,
-        thread_id: inp.thread_id,
+        thread: key,
         run_id: inp.run_id,
         parent_run_id: inp.parent_run_id,
         props,

@@ -40,7 +40,7 @@ impl Default for ReplayBounds {
 /// Who a log belongs to, for the subscribe route's identity checks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RunKey {
-    pub(crate) thread_id: String,
+    pub(crate) thread: crate::principal::ThreadKey,
     pub(crate) run_id: String,
 }
 
@@ -276,7 +276,7 @@ struct Inner {
 
 #[derive(Default)]
 struct Index {
-    by_run: HashMap<(String, String), Arc<RunLog>>,
+    by_run: HashMap<(crate::principal::ThreadKey, String), Arc<RunLog>>,
     next_seq: u64,
     /// When `open` last dropped expired logs: every admission opens a log, and a scan of
     /// every log per admission is not needed for a 10-minute retention.
@@ -361,15 +361,19 @@ impl ReplayLogs {
             all: Arc::downgrade(this),
             clock: this.clock.clone(),
         });
-        idx.by_run.insert((key.thread_id, key.run_id), log.clone());
+        idx.by_run.insert((key.thread, key.run_id), log.clone());
         log
     }
 
-    pub(crate) fn get(&self, thread_id: &str, run_id: &str) -> Option<Arc<RunLog>> {
+    pub(crate) fn get(
+        &self,
+        thread: &crate::principal::ThreadKey,
+        run_id: &str,
+    ) -> Option<Arc<RunLog>> {
         let mut idx = lock(&self.inner.runs);
         idx.purge(self.inner.clock.now());
         idx.by_run
-            .get(&(thread_id.to_string(), run_id.to_string()))
+            .get(&(thread.clone(), run_id.to_string()))
             .cloned()
     }
 
@@ -438,7 +442,7 @@ mod tests {
 
     fn key(r: &str) -> RunKey {
         RunKey {
-            thread_id: "t".into(),
+            thread: crate::principal::ThreadKey::shared("t"),
             run_id: r.into(),
         }
     }
@@ -540,12 +544,23 @@ mod tests {
         let logs = ReplayLogs::new(b, clock.clone());
         let log = logs.open(key("r"), "e", "ros");
         clock.advance(Duration::from_secs(3600));
-        assert!(logs.get("t", "r").is_some(), "live logs stay");
+        assert!(
+            logs.get(&crate::principal::ThreadKey::shared("t"), "r")
+                .is_some(),
+            "live logs stay"
+        );
         log.end();
         clock.advance(Duration::from_secs(599));
-        assert!(logs.get("t", "r").is_some(), "kept for the retention");
+        assert!(
+            logs.get(&crate::principal::ThreadKey::shared("t"), "r")
+                .is_some(),
+            "kept for the retention"
+        );
         clock.advance(Duration::from_secs(2));
-        assert!(logs.get("t", "r").is_none());
+        assert!(
+            logs.get(&crate::principal::ThreadKey::shared("t"), "r")
+                .is_none()
+        );
         // The timer's purge drops them too, without a request.
         let log = logs.open(key("r2"), "e", "ros");
         log.end();

@@ -43,6 +43,9 @@ pub struct Shared {
     pub readiness: Arc<Readiness>,
     /// `--default-cwd`: the workspace of requests that carry no `iacCode` properties.
     pub(crate) default_cwd: Option<String>,
+    /// Keys the `rosInvocationId` the server supplies with `default_cwd`
+    /// (`ThreadKey::default_ros`); random per process unless the state directory's is given.
+    pub(crate) server_key: Vec<u8>,
 }
 
 impl Shared {
@@ -80,6 +83,13 @@ impl Shared {
             home,
             protocol,
             default_cwd: None,
+            server_key: {
+                let mut k = vec![0u8; 32];
+                // No randomness: a key of zeros would make the supplied ids derivable; the
+                // start-up probe refuses to run without it, so this only matters in tests.
+                let _ = crate::ids::fill(&mut k);
+                k
+            },
             runs: Mutex::new(HashMap::new()),
             wind_down_bound: crate::limits::WIND_DOWN_BOUND,
             cancel_answer_bound: crate::limits::CANCEL_ANSWER_BOUND,
@@ -99,6 +109,13 @@ impl Shared {
     /// Requests without `forwardedProps.iacCode` run in `cwd` (`--default-cwd`).
     pub fn with_default_cwd(mut self, cwd: Option<String>) -> Shared {
         self.default_cwd = cwd;
+        self
+    }
+
+    /// Key the supplied `rosInvocationId`s with the state directory's key (stable across
+    /// restarts, so a thread's resumes and cancels still match).
+    pub fn with_server_key(mut self, key: Vec<u8>) -> Shared {
+        self.server_key = key;
         self
     }
 

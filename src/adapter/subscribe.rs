@@ -45,8 +45,9 @@ pub(crate) fn subscribe(sh: &Shared, req: SubscribeRequest, stream: &mut RunStre
     let lang = req.lang;
     stream.set_strict_v1(sh.protocol == AguiProtocol::V1_0);
     let err = |code, msg: Msg| ApiError::new(code, msg).response(lang);
-    let log = sh.replay.get(&req.thread_id, &req.run_id);
-    let facts = match facts(sh, &req, log.as_deref()) {
+    let key = crate::principal::ThreadKey::new(&req.caller, &req.thread_id);
+    let log = sh.replay.get(&key, &req.run_id);
+    let facts = match facts(sh, &key, &req, log.as_deref()) {
         Ok(f) => f,
         Err((code, msg)) => return stream.reject(err(code, msg)),
     };
@@ -101,6 +102,7 @@ pub(crate) fn subscribe(sh: &Shared, req: SubscribeRequest, stream: &mut RunStre
 /// execution is known only from the log.
 fn facts(
     sh: &Shared,
+    key: &crate::principal::ThreadKey,
     req: &SubscribeRequest,
     log: Option<&RunLog>,
 ) -> Result<Option<Facts>, (Code, Msg)> {
@@ -109,23 +111,24 @@ fn facts(
         Msg::ExecutionIdentityMismatch,
     );
     let not_found = (Code::ExecutionNotFound, Msg::ExecutionNotFound);
-    let slot = sh.registry.slot(&req.thread_id).map_err(|e| {
+    let slot = sh.registry.slot(key).map_err(|e| {
         log::error!("thread {}: {e}", req.thread_id);
         (Code::StateUnavailable, Msg::StateUnavailable)
     })?;
     let g = lock(&slot);
     let Some(t) = g.as_ref() else {
         drop(g);
-        sh.registry.forget_if_absent(&req.thread_id);
+        sh.registry.forget_if_absent(key);
         return Err(not_found);
     };
     let doc = &t.doc;
     let current = doc.execution.execution_id == req.execution_id;
     let logged = log.is_some_and(|l| l.execution_id == req.execution_id);
     if !current && !logged && !doc.terminal.contains(&req.execution_id) {
+        // Another principal's execution is as unknown as one that does not exist.
         return Err(match sh.registry.live_thread(&req.execution_id) {
-            Some(_) => mismatch,
-            None => not_found,
+            Some(k) if k.caller == key.caller => mismatch,
+            _ => not_found,
         });
     }
     if !doc.run_digests.contains_key(&req.run_id) && log.is_none() {
@@ -392,7 +395,8 @@ impl Snapshot<'_> {
     /// The interrupts of a paused task: the thread file's (the same ids a resume answers),
     /// else the ones the kernel's event names.
     fn interrupts(&self, ev: &A2aEvent) -> Vec<Value> {
-        let Some(slot) = self.sh.registry.slot(&self.req.thread_id).ok() else {
+        let key = crate::principal::ThreadKey::new(&self.req.caller, &self.req.thread_id);
+        let Some(slot) = self.sh.registry.slot(&key).ok() else {
             return Vec::new();
         };
         let pending: Vec<Value> = lock(&slot)

@@ -8,18 +8,20 @@ use std::time::Instant;
 
 pub(crate) use super::admission::Thread;
 use crate::clock::{Clock, SystemClock};
+use crate::principal::ThreadKey;
 use crate::store::document::ThreadDoc;
 use crate::store::files::{FileStore, StoreError};
 
 /// Where thread documents live (a trait so tests can inject failures).
 pub trait ThreadStore: Send + Sync {
-    fn load(&self, thread_id: &str) -> Result<Option<ThreadDoc>, StoreError>;
+    fn load(&self, key: &ThreadKey) -> Result<Option<ThreadDoc>, StoreError>;
+    /// Save under the document's owner and thread id.
     fn save(&self, doc: &ThreadDoc) -> Result<(), StoreError>;
 }
 
 impl ThreadStore for FileStore {
-    fn load(&self, thread_id: &str) -> Result<Option<ThreadDoc>, StoreError> {
-        FileStore::load(self, thread_id)
+    fn load(&self, key: &ThreadKey) -> Result<Option<ThreadDoc>, StoreError> {
+        FileStore::load(self, key)
     }
     fn save(&self, doc: &ThreadDoc) -> Result<(), StoreError> {
         FileStore::save(self, doc)
@@ -34,9 +36,9 @@ use crate::sync::lock;
 
 pub struct Registry {
     store: Arc<dyn ThreadStore>,
-    threads: Mutex<HashMap<String, Slot>>,
-    /// Live executions: executionId → threadId.
-    live: Mutex<HashMap<String, String>>,
+    threads: Mutex<HashMap<ThreadKey, Slot>>,
+    /// Live executions: executionId → the thread.
+    live: Mutex<HashMap<String, ThreadKey>>,
     last_activity: Mutex<Instant>,
     max_cached: usize,
     /// Idle time (`--idle-shutdown`); the adapter's `Env` once `Shared` owns the registry.
@@ -48,8 +50,8 @@ pub struct Registry {
 
 /// Drop cached threads nobody holds and that have no active run, until `target` remain (or
 /// no more can go). Their files are the truth; they reload when named again.
-fn evict_idle(map: &mut HashMap<String, Slot>, target: usize) {
-    let idle: Vec<String> = map
+fn evict_idle(map: &mut HashMap<ThreadKey, Slot>, target: usize) {
+    let idle: Vec<ThreadKey> = map
         .iter()
         .filter(|(_, s)| {
             Arc::strong_count(s) == 1
@@ -110,27 +112,27 @@ impl Registry {
 
     /// The thread's slot, loading it from disk the first time it is named. The file is read
     /// without the registry-wide lock held, so a slow disk delays only this thread.
-    pub(crate) fn slot(&self, thread_id: &str) -> Result<Slot, StoreError> {
-        if let Some(s) = lock(&self.threads).get(thread_id) {
+    pub(crate) fn slot(&self, key: &ThreadKey) -> Result<Slot, StoreError> {
+        if let Some(s) = lock(&self.threads).get(key) {
             return Ok(s.clone());
         }
-        let loaded = self.store.load(thread_id)?;
+        let loaded = self.store.load(key)?;
         let mut map = lock(&self.threads);
         // Another worker may have loaded it meanwhile: its slot (perhaps already changed) wins.
-        if let Some(s) = map.get(thread_id) {
+        if let Some(s) = map.get(key) {
             return Ok(s.clone());
         }
         if let Some(doc) = &loaded {
             let ex = &doc.execution;
             if ex.task_id.is_some() && !doc.terminal.contains(&ex.execution_id) {
-                lock(&self.live).insert(ex.execution_id.clone(), thread_id.to_string());
+                lock(&self.live).insert(ex.execution_id.clone(), key.clone());
             }
         }
         let slot: Slot = Arc::new(Mutex::new(loaded.map(|doc| Thread {
             doc,
             active_run: None,
         })));
-        map.insert(thread_id.to_string(), slot.clone());
+        map.insert(key.clone(), slot.clone());
         if map.len() > self.max_cached {
             evict_idle(&mut map, self.max_cached / 2);
         }
@@ -173,25 +175,27 @@ impl Registry {
 
     /// Drop the cache entry of a thread that turned out not to exist, so unknown ids from
     /// failed requests do not accumulate.
-    pub(crate) fn forget_if_absent(&self, thread_id: &str) {
+    pub(crate) fn forget_if_absent(&self, key: &ThreadKey) {
         let mut map = lock(&self.threads);
-        if let Some(s) = map.get(thread_id)
+        if let Some(s) = map.get(key)
             && Arc::strong_count(s) == 1
             && lock(s).is_none()
         {
-            map.remove(thread_id);
+            map.remove(key);
         }
     }
 
-    pub(crate) fn live_insert(&self, execution_id: &str, thread_id: &str) {
-        lock(&self.live).insert(execution_id.into(), thread_id.into());
+    pub(crate) fn live_insert(&self, execution_id: &str, key: &ThreadKey) {
+        lock(&self.live).insert(execution_id.into(), key.clone());
     }
 
     pub(crate) fn live_remove(&self, execution_id: &str) {
         lock(&self.live).remove(execution_id);
     }
 
-    pub(crate) fn live_thread(&self, execution_id: &str) -> Option<String> {
+    /// The thread of a live execution, whoever owns it: callers compare its owner with
+    /// theirs before saying anything about it.
+    pub(crate) fn live_thread(&self, execution_id: &str) -> Option<ThreadKey> {
         lock(&self.live).get(execution_id).cloned()
     }
 
@@ -219,16 +223,21 @@ mod tests {
     use super::*;
     use crate::store::document::{Execution, ThreadDoc};
 
-    struct Mem(Mutex<HashMap<String, ThreadDoc>>);
+    struct Mem(Mutex<HashMap<ThreadKey, ThreadDoc>>);
 
     impl ThreadStore for Mem {
-        fn load(&self, id: &str) -> Result<Option<ThreadDoc>, StoreError> {
-            Ok(lock(&self.0).get(id).cloned())
+        fn load(&self, key: &ThreadKey) -> Result<Option<ThreadDoc>, StoreError> {
+            Ok(lock(&self.0).get(key).cloned())
         }
         fn save(&self, doc: &ThreadDoc) -> Result<(), StoreError> {
-            lock(&self.0).insert(doc.thread_id.clone(), doc.clone());
+            let key = ThreadKey::new(&doc.owner, &doc.thread_id);
+            lock(&self.0).insert(key, doc.clone());
             Ok(())
         }
+    }
+
+    fn k(id: &str) -> ThreadKey {
+        ThreadKey::shared(id)
     }
 
     #[test]
@@ -250,19 +259,19 @@ mod tests {
         }
         let reg = Registry::new(store).with_cache_limit(10);
         // A busy thread is never evicted.
-        let busy = reg.slot("t0").unwrap();
+        let busy = reg.slot(&k("t0")).unwrap();
         lock(&busy).as_mut().unwrap().active_run = Some("run".into());
         drop(busy);
         for i in 1..50 {
-            let _ = reg.slot(&format!("t{i}")).unwrap();
+            let _ = reg.slot(&k(&format!("t{i}"))).unwrap();
         }
         assert!(reg.cached() <= 11, "{} cached", reg.cached());
-        let busy = reg.slot("t0").unwrap();
+        let busy = reg.slot(&k("t0")).unwrap();
         assert_eq!(
             lock(&busy).as_ref().unwrap().active_run.as_deref(),
             Some("run")
         );
-        let again = reg.slot("t3").unwrap();
+        let again = reg.slot(&k("t3")).unwrap();
         assert_eq!(
             lock(&again).as_ref().unwrap().doc.execution.execution_id,
             "e3"
@@ -273,7 +282,7 @@ mod tests {
     struct Where(Mutex<Vec<Option<String>>>);
 
     impl ThreadStore for Where {
-        fn load(&self, _: &str) -> Result<Option<ThreadDoc>, StoreError> {
+        fn load(&self, _: &ThreadKey) -> Result<Option<ThreadDoc>, StoreError> {
             Ok(None)
         }
         fn save(&self, _: &ThreadDoc) -> Result<(), StoreError> {
@@ -287,7 +296,7 @@ mod tests {
     fn saves_run_on_a_call_thread_not_the_runs_worker() {
         let store = Arc::new(Where(Mutex::new(Vec::new())));
         let reg = Registry::new(store.clone());
-        let slot = reg.slot("t").unwrap();
+        let slot = reg.slot(&k("t")).unwrap();
         let doc = ThreadDoc {
             thread_id: "t".into(),
             ..Default::default()

@@ -1,4 +1,5 @@
-//! The per-thread wind-down barrier. A run that ends (cancel, disconnect) while its kernel task
+//! The per-thread wind-down barrier, keyed by the thread's kernel context (one per owner and
+//! thread id). A run that ends (cancel, disconnect) while its kernel task
 //! may still be live releases the thread at once, but the kernel is still stopping that task;
 //! a task started on the same context meanwhile fails. So the next turn, resume or guidance
 //! on the thread waits — on its worker, bounded — until the kernel has confirmed the old

@@ -21,7 +21,8 @@ use crate::errors::{ApiError, Code};
 use crate::i18n::Lang;
 use crate::limits;
 use crate::logging::Field;
-use crate::routes::{self, RouteConfig, Work};
+use crate::principal::Caller;
+use crate::routes::{self, RouteConfig, Routed, Work};
 use crate::server::http::{self, RequestHead, Response};
 use crate::server::job::{Outbox, Reply};
 use crate::server::{Handler, HeadDecision, Request};
@@ -112,9 +113,9 @@ impl Drop for JobSlot {
 }
 
 impl Handler for App {
-    type Route = Work;
+    type Route = Routed;
 
-    fn on_head(&self, head: &RequestHead) -> HeadDecision<Work> {
+    fn on_head(&self, head: &RequestHead) -> HeadDecision<Routed> {
         let live = routes::Live {
             draining: self.draining.load(Ordering::SeqCst),
             kernel_up: self.ready.kernel_up(),
@@ -123,11 +124,11 @@ impl Handler for App {
         routes::decide(head, &self.routes, live)
     }
 
-    fn dispatch(&self, request: Request<Work>, outbox: Outbox) -> Result<(), Response> {
+    fn dispatch(&self, request: Request<Routed>, outbox: Outbox) -> Result<(), Response> {
         let lang = self.lang(&request.head);
         let busy = || ApiError::new(Code::ServerBusy, Msg::ServerBusy).response(lang);
         // A subscriber counts against the connections (the loop's bound), not the runs.
-        let limit = match request.route {
+        let limit = match request.route.work {
             Work::Subscribe { .. } => usize::MAX,
             _ => self.max_jobs,
         };
@@ -216,7 +217,7 @@ struct Job {
 }
 
 impl Job {
-    fn work(&self, request: &mut Request<Work>) {
+    fn work(&self, request: &mut Request<Routed>) {
         let started = self.clock.now();
         let routed = request.head.header_str(THREAD_HEADER);
         let last = request.head.header_str("last-event-id");
@@ -224,15 +225,20 @@ impl Job {
         // browser sends a dozen of them.
         request.head.headers = Vec::new();
         let body = std::mem::take(&mut request.body);
-        let fields = match &mut request.route {
-            Work::Run => self.run(body, routed),
+        let caller = std::mem::take(&mut request.route.caller);
+        let fields = match &mut request.route.work {
+            Work::Run => self.run(body, caller, routed),
             Work::Cancel { execution_id } => {
-                self.cancel(std::mem::take(execution_id), &body, routed);
+                self.cancel(std::mem::take(execution_id), &body, caller, routed);
                 Vec::new()
             }
-            Work::Subscribe { execution_id } => {
-                self.subscribe(std::mem::take(execution_id), &body, last.as_deref(), routed)
-            }
+            Work::Subscribe { execution_id } => self.subscribe(
+                std::mem::take(execution_id),
+                &body,
+                last.as_deref(),
+                caller,
+                routed,
+            ),
         };
         let (status, bytes) = self.outbox.sent();
         let took = self.clock.now().saturating_duration_since(started);
@@ -263,12 +269,17 @@ impl Job {
 
     /// Returns the run's access-log fields (threadId, runId, executionId, outcome) once it
     /// streamed.
-    fn run(&self, body: Vec<u8>, routed: Option<String>) -> Vec<(&'static str, Field)> {
+    fn run(
+        &self,
+        body: Vec<u8>,
+        caller: Caller,
+        routed: Option<String>,
+    ) -> Vec<(&'static str, Field)> {
         let parsed = RunRequest::parse(&body, self.lang);
         // The raw body (up to the run body limit) is not kept for the run's whole life.
         drop(body);
         let req = match parsed {
-            Ok(r) => r,
+            Ok(r) => RunRequest { caller, ..r },
             Err(e) => {
                 let (code, msg) = match e {
                     RunBodyError::Json => (Code::InvalidJson, Msg::RunInvalidJson),
@@ -334,8 +345,9 @@ impl Job {
         stream.log_fields()
     }
 
-    fn cancel(&self, execution_id: String, body: &[u8], routed: Option<String>) {
-        let parsed = CancelRequest::parse(execution_id, body, self.lang);
+    fn cancel(&self, execution_id: String, body: &[u8], caller: Caller, routed: Option<String>) {
+        let parsed = CancelRequest::parse(execution_id, body, self.lang)
+            .map(|r| CancelRequest { caller, ..r });
         let thread: fn(&CancelRequest) -> &str = |r| &r.thread_id;
         let Some(req) = self.checked(parsed, Msg::CancelInvalidJson, thread, &routed) else {
             return;
@@ -356,9 +368,11 @@ impl Job {
         execution_id: String,
         body: &[u8],
         last_event_id: Option<&str>,
+        caller: Caller,
         routed: Option<String>,
     ) -> Vec<(&'static str, Field)> {
-        let parsed = SubscribeRequest::parse(execution_id, body, last_event_id, self.lang);
+        let parsed = SubscribeRequest::parse(execution_id, body, last_event_id, self.lang)
+            .map(|r| SubscribeRequest { caller, ..r });
         let thread: fn(&SubscribeRequest) -> &str = |r| &r.thread_id;
         let Some(req) = self.checked(parsed, Msg::SubscribeInvalidJson, thread, &routed) else {
             return Vec::new();

@@ -7,6 +7,7 @@ use crate::agui::field::{FieldError, Problem};
 use crate::errors::{ApiError, Code};
 use crate::i18n::{self, Lang};
 use crate::limits;
+use crate::principal::Caller;
 use crate::server::http::Response;
 
 /// A `POST /` body that is a JSON object, with the languages decided so far. The envelope
@@ -21,6 +22,8 @@ pub struct RunRequest {
     pub header_lang: Lang,
     /// `forwardedProps.iacCode.preferredLanguage`, else the header language.
     pub payload_lang: Lang,
+    /// Who the run is for (set from the head's decision; `Shared` from `parse`).
+    pub caller: Caller,
 }
 
 /// Why a `POST /` body is refused before the backend sees it.
@@ -46,6 +49,7 @@ impl RunRequest {
             run_id,
             header_lang,
             payload_lang,
+            caller: Caller::Shared,
         })
     }
 }
@@ -57,6 +61,8 @@ pub struct CancelRequest {
     pub thread_id: String,
     pub ros_invocation_id: String,
     pub(crate) lang: Lang,
+    /// Who asks (set from the head's decision; `Shared` from `parse`).
+    pub caller: Caller,
 }
 
 impl CancelRequest {
@@ -70,6 +76,7 @@ impl CancelRequest {
             thread_id: identity(obj, "threadId")?,
             ros_invocation_id: identity(obj, "rosInvocationId")?,
             lang,
+            caller: Caller::Shared,
         })
     }
 }
@@ -84,6 +91,8 @@ pub struct SubscribeRequest {
     /// The last event id the client saw (−1: none); `None`: snapshot.
     pub after_sequence: Option<i64>,
     pub(crate) lang: Lang,
+    /// Who asks (set from the head's decision; `Shared` from `parse`).
+    pub caller: Caller,
 }
 
 impl SubscribeRequest {
@@ -125,6 +134,7 @@ impl SubscribeRequest {
             ros_invocation_id,
             after_sequence,
             lang,
+            caller: Caller::Shared,
         })
     }
 }
@@ -218,7 +228,13 @@ impl ApiError {
 
     /// `400 INVALID_INPUT` naming the field that is wrong, in `lang`.
     pub fn invalid_field(e: &FieldError, lang: Lang) -> Response {
-        let body = serde_json::json!({"error": {"code": Code::InvalidInput.as_str(), "message": e.message(lang)}});
+        Self::invalid_input(e.message(lang))
+    }
+
+    /// `400 INVALID_INPUT` with a message already in the request's language.
+    pub fn invalid_input(message: String) -> Response {
+        let body =
+            serde_json::json!({"error": {"code": Code::InvalidInput.as_str(), "message": message}});
         Response::json(
             Code::InvalidInput.http_status(),
             serde_json::to_vec(&body).unwrap_or_default(),

@@ -83,6 +83,12 @@ pub(crate) struct Config {
     pub(crate) a2a_url: Option<String>,
     pub(crate) a2a_token: Option<String>,
     pub(crate) auth_token: Option<String>,
+    /// `--auth-tokens-file`: per-caller tokens (SHA-256 of each).
+    pub(crate) auth_tokens_file: Option<PathBuf>,
+    /// `--identity-header`: the caller named by a trusted proxy's header (lowercase).
+    pub(crate) identity_header: Option<String>,
+    /// `--trust-identity-header`: the operator confirms only the proxy reaches the port.
+    pub(crate) trust_identity_header: bool,
     pub(crate) state_dir: Option<PathBuf>,
     /// Zero disables idle shutdown.
     pub(crate) idle_shutdown: Duration,
@@ -129,6 +135,9 @@ impl Default for Config {
             a2a_url: None,
             a2a_token: None,
             auth_token: None,
+            auth_tokens_file: None,
+            identity_header: None,
+            trust_identity_header: false,
             state_dir: None,
             idle_shutdown: Duration::ZERO,
             debug: false,
@@ -219,6 +228,7 @@ pub(crate) fn parse(
         switches.contains("demo"),
         switches.contains("console"),
     );
+    let trust_identity_header = switches.contains("trust_identity_header");
 
     let file = match &config_path {
         Some(path) => load_file(path)?,
@@ -323,6 +333,32 @@ pub(crate) fn parse(
             c.default_cwd = Some(s);
         }
     }
+    if let Some(v) = pick("auth_tokens_file") {
+        let s = as_string("auth_tokens_file", v)?;
+        if !s.trim().is_empty() {
+            c.auth_tokens_file = Some(PathBuf::from(s.trim()));
+        }
+    }
+    if let Some(v) = pick("identity_header") {
+        let s = as_string("identity_header", v)?;
+        let name = s.trim().to_ascii_lowercase();
+        // An RFC 9110 token; the headers that carry credentials or routing are not names.
+        let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+        if name.is_empty()
+            || !name.bytes().all(token)
+            || matches!(
+                name.as_str(),
+                "authorization" | "host" | "cookie" | "content-type"
+            )
+        {
+            return Err(ConfigError(format!(
+                "--identity-header must be a header name such as X-Forwarded-User, not {s:?}."
+            )));
+        }
+        c.identity_header = Some(name);
+    }
+    c.trust_identity_header =
+        trust_identity_header || file_bool(&file, "trust_identity_header")?.unwrap_or(false);
     if let Some(v) = pick("a2a_idle_timeout") {
         c.a2a_idle_timeout = as_seconds("a2a_idle_timeout", v, false)?;
     }
@@ -349,6 +385,20 @@ pub(crate) fn parse(
             .transpose()
     };
     c.auth_token = secret("auth_token")?;
+    if c.auth_tokens_file.is_some() && c.identity_header.is_some() {
+        return Err(ConfigError(
+            "--auth-tokens-file and --identity-header cannot be combined: pick one way to \
+             name callers."
+                .into(),
+        ));
+    }
+    if c.auth_tokens_file.is_some() && c.auth_token.as_deref().is_some_and(|t| !t.is_empty()) {
+        return Err(ConfigError(
+            "--auth-tokens-file and IAC_CODE_AGUI_AUTH_TOKEN cannot be combined: give the \
+             shared token a line of its own in the tokens file."
+                .into(),
+        ));
+    }
     c.a2a_token = secret("a2a_token")?;
     c.debug = debug || file_bool(&file, "debug")?.unwrap_or(false);
     c.log_stdout = match log_stdout {

@@ -145,6 +145,26 @@ pub(crate) const OPTIONS: &[Opt] = &[
     .env("IAC_CODE_AGUI_DEFAULT_CWD")
     .default("none; --demo: its workspace"),
     opt(
+        "auth_tokens_file",
+        "One caller per line, `NAME SHA256HEX-OF-TOKEN`: a bearer token names its caller, whose \
+         threads are their own (re-read on SIGHUP or when it changes)",
+    )
+    .flag("auth-tokens-file", Some("FILE"))
+    .env("IAC_CODE_AGUI_AUTH_TOKENS_FILE"),
+    opt(
+        "identity_header",
+        "The caller is this request header's value, as set by a trusted proxy that strips it \
+         from clients (e.g. X-Forwarded-User)",
+    )
+    .flag("identity-header", Some("NAME"))
+    .env("IAC_CODE_AGUI_IDENTITY_HEADER"),
+    opt(
+        "trust_identity_header",
+        "Accept --identity-header on a non-loopback address without IAC_CODE_AGUI_AUTH_TOKEN \
+         (only where nothing but the proxy can reach the port)",
+    )
+    .flag("trust-identity-header", None),
+    opt(
         "heartbeat_interval",
         "Seconds of silence before an SSE heartbeat",
     )

@@ -81,6 +81,9 @@ impl Execution {
 /// Everything persisted for one AG-UI thread.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ThreadDoc {
+    /// The principal the thread belongs to: not in the file, whose place says it
+    /// (`store::files`), so files stay the reference's bytes.
+    pub owner: crate::principal::Caller,
     pub thread_id: String,
     pub context_id: String,
     pub cwd: String,
@@ -386,6 +389,7 @@ impl ThreadDoc {
             _ => return err("terminalExecutionIds", "must be a list"),
         };
         Ok(ThreadDoc {
+            owner: crate::principal::Caller::Shared,
             thread_id: thread_id.to_string(),
             context_id,
             cwd,

@@ -1,4 +1,6 @@
-//! Thread files on disk (reference §7.1, §7.4, §7.5): `S/threads/<stem>.json`, written by
+//! Thread files on disk (reference §7.1, §7.4, §7.5): `S/threads/<stem>.json` (a named
+//! principal's: `S/principals/<stem of the name>/threads/<stem>.json`, each such directory a
+//! state directory of the reference's shape), written by
 //! atomic replace (temp file in the same directory, fsync, rename, fsync the directory), files
 //! 0600 in 0700 directories, loaded without ever following a symlink. One iac-agui process
 //! per state directory: an exclusive lock on `S/.lock` is held for the process lifetime.
@@ -10,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use super::document::{ThreadDoc, stem};
 use crate::limits;
+use crate::principal::{Caller, ThreadKey};
 
 #[derive(Debug)]
 pub enum StoreError {
@@ -72,6 +75,11 @@ impl From<io::Error> for StoreError {
         StoreError::Io(e)
     }
 }
+
+/// Where named principals' threads live, under the state directory.
+const PRINCIPALS: &str = "principals";
+/// The server's secret key, in the state directory.
+const SERVER_KEY: &str = "server.key";
 
 /// The state directory of this process.
 #[derive(Debug)]
@@ -172,26 +180,84 @@ impl FileStore {
         &self.root
     }
 
-    pub(crate) fn path_for(&self, thread_id: &str) -> PathBuf {
-        self.threads.join(format!("{}.json", stem(thread_id)))
+    /// The directory of a principal's thread files.
+    pub(crate) fn threads_dir(&self, caller: &Caller) -> PathBuf {
+        match caller {
+            Caller::Shared => self.threads.clone(),
+            Caller::Named(n) => self.root.join(PRINCIPALS).join(stem(n)).join("threads"),
+        }
+    }
+
+    pub(crate) fn path_for(&self, key: &ThreadKey) -> PathBuf {
+        self.threads_dir(&key.caller)
+            .join(format!("{}.json", stem(&key.id)))
     }
 
     fn remove_stale_temp_files(&self) {
-        let Ok(dir) = fs::read_dir(&self.threads) else {
-            return;
-        };
-        for e in dir.flatten() {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            if name.starts_with('.') && name.ends_with(".tmp") {
-                let _ = fs::remove_file(e.path());
+        let mut dirs = vec![self.threads.clone()];
+        if let Ok(principals) = fs::read_dir(self.root.join(PRINCIPALS)) {
+            dirs.extend(principals.flatten().map(|e| e.path().join("threads")));
+        }
+        for d in dirs {
+            let Ok(dir) = fs::read_dir(&d) else {
+                continue;
+            };
+            for e in dir.flatten() {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                if name.starts_with('.') && name.ends_with(".tmp") {
+                    let _ = fs::remove_file(e.path());
+                }
             }
         }
     }
 
+    /// The server's secret key (`S/server.key`, 32 random bytes in hex, 0600), made on first
+    /// use: it keys the identifiers only the server may be able to name.
+    pub fn server_key(&self) -> Result<Vec<u8>, String> {
+        let path = self.root.join(SERVER_KEY);
+        let read = || -> io::Result<Option<Vec<u8>>> {
+            let mut f = match OpenOptions::new()
+                .read(true)
+                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                .open(&path)
+            {
+                Ok(f) => f,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            let mut hex = String::new();
+            Read::by_ref(&mut f).take(200).read_to_string(&mut hex)?;
+            let hex = hex.trim();
+            let bytes = (hex.len() == 64)
+                .then(|| {
+                    (0..32)
+                        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
+                        .collect::<Option<Vec<u8>>>()
+                })
+                .flatten();
+            bytes
+                .map(Some)
+                .ok_or_else(|| io::Error::other("not 64 hex digits"))
+        };
+        let fail = |e: io::Error| format!("the server key {}: {e}", path.display());
+        if let Some(k) = read().map_err(fail)? {
+            return Ok(k);
+        }
+        let mut key = [0u8; 32];
+        crate::ids::fill(&mut key).map_err(|e| e.to_string())?;
+        let tmp = self.root.join(format!(".{SERVER_KEY}.tmp"));
+        let _ = fs::remove_file(&tmp);
+        write_new(&tmp, format!("{}\n", crate::ids::hex(&key)).as_bytes())
+            .and_then(|()| fs::rename(&tmp, &path))
+            .and_then(|()| File::open(&self.root)?.sync_all())
+            .map_err(fail)?;
+        Ok(key.to_vec())
+    }
+
     /// Load a thread; `Ok(None)` when it has no file.
-    pub fn load(&self, thread_id: &str) -> Result<Option<ThreadDoc>, StoreError> {
-        let path = self.path_for(thread_id);
+    pub fn load(&self, key: &ThreadKey) -> Result<Option<ThreadDoc>, StoreError> {
+        let path = self.path_for(key);
         let meta = match fs::symlink_metadata(&path) {
             Ok(m) => m,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -216,8 +282,13 @@ impl FileStore {
         Read::by_ref(&mut f)
             .take(limits::MAX_STATE_FILE + 1)
             .read_to_end(&mut bytes)?;
-        ThreadDoc::from_bytes(&bytes, thread_id)
-            .map(Some)
+        ThreadDoc::from_bytes(&bytes, &key.id)
+            .map(|doc| {
+                Some(ThreadDoc {
+                    owner: key.caller.clone(),
+                    ..doc
+                })
+            })
             .map_err(|e| StoreError::Invalid(Refusal::Document(e)))
     }
 
@@ -265,14 +336,34 @@ impl FileStore {
         result.map_err(StoreError::Io)
     }
 
-    /// A fresh temp-file path in the threads directory (`.NAME.RANDOM.tmp`, which start-up
-    /// cleans up after a crash).
-    fn temp_path(&self, name: &str) -> Result<PathBuf, StoreError> {
+    /// A fresh temp-file path in `dir` (`.NAME.RANDOM.tmp`, which start-up cleans up after a
+    /// crash).
+    fn temp_in(dir: &Path, name: &str) -> Result<PathBuf, StoreError> {
         let mut rnd = [0u8; 4];
         crate::ids::fill(&mut rnd).map_err(|e| StoreError::Io(io::Error::other(e)))?;
-        Ok(self
-            .threads
-            .join(format!(".{name}.{}.tmp", crate::ids::hex(&rnd))))
+        Ok(dir.join(format!(".{name}.{}.tmp", crate::ids::hex(&rnd))))
+    }
+
+    fn temp_path(&self, name: &str) -> Result<PathBuf, StoreError> {
+        Self::temp_in(&self.threads, name)
+    }
+
+    /// A named principal's threads directory, made (0700) with its parents durable.
+    fn ensure_principal_dir(&self, dir: &Path) -> io::Result<()> {
+        if dir.is_dir() {
+            return Ok(());
+        }
+        ensure_private_dir(dir)?;
+        // The new entries are durable only once each parent's entry is.
+        let mut d = dir.parent();
+        while let Some(p) = d {
+            File::open(p)?.sync_all()?;
+            if p == self.root {
+                break;
+            }
+            d = p.parent();
+        }
+        Ok(())
     }
 
     /// Atomically replace the thread's file.
@@ -281,18 +372,22 @@ impl FileStore {
             return Err(StoreError::Invalid(Refusal::NoThreadId));
         }
         self.ensure_writer()?;
-        let target = self.path_for(&doc.thread_id);
+        let dir = self.threads_dir(&doc.owner);
+        if doc.owner != Caller::Shared {
+            self.ensure_principal_dir(&dir)?;
+        }
+        let target = dir.join(format!("{}.json", stem(&doc.thread_id)));
         let file_name = target
             .file_name()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let tmp = self.temp_path(&file_name)?;
+        let tmp = Self::temp_in(&dir, &file_name)?;
         let bytes = doc.to_bytes();
         let result = (|| -> io::Result<()> {
             write_new(&tmp, &bytes)?;
             fs::rename(&tmp, &target)?;
             // The rename is durable only once the directory entry is.
-            File::open(&self.threads)?.sync_all()?;
+            File::open(&dir)?.sync_all()?;
             fs::set_permissions(&target, fs::Permissions::from_mode(0o600))?;
             Ok(())
         })();
@@ -392,11 +487,11 @@ mod tests {
     fn save_load_modes_and_lock() {
         let d = dir("basic");
         let s = FileStore::open(&d).unwrap();
-        assert_eq!(s.load("t1").unwrap(), None);
+        assert_eq!(s.load(&ThreadKey::shared("t1")).unwrap(), None);
         s.save(&doc("t1")).unwrap();
-        assert_eq!(s.load("t1").unwrap(), Some(doc("t1")));
+        assert_eq!(s.load(&ThreadKey::shared("t1")).unwrap(), Some(doc("t1")));
         let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode(&s.path_for("t1")), 0o600);
+        assert_eq!(mode(&s.path_for(&ThreadKey::shared("t1"))), 0o600);
         assert_eq!(mode(&d), 0o700);
         assert_eq!(mode(&d.join("threads")), 0o700);
         // A second process (here: a second open) is refused while the lock is held.
@@ -416,12 +511,25 @@ mod tests {
         let s = FileStore::open(&d).unwrap();
         let target = d.join("elsewhere.json");
         fs::write(&target, doc("t2").to_bytes()).unwrap();
-        std::os::unix::fs::symlink(&target, s.path_for("t2")).unwrap();
-        assert!(matches!(s.load("t2"), Err(StoreError::Invalid(_))));
-        fs::write(s.path_for("t3"), b"{not json").unwrap();
-        assert!(matches!(s.load("t3"), Err(StoreError::Invalid(_))));
-        fs::write(s.path_for("t4"), doc("other").to_bytes()).unwrap();
-        assert!(matches!(s.load("t4"), Err(StoreError::Invalid(_))));
+        std::os::unix::fs::symlink(&target, s.path_for(&ThreadKey::shared("t2"))).unwrap();
+        assert!(matches!(
+            s.load(&ThreadKey::shared("t2")),
+            Err(StoreError::Invalid(_))
+        ));
+        fs::write(s.path_for(&ThreadKey::shared("t3")), b"{not json").unwrap();
+        assert!(matches!(
+            s.load(&ThreadKey::shared("t3")),
+            Err(StoreError::Invalid(_))
+        ));
+        fs::write(
+            s.path_for(&ThreadKey::shared("t4")),
+            doc("other").to_bytes(),
+        )
+        .unwrap();
+        assert!(matches!(
+            s.load(&ThreadKey::shared("t4")),
+            Err(StoreError::Invalid(_))
+        ));
         let _ = fs::remove_dir_all(d);
     }
 

@@ -36,11 +36,16 @@ pub fn free_port() -> u16 {
 
 /// Start a demo kernel (token `k`) and an adapter in front of it with `extra` arguments.
 pub fn start(name: &str, extra: &[&str]) -> Procs {
+    start_with_env(name, extra, &[])
+}
+
+/// `start`, with `env` added to the adapter's environment.
+pub fn start_with_env(name: &str, extra: &[&str], env: &[(&str, &str)]) -> Procs {
     let dir = tempdir(name);
     std::fs::create_dir_all(dir.join("ws")).unwrap();
     let port = free_port();
     let kernel = kernel(port);
-    let (adapter, addr) = adapter(&dir, port, extra);
+    let (adapter, addr) = adapter_with_env(&dir, port, extra, env);
     Procs {
         kernel,
         kernel_port: port,
@@ -66,6 +71,16 @@ pub fn kernel(port: u16) -> Child {
 
 /// An adapter process over `dir`'s state, in front of the kernel on `port`.
 pub fn adapter(dir: &std::path::Path, port: u16, extra: &[&str]) -> (Child, SocketAddr) {
+    adapter_with_env(dir, port, extra, &[])
+}
+
+/// `adapter`, with `env` added to its environment.
+pub fn adapter_with_env(
+    dir: &std::path::Path,
+    port: u16,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (Child, SocketAddr) {
     let mut adapter = Command::new(env!("CARGO_BIN_EXE_iac-agui"))
         .args([
             "--port",
@@ -77,6 +92,7 @@ pub fn adapter(dir: &std::path::Path, port: u16, extra: &[&str]) -> (Child, Sock
         .env("IAC_CODE_AGUI_A2A_TOKEN", "k")
         .env("IAC_CODE_AGUI_STATE_DIR", dir.join("state"))
         .env("IAC_CODE_AGUI_ALLOWED_CWDS", dir)
+        .envs(env.iter().copied())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();

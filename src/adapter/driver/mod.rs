@@ -78,7 +78,8 @@ type Step<T> = Result<T, Stop>;
 pub(crate) struct RunArgs {
     pub(crate) kind: RunKind,
     pub(crate) slot: Slot,
-    pub(crate) thread_id: String,
+    /// The thread and its owner (`thread.id` is the AG-UI threadId).
+    pub(crate) thread: crate::principal::ThreadKey,
     pub(crate) run_id: String,
     pub(crate) parent_run_id: Option<String>,
     pub(crate) props: IacProps,
@@ -134,7 +135,7 @@ impl<'a, 's> Run<'a, 's> {
                     .unwrap_or_default(),
             )
         };
-        let mut mapper = Mapper::new(&*sh.env, &a.thread_id, &a.run_id, steps, digests);
+        let mut mapper = Mapper::new(&*sh.env, &a.thread.id, &a.run_id, steps, digests);
         if sh.protocol == AguiProtocol::V1_0 {
             mapper = mapper.with_run_scoped_messages(&a.run_id);
         }
@@ -297,7 +298,7 @@ impl<'a, 's> Run<'a, 's> {
             Ok(Some(())) => Ok(()),
             Ok(None) => Err(NotSaved::Gone),
             Err(e) => {
-                log::error!("thread {}: {e}", self.a.thread_id);
+                log::error!("thread {}: {e}", self.a.thread.id);
                 Err(NotSaved::Store(e))
             }
         }
@@ -337,12 +338,12 @@ impl<'a, 's> Run<'a, 's> {
     /// bound the run goes ahead, and a failure is then reported as that.
     fn wait_for_previous_task(&mut self) -> Step<()> {
         let bound = self.sh.wind_down_bound;
-        self.previous_stopping = !self.sh.wind_downs.wait(&self.a.thread_id, bound);
+        self.previous_stopping = !self.sh.wind_downs.wait(&self.context_id, bound);
         if self.previous_stopping {
             log::warn!(
                 "run {}: the previous task of thread {} is still stopping after {bound:?}",
                 self.a.run_id,
-                self.a.thread_id
+                self.a.thread.id
             );
         }
         if self.cancelled() {
@@ -366,7 +367,7 @@ impl<'a, 's> Run<'a, 's> {
     fn run_started(&mut self) -> Step<()> {
         let protocol_version = (self.sh.protocol == AguiProtocol::V1_0).then_some("1.0");
         let ev = self.stamp(Event::RunStarted {
-            thread_id: self.a.thread_id.clone(),
+            thread_id: self.a.thread.id.clone(),
             run_id: self.a.run_id.clone(),
             parent_run_id: self.a.parent_run_id.clone(),
             protocol_version,
@@ -395,7 +396,7 @@ impl<'a, 's> Run<'a, 's> {
             })
             .unwrap_or((None, None, self.a.props.ros_invocation_id.clone()));
         let facts = super::ending::SessionFacts {
-            thread_id: &self.a.thread_id,
+            thread_id: &self.a.thread.id,
             run_id: &self.a.run_id,
             execution_id: &self.execution_id,
             context_id: &self.context_id,
@@ -413,13 +414,13 @@ impl<'a, 's> Run<'a, 's> {
         log::warn!(
             "run {}: the kernel no longer has thread {}'s session; a new one starts",
             self.a.run_id,
-            self.a.thread_id
+            self.a.thread.id
         );
         let ev = self.stamp(Event::Custom {
             name: "iac-code.session.reset.v1",
             value: json!({
                 "schemaVersion": 1,
-                "threadId": self.a.thread_id,
+                "threadId": self.a.thread.id,
                 "previousSessionId": previous,
                 "sessionId": session,
                 "message": Msg::SessionReset.text(self.lang()),
@@ -551,7 +552,7 @@ impl<'a, 's> Run<'a, 's> {
         } else {
             self.mapper.usage()
         };
-        let event = end.terminal(&self.a.thread_id, &self.a.run_id, usage, self.sh.protocol);
+        let event = end.terminal(&self.a.thread.id, &self.a.run_id, usage, self.sh.protocol);
         // Settle before the terminal event leaves: a disconnect right after must not cancel.
         self.settled = true;
         let interrupt = matches!(
@@ -596,7 +597,7 @@ impl<'a, 's> Run<'a, 's> {
         let left = self.stamp(Event::run_error(
             Code::Cancelled,
             Msg::RunClientLeft.text(self.lang()),
-            &self.a.thread_id,
+            &self.a.thread.id,
             &self.a.run_id,
             Vec::new(),
             self.sh.protocol == AguiProtocol::V0_1,
@@ -610,7 +611,7 @@ impl<'a, 's> Run<'a, 's> {
         // The next turn on this thread waits until the kernel confirmed the stop.
         let stopping = task
             .as_ref()
-            .map(|_| self.sh.wind_downs.begin(&self.a.thread_id));
+            .map(|_| self.sh.wind_downs.begin(&self.context_id));
         // Release first (reference §8.2): the kernel may take a while to confirm the cancel,
         // and the thread must not look busy meanwhile.
         self.release();

@@ -1,6 +1,7 @@
 //! The run driver against an in-memory kernel and store: no sockets, a fixed clock and
 //! counting ids. Each kernel answer is scripted; every call the driver makes is recorded.
 
+use crate::principal::ThreadKey;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
@@ -127,19 +128,20 @@ impl Upstream for FakeSession {
 /// Thread documents in memory; saves fail while `fail` is set.
 #[derive(Default)]
 struct MemStore {
-    docs: Mutex<HashMap<String, ThreadDoc>>,
+    docs: Mutex<HashMap<ThreadKey, ThreadDoc>>,
     fail: std::sync::atomic::AtomicBool,
 }
 
 impl ThreadStore for MemStore {
-    fn load(&self, thread_id: &str) -> Result<Option<ThreadDoc>, StoreError> {
-        Ok(lock(&self.docs).get(thread_id).cloned())
+    fn load(&self, key: &ThreadKey) -> Result<Option<ThreadDoc>, StoreError> {
+        Ok(lock(&self.docs).get(key).cloned())
     }
     fn save(&self, doc: &ThreadDoc) -> Result<(), StoreError> {
         if self.fail.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(StoreError::Io(std::io::Error::other("disk full (test)")));
         }
-        lock(&self.docs).insert(doc.thread_id.clone(), doc.clone());
+        let key = ThreadKey::new(&doc.owner, &doc.thread_id);
+        lock(&self.docs).insert(key, doc.clone());
         Ok(())
     }
 }
@@ -207,7 +209,10 @@ impl Harness {
     }
 
     fn doc(&self) -> ThreadDoc {
-        lock(&self.store.docs).get(THREAD).cloned().unwrap()
+        lock(&self.store.docs)
+            .get(&ThreadKey::shared(THREAD))
+            .cloned()
+            .unwrap()
     }
 
     fn body(&self, run: &str, text: &str, resume: Option<Value>) -> Value {
@@ -540,8 +545,8 @@ fn new_interrupts_found_by_the_snapshot_end_the_resume_listing_all() {
 struct FailOnTask(Arc<MemStore>);
 
 impl ThreadStore for FailOnTask {
-    fn load(&self, id: &str) -> Result<Option<ThreadDoc>, StoreError> {
-        self.0.load(id)
+    fn load(&self, key: &ThreadKey) -> Result<Option<ThreadDoc>, StoreError> {
+        self.0.load(key)
     }
     fn save(&self, doc: &ThreadDoc) -> Result<(), StoreError> {
         if doc.execution.task_id.is_some() {

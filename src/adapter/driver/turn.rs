@@ -97,7 +97,7 @@ impl Run<'_, '_> {
         let tid = tid.to_string();
         self.wire_task = Some(tid.clone());
         let exec = self.execution_id.clone();
-        let thread = self.a.thread_id.clone();
+        let thread = self.a.thread.clone();
         self.persist(|t| t.doc.execution.task_id = Some(tid.clone()))
             .map_err(|_| {
                 self.fail(

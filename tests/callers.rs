@@ -1,0 +1,586 @@
+//! Per-caller identity and thread ownership (issue 39), against the real binary and a demo
+//! kernel process: every route that names a thread or an execution, for the owner, another
+//! principal and a request without identity, in each identity mode (tokens file, identity
+//! header, single shared token); and the red-team attack (THREAD_BUSY ids → derived
+//! rosInvocationId → replay/cancel) in the one mode where both callers are one principal.
+#![cfg(feature = "demo")]
+
+mod common;
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+
+use common::procs::{Procs, start_with_env};
+use common::*;
+use serde_json::{Value, json};
+
+const CANCEL: &str = "/extensions/iac-code/v1/executions";
+
+/// An identity mode: how to start the adapter and the headers of its callers.
+struct Mode {
+    name: &'static str,
+    extra: Vec<String>,
+    env: Vec<(&'static str, String)>,
+    alice: Vec<(&'static str, String)>,
+    /// Another principal (`None`: the mode has only one).
+    bob: Option<Vec<(&'static str, String)>>,
+    /// Requests with something, but no valid identity.
+    strangers: Vec<Vec<(&'static str, String)>>,
+}
+
+fn sha(s: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn bearer(t: &str) -> (&'static str, String) {
+    ("Authorization", format!("Bearer {t}"))
+}
+
+fn tokens_file_mode(dir: &std::path::Path) -> Mode {
+    std::fs::create_dir_all(dir).unwrap();
+    let file = dir.join("tokens");
+    std::fs::write(
+        &file,
+        format!(
+            "# name sha256(token)\nalice {}\nbob {}\n",
+            sha("alice-token"),
+            sha("bob-token")
+        ),
+    )
+    .unwrap();
+    Mode {
+        name: "tokens-file",
+        extra: vec!["--auth-tokens-file".into(), file.display().to_string()],
+        env: vec![],
+        alice: vec![bearer("alice-token")],
+        bob: Some(vec![bearer("bob-token")]),
+        strangers: vec![
+            vec![],
+            vec![bearer("carol-token")],
+            vec![bearer(&sha("alice-token"))],
+        ],
+    }
+}
+
+fn header_mode() -> Mode {
+    let user = |u: &str| ("X-Forwarded-User", u.to_string());
+    Mode {
+        name: "identity-header",
+        extra: vec!["--identity-header".into(), "X-Forwarded-User".into()],
+        env: vec![],
+        alice: vec![user("alice")],
+        bob: Some(vec![user("bob")]),
+        strangers: vec![vec![], vec![("X-Other-User", "alice".into())]],
+    }
+}
+
+fn single_token_mode() -> Mode {
+    Mode {
+        name: "single-token",
+        extra: vec![],
+        env: vec![("IAC_CODE_AGUI_AUTH_TOKEN", "shared-token".into())],
+        alice: vec![bearer("shared-token")],
+        bob: None,
+        strangers: vec![vec![], vec![bearer("other")]],
+    }
+}
+
+fn start(mode: &Mode, name: &str, extra: &[&str]) -> Procs {
+    let mut args: Vec<&str> = mode.extra.iter().map(String::as_str).collect();
+    args.extend_from_slice(extra);
+    let env: Vec<(&str, &str)> = mode.env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    start_with_env(name, &args, &env)
+}
+
+/// The workspace `start(_, name, _)` makes, for `--default-cwd` (`tempdir`'s naming).
+fn ws_of(name: &str) -> String {
+    let tmp = std::fs::canonicalize(std::env::temp_dir()).unwrap();
+    tmp.join(format!("iac-agui-{}-{name}", std::process::id()))
+        .join("ws")
+        .display()
+        .to_string()
+}
+
+fn headers<'a>(h: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    let mut v = vec![("Content-Type", "application/json")];
+    v.extend(h.iter().map(|(k, x)| (*k, x.as_str())));
+    v
+}
+
+fn post(addr: SocketAddr, path: &str, who: &[(&'static str, String)], body: &Value) -> Resp {
+    post_json(
+        addr,
+        path,
+        &headers(who),
+        &serde_json::to_vec(body).unwrap(),
+    )
+}
+
+fn run_body(p: &Procs, thread: &str, run: &str, text: &str) -> Value {
+    serde_json::from_slice(&p.body(thread, run, text)).unwrap()
+}
+
+fn resume_body(p: &Procs, thread: &str, run: &str, interrupt: &str) -> Value {
+    let mut b = run_body(p, thread, run, "x");
+    b["messages"] = json!([]);
+    b["resume"] = json!([{"interruptId": interrupt, "status": "resolved",
+        "payload": {"selectedId": "cn-hangzhou"}}]);
+    b
+}
+
+/// A finished run's events (the stream is checked).
+fn run(p: &Procs, who: &[(&'static str, String)], body: &Value) -> Vec<Value> {
+    let r = post(p.addr, "/", who, body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let (events, _) = sse_events(&r.body);
+    check_stream(&events).unwrap_or_else(|e| panic!("{e}\n{}", r.text()));
+    events
+}
+
+/// A run left streaming: its reader, once the session event arrived, and that event.
+fn open(p: &Procs, who: &[(&'static str, String)], body: &Value) -> (Reader, Value) {
+    let mut sock = TcpStream::connect(p.addr).unwrap();
+    sock.write_all(&request(
+        "POST",
+        "/",
+        &headers(who),
+        &serde_json::to_vec(body).unwrap(),
+    ))
+    .unwrap();
+    let mut r = Reader::new(sock);
+    let (status, _) = r.head().expect("a head");
+    assert_eq!(status, 200);
+    let mut raw = Vec::new();
+    loop {
+        raw.extend(r.chunk().expect("the stream goes on"));
+        if let Some(s) = sse_events(&raw)
+            .0
+            .into_iter()
+            .find(|e| e["name"] == "iac-code.session.v1")
+        {
+            return (r, s["value"].clone());
+        }
+    }
+}
+
+/// The rest of a stream's events.
+fn rest(mut r: Reader) -> Vec<Value> {
+    let mut raw = Vec::new();
+    while let Some(c) = r.chunk() {
+        if c.is_empty() {
+            break;
+        }
+        raw.extend(c);
+    }
+    sse_events(&raw).0
+}
+
+fn interrupt_id(events: &[Value]) -> String {
+    interrupts(events)[0]["id"].as_str().unwrap().to_string()
+}
+
+fn ids(thread: &str, run: &str, ros: &str) -> Value {
+    json!({"threadId": thread, "runId": run, "rosInvocationId": ros})
+}
+
+/// What a caller sees of a response: status, and the body when it is not a stream.
+fn seen(r: &Resp) -> (u16, String) {
+    let body = if r.header("content-type") == Some("text/event-stream") {
+        String::new()
+    } else {
+        r.text()
+    };
+    (r.status, body)
+}
+
+/// The owner's thread T (an interrupt pending) is, for anyone else, exactly a thread that
+/// does not exist: resume, subscribe and cancel answer byte for byte alike.
+fn others_see_nothing(mode: &Mode) {
+    let p = start(mode, &format!("callers-{}", mode.name), &[]);
+    let alice = &mode.alice;
+    let first = run_as(alice, &p, "T", "r1", "question");
+    let exec = session_event(&first)["executionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ctx = session_event(&first)["contextId"].clone();
+    let interrupt = interrupt_id(&first);
+
+    for stranger in &mode.strangers {
+        for (path, body) in [
+            ("/".to_string(), run_body(&p, "T", "r9", "hello")),
+            ("/".to_string(), resume_body(&p, "T", "r9", &interrupt)),
+            (format!("{CANCEL}/{exec}/cancel"), ids("T", "r1", "r")),
+            (format!("{CANCEL}/{exec}/subscribe"), ids("T", "r1", "r")),
+        ] {
+            let r = post(p.addr, &path, stranger, &body);
+            assert_eq!(
+                r.status,
+                401,
+                "{} {path} {stranger:?}: {}",
+                mode.name,
+                r.text()
+            );
+            assert_eq!(r.error_code(), "UNAUTHORIZED");
+        }
+    }
+
+    if let Some(bob) = &mode.bob {
+        // Each probe of alice's thread against the same probe of a thread nobody has.
+        let probes = |thread: &str, exec: &str| {
+            vec![
+                post(p.addr, "/", bob, &resume_body(&p, thread, "rb", &interrupt)),
+                post(
+                    p.addr,
+                    &format!("{CANCEL}/{exec}/cancel"),
+                    bob,
+                    &ids(thread, "r1", "r"),
+                ),
+                post(
+                    p.addr,
+                    &format!("{CANCEL}/{exec}/subscribe"),
+                    bob,
+                    &ids(thread, "r1", "r"),
+                ),
+                post(
+                    p.addr,
+                    &format!("{CANCEL}/{exec}/subscribe"),
+                    bob,
+                    &json!({"threadId": thread, "runId": "r1", "rosInvocationId": "r",
+                        "afterSequence": 0}),
+                ),
+            ]
+        };
+        let theirs = probes("T", &exec);
+        let nobodys = probes("nobody-has-this", "00000000-0000-4000-8000-000000000000");
+        for (a, b) in theirs.iter().zip(&nobodys) {
+            let (a, b) = (seen(a), seen(b));
+            assert_eq!(a, b, "{}: another principal learns something", mode.name);
+            assert_ne!(a.0, 200);
+        }
+        // Bob's own thread T: a new conversation in a context of its own, with alice's
+        // run id free to use.
+        let his = run_as(bob, &p, "T", "r1", "hello");
+        assert_eq!(last(&his)["type"], "RUN_FINISHED", "{his:?}");
+        let his_ctx = session_event(&his)["contextId"].clone();
+        assert_ne!(
+            his_ctx, ctx,
+            "two principals' thread T share a kernel context"
+        );
+        assert_ne!(session_event(&his)["executionId"].as_str(), Some(&*exec));
+    }
+
+    // Nothing of the above touched alice's thread: her interrupt is still hers to answer.
+    let answered = run(&p, alice, &resume_body(&p, "T", "r2", &interrupt));
+    assert_eq!(last(&answered)["type"], "RUN_FINISHED", "{answered:?}");
+    assert!(interrupts(&answered).is_empty(), "{answered:?}");
+    assert_eq!(
+        session_event(&answered)["executionId"].as_str(),
+        Some(&*exec)
+    );
+}
+
+/// THREAD_BUSY names the active run to its owner only; another principal's thread of the
+/// same id is not busy at all; the owner can still cancel.
+fn busy_names_ids_to_the_owner_only(mode: &Mode) {
+    let p = start(mode, &format!("callers-busy-{}", mode.name), &[]);
+    let alice = &mode.alice;
+    let (stream, session) = open(&p, alice, &run_body(&p, "B", "b1", "wait 10"));
+    let exec = session["executionId"].as_str().unwrap().to_string();
+    let again = post(p.addr, "/", alice, &run_body(&p, "B", "b2", "hello"));
+    assert_eq!(again.status, 409, "{}", again.text());
+    assert_eq!(again.error_code(), "THREAD_BUSY");
+    assert_eq!(again.json()["error"]["executionId"].as_str(), Some(&*exec));
+    assert_eq!(again.json()["error"]["runId"], "b1");
+    if let Some(bob) = &mode.bob {
+        let his = run_as(bob, &p, "B", "b1", "hello");
+        assert_eq!(last(&his)["type"], "RUN_FINISHED", "{his:?}");
+        let cancel = post(
+            p.addr,
+            &format!("{CANCEL}/{exec}/cancel"),
+            bob,
+            &ids("B", "b1", "r"),
+        );
+        assert_eq!(cancel.status, 404, "{}", cancel.text());
+    }
+    let cancel = post(
+        p.addr,
+        &format!("{CANCEL}/{exec}/cancel"),
+        alice,
+        &ids("B", "b1", "r"),
+    );
+    assert_eq!(cancel.status, 200, "{}", cancel.text());
+    let events = rest(stream);
+    assert_eq!(last(&events)["type"], "RUN_ERROR", "{events:?}");
+    assert_eq!(last(&events)["code"], "CANCELLED");
+}
+
+/// `run` with the caller first (reads better in the flows).
+fn run_as(
+    who: &[(&'static str, String)],
+    p: &Procs,
+    thread: &str,
+    id: &str,
+    text: &str,
+) -> Vec<Value> {
+    run(p, who, &run_body(p, thread, id, text))
+}
+
+#[test]
+fn another_principal_sees_nothing_of_a_thread_with_the_tokens_file() {
+    let dir = tempdir("callers-tokens");
+    let mode = tokens_file_mode(&dir);
+    others_see_nothing(&mode);
+    busy_names_ids_to_the_owner_only(&mode);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn another_principal_sees_nothing_of_a_thread_with_the_identity_header() {
+    others_see_nothing(&header_mode());
+    busy_names_ids_to_the_owner_only(&header_mode());
+}
+
+#[test]
+fn without_a_token_nothing_is_reached_with_the_single_token() {
+    others_see_nothing(&single_token_mode());
+    busy_names_ids_to_the_owner_only(&single_token_mode());
+}
+
+/// The second red-team's attack, where it could work (one shared token, `--default-cwd`):
+/// THREAD_BUSY gives the victim's executionId and runId; the supplied rosInvocationId was
+/// `agui-default-` + sha256(threadId)[:16]. With it the attacker replayed or cancelled the
+/// victim's run. Now the id is keyed with the server's secret: both fail as for a stranger.
+#[test]
+fn thread_busy_ids_and_a_derived_ros_id_neither_replay_nor_cancel_a_run() {
+    let mode = single_token_mode();
+    let p = start(
+        &mode,
+        "callers-redteam",
+        &["--default-cwd", &ws_of("callers-redteam")],
+    );
+    let who = &mode.alice;
+    let stock = |thread: &str, run: &str, text: &str| {
+        json!({"threadId": thread, "runId": run, "state": {}, "tools": [], "context": [],
+            "messages": [{"id": run, "role": "user", "content": text}], "forwardedProps": {}})
+    };
+    let (victim, session) = open(&p, who, &stock("victim", "v1", "wait 3"));
+    let busy = post(p.addr, "/", who, &stock("victim", "a1", "hello"));
+    assert_eq!(busy.error_code(), "THREAD_BUSY");
+    let exec = busy.json()["error"]["executionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let run_id = busy.json()["error"]["runId"].as_str().unwrap().to_string();
+    let derived = format!("agui-default-{}", &sha("victim")[..16]);
+    let replay = post(
+        p.addr,
+        &format!("{CANCEL}/{exec}/subscribe"),
+        who,
+        &json!({"threadId": "victim", "runId": run_id, "rosInvocationId": derived,
+            "afterSequence": -1}),
+    );
+    assert_ne!(replay.status, 200, "replayed: {}", replay.text());
+    let cancel = post(
+        p.addr,
+        &format!("{CANCEL}/{exec}/cancel"),
+        who,
+        &ids("victim", &run_id, &derived),
+    );
+    assert_eq!(cancel.status, 404, "{}", cancel.text());
+    let events = rest(victim);
+    assert_eq!(last(&events)["type"], "RUN_FINISHED", "{events:?}");
+    assert_ne!(
+        session["rosInvocationId"], derived,
+        "the supplied id is derivable"
+    );
+}
+
+/// A named principal's thread file sits under `principals/`, in a file 0.16.0 reads as its
+/// own (a state directory of the reference's shape); the shared principal's stay where they
+/// were; the server key is owner-only and survives a restart, so a thread's supplied
+/// rosInvocationId does too.
+#[test]
+fn principals_threads_live_apart_and_the_server_key_survives_a_restart() {
+    let dir = tempdir("callers-files-tokens");
+    let mode = tokens_file_mode(&dir);
+    let ws = ws_of("callers-files");
+    let mut p = start(&mode, "callers-files", &["--default-cwd", &ws]);
+    let stock = |thread: &str, run: &str, text: &str| {
+        json!({"threadId": thread, "runId": run, "state": {}, "tools": [], "context": [],
+            "messages": [{"id": run, "role": "user", "content": text}], "forwardedProps": {}})
+    };
+    let first = run(&p, &mode.alice, &stock("f", "f1", "question"));
+    let interrupt = interrupt_id(&first);
+    let state = p.dir.join("state");
+    let file = state.join("principals/alice/threads/f.json");
+    let doc: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(doc["threadId"], "f");
+    assert_eq!(doc["schemaVersion"], 1);
+    assert!(
+        doc.get("owner").is_none(),
+        "the file is the reference's shape"
+    );
+    assert!(!state.join("threads/f.json").exists());
+    let mode_of = |p: &std::path::Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    };
+    assert_eq!(mode_of(&state.join("server.key")), 0o600);
+    assert_eq!(mode_of(&state.join("principals/alice")), 0o700);
+    let key = std::fs::read(state.join("server.key")).unwrap();
+
+    // Restart on the same state: the key is the same, and the pending interrupt is answered
+    // with the same supplied rosInvocationId.
+    let _ = p.adapter.kill();
+    let _ = p.adapter.wait();
+    let mut args: Vec<&str> = mode.extra.iter().map(String::as_str).collect();
+    args.extend(["--default-cwd", &ws]);
+    let (adapter, addr) = common::procs::adapter(&p.dir, p.kernel_port, &args);
+    p.adapter = adapter;
+    p.addr = addr;
+    assert_eq!(std::fs::read(state.join("server.key")).unwrap(), key);
+    let mut resume = stock("f", "f2", "x");
+    resume["messages"] = json!([]);
+    resume["resume"] = json!([{"interruptId": interrupt, "status": "resolved",
+        "payload": {"selectedId": "cn-hangzhou"}}]);
+    let answered = run(&p, &mode.alice, &resume);
+    assert_eq!(last(&answered)["type"], "RUN_FINISHED", "{answered:?}");
+    assert_eq!(
+        session_event(&answered)["rosInvocationId"],
+        session_event(&first)["rosInvocationId"]
+    );
+    drop(p);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// An identity header that cannot name a caller is a 400 that names the header, in the
+/// request's language; with no header at all, 401.
+#[test]
+fn a_bad_identity_header_is_a_400_naming_it() {
+    let mode = header_mode();
+    let p = start(&mode, "callers-badheader", &[]);
+    for (value, lang) in [("al ice", "en"), ("a\tb", "de"), (&*"x".repeat(300), "ja")] {
+        let r = post(
+            p.addr,
+            "/",
+            &[
+                ("X-Forwarded-User", value.to_string()),
+                ("Accept-Language", lang.to_string()),
+            ],
+            &run_body(&p, "t", "r", "hello"),
+        );
+        assert_eq!(r.status, 400, "{value:?}: {}", r.text());
+        assert_eq!(r.error_code(), "INVALID_INPUT");
+        assert!(
+            r.error_message().contains("x-forwarded-user"),
+            "{}",
+            r.text()
+        );
+    }
+    let r = post(p.addr, "/", &[], &run_body(&p, "t", "r", "hello"));
+    assert_eq!(r.status, 401);
+}
+
+/// The tokens file is read again when it changes and on SIGHUP, which no longer drains the
+/// server; a broken file keeps the tokens in use.
+#[test]
+fn the_tokens_file_is_reread_on_change_and_on_sighup() {
+    let dir = tempdir("callers-reload-tokens");
+    let file = dir.join("tokens");
+    std::fs::write(&file, format!("alice {}\n", sha("alice-token"))).unwrap();
+    let arg = file.display().to_string();
+    let p = start_with_env("callers-reload", &["--auth-tokens-file", &arg], &[]);
+    let capabilities = |tok: &str| {
+        let mut s = TcpStream::connect(p.addr).unwrap();
+        s.write_all(&request(
+            "GET",
+            "/capabilities",
+            &[("Authorization", &format!("Bearer {tok}"))],
+            b"",
+        ))
+        .unwrap();
+        Reader::new(s).response(false).unwrap().status
+    };
+    assert_eq!(capabilities("alice-token"), 200);
+    assert_eq!(capabilities("bob-token"), 401);
+    std::fs::write(
+        &file,
+        format!("alice {}\nbob {}\n", sha("alice-token"), sha("bob-token")),
+    )
+    .unwrap();
+    assert!(
+        wait_until(std::time::Duration::from_secs(10), || capabilities(
+            "bob-token"
+        ) == 200),
+        "bob's new line was not picked up"
+    );
+    // A broken file is not taken: both tokens still work.
+    std::fs::write(&file, "bob not-a-hash\n").unwrap();
+    p.signal("HUP");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(capabilities("alice-token"), 200);
+    assert_eq!(capabilities("bob-token"), 200);
+    // SIGHUP re-reads (alice removed) and the server goes on serving.
+    std::fs::write(&file, format!("bob {}\n", sha("bob-token"))).unwrap();
+    p.signal("HUP");
+    assert!(wait_until(std::time::Duration::from_secs(10), || {
+        capabilities("alice-token") == 401
+    }));
+    assert_eq!(capabilities("bob-token"), 200);
+    let mut s = TcpStream::connect(p.addr).unwrap();
+    s.write_all(&request("GET", "/health", &[], b"")).unwrap();
+    let h = Reader::new(s).response(false).unwrap();
+    assert_eq!(h.status, 200, "SIGHUP drained the server: {}", h.text());
+    drop(p);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Identity settings that cannot be safe refuse to start, naming why.
+#[test]
+fn unsafe_identity_settings_refuse_to_start() {
+    let dir = tempdir("callers-refuse");
+    let tokens = dir.join("tokens");
+    std::fs::write(&tokens, "").unwrap();
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_iac-agui"))
+            .args(["--demo", "--port", "0", "--idle-shutdown", "1"])
+            .args(args)
+            .envs(env.iter().copied())
+            .env("IAC_CODE_AGUI_STATE_DIR", dir.join("state"))
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let t = tokens.display().to_string();
+    let (ok, err) = run(
+        &["--auth-tokens-file", &t, "--identity-header", "X-User"],
+        &[],
+    );
+    assert!(!ok && err.contains("cannot be combined"), "{err}");
+    let (ok, err) = run(
+        &["--auth-tokens-file", &t],
+        &[("IAC_CODE_AGUI_AUTH_TOKEN", "x")],
+    );
+    assert!(!ok && err.contains("cannot be combined"), "{err}");
+    let (ok, err) = run(&["--identity-header", "Authorization"], &[]);
+    assert!(!ok && err.contains("--identity-header"), "{err}");
+    let (ok, err) = run(&["--host", "0.0.0.0", "--identity-header", "X-User"], &[]);
+    assert!(!ok && err.contains("--trust-identity-header"), "{err}");
+    let (ok, err) = run(
+        &["--host", "0.0.0.0", "--identity-header", "X-User"],
+        &[("IAC_CODE_AGUI_AUTH_TOKEN", "proxy")],
+    );
+    assert!(ok, "the shared token proves the proxy: {err}");
+    let missing = dir.join("nope").display().to_string();
+    let (ok, err) = run(&["--auth-tokens-file", &missing], &[]);
+    assert!(!ok && err.contains("cannot read"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
