@@ -571,6 +571,9 @@ fn serve_with(
         log::info!("state directory {}", store.root().display());
     }
     let server_key = store.server_key().map_err(StartError::State)?;
+    let (threads, history_bytes) = store.history_census();
+    crate::metrics::M.threads.set(threads);
+    crate::metrics::M.history_bytes.set(history_bytes);
     let shared = Arc::new(
         Shared::new(
             Registry::new(store),

@@ -48,6 +48,11 @@ pub enum Code {
     /// Upstream's subscribe route: `threadId`, `runId` or `rosInvocationId` are not those of
     /// the execution.
     ExecutionIdentityMismatch,
+    /// New in iac-agui: the caller has no thread of this id (the thread routes).
+    ThreadNotFound,
+    /// New in iac-agui: the thread's stored conversation file is damaged, foreign or newer
+    /// than this build reads (that thread only).
+    HistoryUnreadable,
 }
 
 impl Code {
@@ -84,6 +89,8 @@ impl Code {
             Code::ThreadIdMismatch => "THREAD_ID_MISMATCH",
             Code::ServerShuttingDown => "SERVER_SHUTTING_DOWN",
             Code::ExecutionIdentityMismatch => "EXECUTION_IDENTITY_MISMATCH",
+            Code::ThreadNotFound => "THREAD_NOT_FOUND",
+            Code::HistoryUnreadable => "HISTORY_UNREADABLE",
         }
     }
 
@@ -99,8 +106,8 @@ impl Code {
             | Code::ServerBusy
             | Code::A2aUnavailable
             | Code::ServerShuttingDown => 503,
-            Code::ExecutionNotFound => 404,
-            Code::InternalError => 500,
+            Code::ExecutionNotFound | Code::ThreadNotFound => 404,
+            Code::InternalError | Code::HistoryUnreadable => 500,
             _ => 409,
         }
     }

@@ -12,6 +12,7 @@ pub mod clock;
 pub mod config;
 pub(crate) mod console;
 pub mod errors;
+pub mod history;
 pub mod i18n;
 pub(crate) mod ids;
 pub mod json;

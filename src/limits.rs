@@ -186,3 +186,18 @@ pub(crate) const SUBSCRIBER_SHUTDOWN_TAIL: Duration = Duration::from_secs(3);
 pub(crate) const DISCONNECT_GRACE: Duration = Duration::ZERO;
 /// `--demo`'s default grace, so the console's reload re-attaches to the run.
 pub(crate) const DEMO_DISCONNECT_GRACE: Duration = Duration::from_secs(30);
+
+/// A thread's stored conversation: at most this many messages (`--history-max-messages`)…
+pub(crate) const HISTORY_MAX_MESSAGES: usize = 2_000;
+/// …and this many bytes of JSON (`--history-max-bytes`); the oldest go first.
+pub(crate) const HISTORY_MAX_BYTES: usize = 4 * 1024 * 1024;
+/// Characters of the first user message a listing shows as the thread's title.
+pub(crate) const HISTORY_TITLE_CHARS: usize = 80;
+/// The largest conversation file read (the bytes bound plus room for its frame).
+pub(crate) const MAX_HISTORY_FILE: u64 = 64 * 1024 * 1024;
+/// Threads one listing reads at most (older ones are not listed).
+pub(crate) const MAX_LISTED_THREADS: usize = 10_000;
+/// Items of a thread listing or conversation page when `limit` is not given…
+pub(crate) const DEFAULT_PAGE: usize = 50;
+/// …and at most.
+pub(crate) const MAX_PAGE: usize = 200;

@@ -109,6 +109,10 @@ pub struct Metrics {
     pub subscribers: Gauge,
     pub kernel_up: Gauge,
     pub kernel_restarts: Counter,
+    /// Threads with a stored conversation, and the bytes of those files.
+    pub threads: Gauge,
+    pub history_bytes: Gauge,
+    pub history_write_failures: Counter,
 }
 
 pub static M: Metrics = Metrics {
@@ -128,6 +132,9 @@ pub static M: Metrics = Metrics {
     subscribers: Gauge::new(0),
     kernel_up: Gauge::new(1),
     kernel_restarts: Counter::new(),
+    threads: Gauge::new(0),
+    history_bytes: Gauge::new(0),
+    history_write_failures: Counter::new(),
 };
 
 fn head(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -190,6 +197,27 @@ pub fn render() -> String {
         "gauge",
         "Runs being driven now (detached ones included).",
         m.runs_active.get(),
+    );
+    scalar(
+        &mut o,
+        "iac_agui_threads",
+        "gauge",
+        "Threads with a stored conversation (every caller's).",
+        m.threads.get(),
+    );
+    scalar(
+        &mut o,
+        "iac_agui_history_bytes",
+        "gauge",
+        "Bytes of the stored conversations.",
+        m.history_bytes.get(),
+    );
+    scalar(
+        &mut o,
+        "iac_agui_history_write_failures_total",
+        "counter",
+        "Conversation writes that failed (the run then ended with STATE_PERSISTENCE_FAILED).",
+        c(m.history_write_failures.get()),
     );
     labeled(
         &mut o,

@@ -17,6 +17,23 @@ pub enum Work {
     Run,
     Cancel { execution_id: String },
     Subscribe { execution_id: String },
+    /// `GET /threads?limit=N&cursor=C` (the raw query).
+    ListThreads { query: String },
+    /// `GET /threads/{threadId}/messages?limit=N&before=C`.
+    ThreadMessages { thread_id: String, query: String },
+    /// `DELETE /threads/{threadId}`.
+    DeleteThread { thread_id: String },
+}
+
+impl Work {
+    /// The one method the route takes.
+    fn method(&self) -> &'static str {
+        match self {
+            Work::Run | Work::Cancel { .. } | Work::Subscribe { .. } => "POST",
+            Work::ListThreads { .. } | Work::ThreadMessages { .. } => "GET",
+            Work::DeleteThread { .. } => "DELETE",
+        }
+    }
 }
 
 /// A body route with the principal it acts for (decided from the head, on the loop).
@@ -43,7 +60,7 @@ impl Route {
     fn allow(&self) -> &'static str {
         match self {
             Route::Health | Route::Metrics | Route::Capabilities => "HEAD, GET",
-            Route::Work(_) => "POST",
+            Route::Work(w) => w.method(),
         }
     }
 
@@ -52,9 +69,41 @@ impl Route {
             Route::Health | Route::Metrics | Route::Capabilities => {
                 method == "GET" || method == "HEAD"
             }
-            Route::Work(_) => method == "POST",
+            Route::Work(w) => method == w.method(),
         }
     }
+}
+
+/// The thread routes, from the raw path (a thread id may hold `/` once decoded, so each
+/// segment is decoded on its own). The query is read later, on the worker.
+fn match_thread_route(raw: &str, query: &str) -> Option<Route> {
+    let rest = raw.strip_prefix("/threads")?;
+    let work = match rest.strip_prefix('/') {
+        None if rest.is_empty() => Work::ListThreads {
+            query: query.into(),
+        },
+        None => return None,
+        Some(rest) => {
+            let (seg, messages) = match rest.split_once('/') {
+                Some((seg, "messages")) => (seg, true),
+                Some(_) => return None,
+                None => (rest, false),
+            };
+            let thread_id = http::percent_decode(seg);
+            if thread_id.is_empty() {
+                return None;
+            }
+            if messages {
+                Work::ThreadMessages {
+                    thread_id,
+                    query: query.into(),
+                }
+            } else {
+                Work::DeleteThread { thread_id }
+            }
+        }
+    };
+    Some(Route::Work(work))
 }
 
 /// Match a percent-decoded path against the route table.
@@ -255,7 +304,9 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
             _ => Response::text(405, "Method Not Allowed").with_header("allow", "HEAD, GET".into()),
         });
     }
-    let Some(route) = match_route(&path) else {
+    let route = match_thread_route(head.raw_path(), head.query().unwrap_or(""))
+        .or_else(|| match_route(&path));
+    let Some(route) = route else {
         return HeadDecision::Respond(not_found_or_redirect(head, &path));
     };
     if !route.accepts(&head.method) {
@@ -297,6 +348,14 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
         Ok(c) => c,
         Err(r) => return refused(r),
     };
+    if work.method() != "POST" {
+        // No body: one that is sent anyway is too large.
+        return HeadDecision::ReadBody {
+            limit: 0,
+            too_large: ApiError::new(Code::RequestTooLarge, Msg::RunBodyTooLarge).response(lang),
+            route: Routed { work, caller },
+        };
+    }
     if !is_json(head.header("content-type")) {
         return HeadDecision::Respond(
             ApiError::new(Code::UnsupportedMediaType, Msg::UnsupportedMediaType).response(lang),
@@ -306,7 +365,7 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
     let (limit, msg) = match &work {
         Work::Run => (cfg.max_run_body, Msg::RunBodyTooLarge),
         Work::Subscribe { .. } => (cfg.max_cancel_body, Msg::SubscribeBodyTooLarge),
-        Work::Cancel { .. } => (cfg.max_cancel_body, Msg::CancelBodyTooLarge),
+        _ => (cfg.max_cancel_body, Msg::CancelBodyTooLarge),
     };
     HeadDecision::ReadBody {
         limit,

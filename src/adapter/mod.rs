@@ -8,6 +8,7 @@ pub(crate) mod cancel;
 mod driver;
 mod ending;
 pub mod env;
+mod history_routes;
 mod identity;
 pub mod interrupts;
 pub mod projection;
@@ -82,6 +83,10 @@ impl Backend for AguiBackend {
 
     fn subscribe(&self, req: SubscribeRequest, stream: &mut RunStream<'_>) {
         subscribe::subscribe(&self.shared, req, stream)
+    }
+
+    fn threads(&self, req: crate::app::ThreadsRequest) -> Response {
+        history_routes::threads(&self.shared, req)
     }
 
     fn stop_all(&self) {
@@ -240,6 +245,13 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
     if kind != admission::RunKind::Guidance {
         lock(&sh.runs).insert(execution_id, control.clone());
     }
+    // The request restates the conversation (AG-UI 1.0: `messages` is the whole history);
+    // only what the thread does not hold yet is kept for its end.
+    let stored = sh.registry.history(&key).unwrap_or_else(|e| {
+        log::warn!("thread {}: {e}", inp.thread_id);
+        None
+    });
+    let (new_messages, snapshot) = conversation(sh, stored, &inp.messages);
     let args = RunArgs {
         kind,
         slot,
@@ -251,12 +263,51 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
         user,
         resume: inp.resume.unwrap_or_default(),
         control,
+        new_messages,
+        snapshot,
     };
     Ok(Box::new(Admitted {
         args,
         tap,
         session: sh.kernel.session(),
     }))
+}
+
+/// The request's messages the stored conversation lacks, and in AG-UI 1.0 mode the whole
+/// conversation to restate when the request holds less than the server keeps. 1.0 spec,
+/// `RunAgentInput.messages`: "the complete history"; `MESSAGES_SNAPSHOT`: "a complete
+/// snapshot of the conversation", which a client adopts in place of its own copy.
+fn conversation(
+    sh: &Shared,
+    stored: Option<crate::history::Transcript>,
+    request: &[serde_json::Value],
+) -> (Vec<serde_json::Value>, Option<Vec<serde_json::Value>>) {
+    let sent: std::collections::HashSet<&str> =
+        request.iter().filter_map(|m| m["id"].as_str()).collect();
+    let known: std::collections::HashSet<&str> =
+        stored.iter().flat_map(|t| t.ids()).collect();
+    // Clients do not send activity messages back (`HttpAgent` drops them from its input).
+    let restated: Vec<&str> = stored
+        .iter()
+        .flat_map(|t| t.messages.iter())
+        .filter(|m| m["role"] != "activity" && m["id"] != crate::history::TRIMMED_ID)
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    let new: Vec<serde_json::Value> = request
+        .iter()
+        .filter(|m| m["id"].as_str().is_none_or(|id| !known.contains(id)))
+        .cloned()
+        .collect();
+    let short = sh.protocol == crate::config::AguiProtocol::V1_0
+        && restated.iter().any(|id| !sent.contains(id));
+    let snapshot = match stored {
+        Some(mut t) if short => {
+            t.add_input(&new);
+            Some(t.messages)
+        }
+        _ => None,
+    };
+    (new, snapshot)
 }
 
 /// `admit` on a call thread (a frame of its own: the hand-over's channel is not kept under

@@ -46,6 +46,8 @@ pub struct Shared {
     /// Keys the `rosInvocationId` the server supplies with `default_cwd`
     /// (`ThreadKey::default_ros`); random per process unless the state directory's is given.
     pub(crate) server_key: Vec<u8>,
+    /// The bounds of each thread's stored conversation.
+    pub(crate) history_bounds: crate::history::Bounds,
 }
 
 impl Shared {
@@ -90,6 +92,7 @@ impl Shared {
                 let _ = crate::ids::fill(&mut k);
                 k
             },
+            history_bounds: Default::default(),
             runs: Mutex::new(HashMap::new()),
             wind_down_bound: crate::limits::WIND_DOWN_BOUND,
             cancel_answer_bound: crate::limits::CANCEL_ANSWER_BOUND,
@@ -109,6 +112,12 @@ impl Shared {
     /// Requests without `forwardedProps.iacCode` run in `cwd` (`--default-cwd`).
     pub fn with_default_cwd(mut self, cwd: Option<String>) -> Shared {
         self.default_cwd = cwd;
+        self
+    }
+
+    /// Bound each thread's stored conversation (`--history-max-messages`/`-bytes`).
+    pub fn with_history_bounds(mut self, b: crate::history::Bounds) -> Shared {
+        self.history_bounds = b;
         self
     }
 

@@ -8,7 +8,8 @@ use std::time::Instant;
 
 pub(crate) use super::admission::Thread;
 use crate::clock::{Clock, SystemClock};
-use crate::principal::ThreadKey;
+use crate::history::{Bounds, Ops, Transcript};
+use crate::principal::{Caller, ThreadKey};
 use crate::store::document::ThreadDoc;
 use crate::store::files::{FileStore, StoreError};
 
@@ -17,11 +18,43 @@ pub trait ThreadStore: Send + Sync {
     fn load(&self, key: &ThreadKey) -> Result<Option<ThreadDoc>, StoreError>;
     /// Save under the document's owner and thread id.
     fn save(&self, doc: &ThreadDoc) -> Result<(), StoreError>;
+    /// The thread's conversation (a store without them has none).
+    fn load_history(&self, _key: &ThreadKey) -> Result<Option<Transcript>, StoreError> {
+        Ok(None)
+    }
+    fn save_history(&self, _key: &ThreadKey, _t: &Transcript) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// Remove the thread's state and conversation.
+    fn delete(&self, _key: &ThreadKey) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// Every conversation of `caller`, with its size in bytes.
+    fn histories(&self, _caller: &Caller) -> Vec<(Transcript, usize)> {
+        Vec::new()
+    }
+    /// Move a damaged conversation file out of the way (kept for the operator).
+    fn set_history_aside(&self, _key: &ThreadKey) {}
 }
 
 impl ThreadStore for FileStore {
     fn load(&self, key: &ThreadKey) -> Result<Option<ThreadDoc>, StoreError> {
         FileStore::load(self, key)
+    }
+    fn load_history(&self, key: &ThreadKey) -> Result<Option<Transcript>, StoreError> {
+        FileStore::load_history(self, key)
+    }
+    fn save_history(&self, key: &ThreadKey, t: &Transcript) -> Result<(), StoreError> {
+        FileStore::save_history(self, key, t)
+    }
+    fn delete(&self, key: &ThreadKey) -> Result<(), StoreError> {
+        FileStore::delete(self, key)
+    }
+    fn histories(&self, caller: &Caller) -> Vec<(Transcript, usize)> {
+        FileStore::histories(self, caller)
+    }
+    fn set_history_aside(&self, key: &ThreadKey) {
+        FileStore::set_history_aside(self, key)
     }
     fn save(&self, doc: &ThreadDoc) -> Result<(), StoreError> {
         FileStore::save(self, doc)
@@ -197,6 +230,86 @@ impl Registry {
     /// theirs before saying anything about it.
     pub(crate) fn live_thread(&self, execution_id: &str) -> Option<ThreadKey> {
         lock(&self.live).get(execution_id).cloned()
+    }
+
+    /// Record a run's part of the conversation: the request's new messages, then what its
+    /// events did, bounded; under the thread's lock, so two writers of one thread (a run
+    /// and its guidance) do not lose each other's messages.
+    pub(crate) fn record_history(
+        &self,
+        slot: &Slot,
+        key: &ThreadKey,
+        now_ms: u64,
+        input: &[serde_json::Value],
+        ops: &Ops,
+        bounds: Bounds,
+    ) -> Result<(), StoreError> {
+        if input.is_empty() && ops.is_empty() {
+            return Ok(());
+        }
+        let _held = lock(slot);
+        let store = self.store.clone();
+        let key = key.clone();
+        // Borrowed into the call thread's closure: `run` returns before they go.
+        let (input, ops) = (input.to_vec(), ops.clone());
+        self.calls.run(move || {
+            let stored = match store.load_history(&key) {
+                Ok(t) => t,
+                // Contained: the damaged file is kept aside for the operator and the thread
+                // goes on with a conversation that starts here.
+                Err(StoreError::Invalid(why)) => {
+                    log::error!("thread {}: {why}; set aside, a new one starts", key.id);
+                    store.set_history_aside(&key);
+                    None
+                }
+                Err(e) => return Err(e),
+            };
+            let mut t = stored.unwrap_or_else(|| Transcript::new(&key.id, now_ms));
+            t.add_input(&input);
+            t.apply(&ops);
+            t.bound(bounds);
+            t.updated_at = now_ms;
+            store.save_history(&key, &t)
+        })
+    }
+
+    /// The thread's stored conversation.
+    pub(crate) fn history(&self, key: &ThreadKey) -> Result<Option<Transcript>, StoreError> {
+        let store = self.store.clone();
+        let key = key.clone();
+        self.calls.run(move || store.load_history(&key))
+    }
+
+    /// Every conversation of `caller`.
+    pub(crate) fn histories(&self, caller: &Caller) -> Vec<(Transcript, usize)> {
+        let store = self.store.clone();
+        let caller = caller.clone();
+        self.calls.run(move || store.histories(&caller))
+    }
+
+    /// Delete a thread that has no active run: files first, then the cached state (a
+    /// holder of the slot sees the thread gone). `Ok(false)`: it has an active run.
+    pub(crate) fn delete(&self, slot: &Slot, key: &ThreadKey) -> Result<bool, StoreError> {
+        let mut g = lock(slot);
+        if g.as_ref().is_some_and(|t| t.active_run.is_some()) {
+            return Ok(false);
+        }
+        let store = self.store.clone();
+        let k = key.clone();
+        self.calls.run(move || store.delete(&k))?;
+        if let Some(t) = g.take() {
+            self.live_remove(&t.doc.execution.execution_id);
+        }
+        drop(g);
+        self.forget_if_absent(key);
+        Ok(true)
+    }
+
+    /// Delete the files of a thread whose state cannot be loaded (nothing of it is cached).
+    pub(crate) fn delete_files(&self, key: &ThreadKey) -> Result<(), StoreError> {
+        let store = self.store.clone();
+        let k = key.clone();
+        self.calls.run(move || store.delete(&k))
     }
 
     pub(crate) fn touch(&self) {

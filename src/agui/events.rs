@@ -108,6 +108,11 @@ pub(crate) enum Event {
         name: &'static str,
         value: Value,
     },
+    /// AG-UI 1.0 only: the whole conversation, when the request restated less of it than
+    /// the server keeps (a fresh tab, another device).
+    MessagesSnapshot {
+        messages: Vec<Value>,
+    },
 }
 
 impl Event {
@@ -153,6 +158,7 @@ impl Event {
             Event::StepFinished { .. } => "STEP_FINISHED",
             Event::ActivitySnapshot { .. } => "ACTIVITY_SNAPSHOT",
             Event::Custom { .. } => "CUSTOM",
+            Event::MessagesSnapshot { .. } => "MESSAGES_SNAPSHOT",
         }
     }
 }
@@ -373,6 +379,10 @@ impl Stamped {
             Event::Custom { name, value } => {
                 w.s("name", name);
                 w.v("value", value);
+            }
+            Event::MessagesSnapshot { messages } => {
+                w.key("messages");
+                let _ = serde_json::to_writer(&mut *w.out, messages);
             }
         }
         out.push(b'}');

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 pub use requests::{
-    BodyError, CancelRequest, RunBodyError, RunRequest, SubscribeRequest, parse_json,
+    BodyError, CancelRequest, RunBodyError, RunRequest, SubscribeRequest, ThreadsQuery,
+    ThreadsRequest, parse_json,
 };
 pub use stream::{RunStream, StreamTap};
 
@@ -34,6 +35,11 @@ pub trait Backend: Send + Sync + 'static {
     /// Re-attach to a run (a backend without runs to watch answers 404).
     fn subscribe(&self, _req: SubscribeRequest, stream: &mut RunStream<'_>) {
         stream.reject(Response::text(404, "Not Found"));
+    }
+    /// The thread routes: listing, a conversation, deletion (a backend without threads
+    /// answers 404).
+    fn threads(&self, _req: ThreadsRequest) -> Response {
+        Response::text(404, "Not Found")
     }
     /// A drain's grace is over: end every running run (`SERVER_SHUTTING_DOWN`).
     fn stop_all(&self) {}
@@ -239,6 +245,10 @@ impl Job {
                 caller,
                 routed,
             ),
+            work => {
+                self.threads(work, caller, routed);
+                Vec::new()
+            }
         };
         let (status, bytes) = self.outbox.sent();
         let took = self.clock.now().saturating_duration_since(started);
@@ -356,6 +366,21 @@ impl Job {
             Ok(r) => self.respond(r, &routed),
             Err(_) => {
                 log::error!("cancel worker panicked");
+                let r = ApiError::new(Code::InternalError, Msg::InternalError).response(self.lang);
+                self.respond(r, &routed)
+            }
+        }
+    }
+
+    fn threads(&self, work: &Work, caller: Caller, routed: Option<String>) {
+        let req = match ThreadsRequest::parse(work, self.lang) {
+            Ok(r) => ThreadsRequest { caller, ..r },
+            Err(e) => return self.respond(ApiError::invalid_field(&e, self.lang), &routed),
+        };
+        match catch_unwind(AssertUnwindSafe(|| self.backend.threads(req))) {
+            Ok(r) => self.respond(r, &routed),
+            Err(_) => {
+                log::error!("thread route worker panicked");
                 let r = ApiError::new(Code::InternalError, Msg::InternalError).response(self.lang);
                 self.respond(r, &routed)
             }

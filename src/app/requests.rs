@@ -139,6 +139,97 @@ impl SubscribeRequest {
     }
 }
 
+/// What a thread route asks (the body-less routes: their input is the path and query).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ThreadsQuery {
+    /// `GET /threads?limit=N&cursor=C`.
+    List {
+        limit: usize,
+        cursor: Option<String>,
+    },
+    /// `GET /threads/{threadId}/messages?limit=N&before=C`.
+    Messages {
+        thread_id: String,
+        limit: usize,
+        before: Option<String>,
+    },
+    /// `DELETE /threads/{threadId}`.
+    Delete { thread_id: String },
+}
+
+/// A thread route's request, for its caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadsRequest {
+    pub what: ThreadsQuery,
+    pub caller: Caller,
+    pub(crate) lang: Lang,
+}
+
+/// The query's `key=value` pairs, percent-decoded; a key given twice is refused. Keys this
+/// route does not read are ignored (caches and browsers add their own).
+fn query_pairs(query: &str) -> Result<Vec<(String, String)>, FieldError> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let (k, v) = (
+            crate::server::http::percent_decode(k),
+            crate::server::http::percent_decode(v),
+        );
+        if out.iter().any(|(x, _)| *x == k) {
+            return Err(FieldError::new(&k, Problem::Duplicate));
+        }
+        out.push((k, v));
+    }
+    Ok(out)
+}
+
+impl ThreadsRequest {
+    /// The query of a thread route: `limit` 1..=`limits::MAX_PAGE` (default
+    /// `limits::DEFAULT_PAGE`); the cursor is opaque here (the backend reads it).
+    pub fn parse(work: &crate::routes::Work, lang: Lang) -> Result<ThreadsRequest, FieldError> {
+        use crate::routes::Work;
+        let page = |pairs: &[(String, String)], key: &'static str| {
+            let get = |k: &str| pairs.iter().find(|(x, _)| x == k).map(|(_, v)| v.clone());
+            let limit = match get("limit") {
+                None => limits::DEFAULT_PAGE,
+                Some(v) => v
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| (1..=limits::MAX_PAGE).contains(n))
+                    .ok_or_else(|| FieldError::new("limit", Problem::Value))?,
+            };
+            let cursor = get(key);
+            if cursor.as_deref().is_some_and(str::is_empty) {
+                return Err(FieldError::new(key, Problem::Value));
+            }
+            Ok((limit, cursor))
+        };
+        let what = match work {
+            Work::ListThreads { query } => {
+                let (limit, cursor) = page(&query_pairs(query)?, "cursor")?;
+                ThreadsQuery::List { limit, cursor }
+            }
+            Work::ThreadMessages { thread_id, query } => {
+                let (limit, before) = page(&query_pairs(query)?, "before")?;
+                ThreadsQuery::Messages {
+                    thread_id: thread_id.clone(),
+                    limit,
+                    before,
+                }
+            }
+            Work::DeleteThread { thread_id } => ThreadsQuery::Delete {
+                thread_id: thread_id.clone(),
+            },
+            _ => return Err(FieldError::new("", Problem::Value)),
+        };
+        Ok(ThreadsRequest {
+            what,
+            caller: Caller::Shared,
+            lang,
+        })
+    }
+}
+
 /// Why a subscribe or cancel body is refused: not JSON (400 `INVALID_JSON`), or a field
 /// (400 `INVALID_INPUT`, the message names it).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,6 +11,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::document::{ThreadDoc, stem};
+use crate::history::Transcript;
 use crate::limits;
 use crate::principal::{Caller, ThreadKey};
 
@@ -33,6 +34,7 @@ pub enum Refusal {
     /// A document without a thread id cannot be named.
     NoThreadId,
     Document(super::document::DocError),
+    History(crate::history::HistoryError),
 }
 
 impl std::fmt::Display for Refusal {
@@ -43,6 +45,7 @@ impl std::fmt::Display for Refusal {
             Refusal::TooLarge => f.write_str("the thread file is too large"),
             Refusal::NoThreadId => f.write_str("empty thread id"),
             Refusal::Document(e) => write!(f, "{e}"),
+            Refusal::History(e) => write!(f, "{e}"),
         }
     }
 }
@@ -74,6 +77,35 @@ impl From<io::Error> for StoreError {
     fn from(e: io::Error) -> Self {
         StoreError::Io(e)
     }
+}
+
+/// A thread's conversation file: `<stem>` + this, beside `<stem>.json`.
+const HISTORY_SUFFIX: &str = "~history.json";
+
+/// A regular file's bytes (never through a symlink, at most `max`); `None` when absent.
+fn read_regular(path: &Path, max: u64) -> Result<Option<Vec<u8>>, StoreError> {
+    let mut f = match OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+            return Err(StoreError::Invalid(Refusal::Symlink));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let m = f.metadata()?;
+    if !m.is_file() {
+        return Err(StoreError::Invalid(Refusal::NotRegular));
+    }
+    if m.len() > max {
+        return Err(StoreError::Invalid(Refusal::TooLarge));
+    }
+    let mut bytes = Vec::with_capacity(m.len() as usize);
+    Read::by_ref(&mut f).take(max + 1).read_to_end(&mut bytes)?;
+    Ok(Some(bytes))
 }
 
 /// Where named principals' threads live, under the state directory.
@@ -253,6 +285,132 @@ impl FileStore {
             .and_then(|()| File::open(&self.root)?.sync_all())
             .map_err(fail)?;
         Ok(key.to_vec())
+    }
+
+    /// The file of a thread's conversation, beside its state file.
+    pub(crate) fn history_path(&self, key: &ThreadKey) -> PathBuf {
+        self.threads_dir(&key.caller)
+            .join(format!("{}{HISTORY_SUFFIX}", stem(&key.id)))
+    }
+
+    /// A thread's conversation; `Ok(None)` when it has none. A damaged, foreign or newer
+    /// file is an error for this thread only.
+    pub fn load_history(&self, key: &ThreadKey) -> Result<Option<Transcript>, StoreError> {
+        let Some(bytes) = read_regular(&self.history_path(key), limits::MAX_HISTORY_FILE)? else {
+            return Ok(None);
+        };
+        Transcript::from_bytes(&bytes, &key.id)
+            .map(Some)
+            .map_err(|e| StoreError::Invalid(Refusal::History(e)))
+    }
+
+    /// Atomically replace a thread's conversation. The directory is not synced here: the
+    /// state save that follows it in the same directory does (one fsync more per run end,
+    /// the file's own).
+    pub fn save_history(&self, key: &ThreadKey, t: &Transcript) -> Result<(), StoreError> {
+        self.ensure_writer()?;
+        let dir = self.threads_dir(&key.caller);
+        if key.caller != Caller::Shared {
+            self.ensure_principal_dir(&dir)?;
+        }
+        let target = self.history_path(key);
+        let tmp = Self::temp_in(&dir, "history")?;
+        let before = fs::symlink_metadata(&target).ok().map(|m| m.len() as i64);
+        let bytes = t.to_bytes();
+        let result = write_new(&tmp, &bytes).and_then(|()| fs::rename(&tmp, &target));
+        if result.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        result.map_err(StoreError::Io)?;
+        let m = &crate::metrics::M;
+        m.history_bytes.add(bytes.len() as i64 - before.unwrap_or(0));
+        if before.is_none() {
+            m.threads.add(1);
+        }
+        Ok(())
+    }
+
+    /// Rename a refused conversation file to `<stem>~history.json.damaged-<random>`: no
+    /// longer read, not lost.
+    pub fn set_history_aside(&self, key: &ThreadKey) {
+        let from = self.history_path(key);
+        let mut rnd = [0u8; 4];
+        let _ = crate::ids::fill(&mut rnd);
+        let mut to = from.clone().into_os_string();
+        to.push(format!(".damaged-{}", crate::ids::hex(&rnd)));
+        if let Ok(m) = fs::symlink_metadata(&from)
+            && fs::rename(&from, &to).is_ok()
+        {
+            crate::metrics::M.history_bytes.add(-(m.len() as i64));
+            crate::metrics::M.threads.add(-1);
+        }
+    }
+
+    /// Count the stored conversations and their bytes (start-up, for `/metrics`).
+    pub fn history_census(&self) -> (i64, i64) {
+        let mut dirs = vec![self.threads.clone()];
+        if let Ok(principals) = fs::read_dir(self.root.join(PRINCIPALS)) {
+            dirs.extend(principals.flatten().map(|e| e.path().join("threads")));
+        }
+        let (mut n, mut bytes) = (0, 0);
+        for d in dirs {
+            for e in fs::read_dir(&d).into_iter().flatten().flatten() {
+                if e.file_name().to_string_lossy().ends_with(HISTORY_SUFFIX)
+                    && let Ok(m) = e.metadata()
+                {
+                    n += 1;
+                    bytes += m.len() as i64;
+                }
+            }
+        }
+        (n, bytes)
+    }
+
+    /// Remove a thread's state file and conversation (what is gone stays gone after a crash:
+    /// the directory is synced).
+    pub fn delete(&self, key: &ThreadKey) -> Result<(), StoreError> {
+        self.ensure_writer()?;
+        let history = self.history_path(key);
+        if let Ok(m) = fs::symlink_metadata(&history) {
+            fs::remove_file(&history)?;
+            crate::metrics::M.history_bytes.add(-(m.len() as i64));
+            crate::metrics::M.threads.add(-1);
+        }
+        match fs::remove_file(self.path_for(key)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e.into()),
+            _ => {}
+        }
+        File::open(self.threads_dir(&key.caller))?.sync_all()?;
+        Ok(())
+    }
+
+    /// The conversations a principal has, each read whole (a damaged one is skipped with a
+    /// log line: it is its thread's problem, not the listing's).
+    pub fn histories(&self, caller: &Caller) -> Vec<(Transcript, usize)> {
+        let Ok(dir) = fs::read_dir(self.threads_dir(caller)) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for e in dir.flatten().take(limits::MAX_LISTED_THREADS) {
+            let name = e.file_name();
+            let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(HISTORY_SUFFIX)) else {
+                continue;
+            };
+            let read = read_regular(&e.path(), limits::MAX_HISTORY_FILE);
+            let Ok(Some(bytes)) = read else {
+                continue;
+            };
+            // The thread id is in the file; its stem must be the one it names.
+            let id = serde_json::from_slice::<serde_json::Value>(&bytes)
+                .ok()
+                .and_then(|v| v["threadId"].as_str().map(str::to_string))
+                .filter(|id| super::document::stem(id) == stem);
+            match id.map(|id| Transcript::from_bytes(&bytes, &id)) {
+                Some(Ok(t)) => out.push((t, bytes.len())),
+                _ => log::warn!("history file {} refused", e.path().display()),
+            }
+        }
+        out
     }
 
     /// Load a thread; `Ok(None)` when it has no file.

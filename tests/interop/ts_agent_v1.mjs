@@ -45,6 +45,19 @@ async function run(flow, agent, params) {
 }
 
 let lastSession = null;
+
+/** What the server keeps of a thread (issue 39) must be what the client built: same ids,
+ * roles, content, tool calls and results, in the same order. */
+async function sameHistory(flow, agent, ordered = true) {
+  const r = await fetch(new URL(`/threads/${encodeURIComponent(agent.threadId)}/messages?limit=200`, url));
+  if (r.status !== 200) fail(flow, `history: status ${r.status} ${await r.text()}`);
+  const body = await r.json();
+  const sorted = (ms) => (ordered ? ms : [...ms].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)));
+  const norm = (ms) => JSON.stringify(sorted(ms).map((m) => Object.fromEntries(Object.entries(m).sort())));
+  if (norm(body.messages) !== norm(agent.messages)) {
+    fail(flow, `the stored conversation differs from the client's:\nserver ${norm(body.messages)}\nclient ${norm(agent.messages)}`);
+  }
+}
 const user = (text) => ({ id: id("m"), role: "user", content: text });
 const textOf = (m) => (typeof m.content === "string" ? m.content : "");
 
@@ -55,6 +68,25 @@ const textOf = (m) => (typeof m.content === "string" ? m.content : "");
   const r = await run("plain", agent, {});
   if (r.outcome !== "success") fail("plain", `outcome ${r.outcome}`);
   if (!agent.messages.some((m) => m.role === "assistant" && textOf(m))) fail("plain", "no assistant text");
+  await sameHistory("plain", agent);
+  // A fresh client (a new tab) with only its new message gets the whole conversation back
+  // (HttpAgent 1.0 keeps its own messages where they were, so its new message stays first:
+  // the same messages, in its order).
+  const fresh = new HttpAgent({ url, threadId: agent.threadId });
+  fresh.addMessage(user("and again"));
+  const again = await run("plain again", fresh, {});
+  if (again.outcome !== "success") fail("plain again", `outcome ${again.outcome}`);
+  if (!again.events.some((e) => e.type === "MESSAGES_SNAPSHOT")) fail("plain again", "no MESSAGES_SNAPSHOT");
+  const held = new Set(fresh.messages.map((m) => m.id));
+  if (!agent.messages.every((m) => held.has(m.id))) {
+    fail("plain again", `the fresh client does not hold the earlier conversation: ${JSON.stringify(fresh.messages)}`);
+  }
+  await sameHistory("plain again", fresh, false);
+  // The one that holds everything gets no snapshot.
+  fresh.addMessage(user("once more"));
+  const third = await run("plain third", fresh, {});
+  if (third.events.some((e) => e.type === "MESSAGES_SNAPSHOT")) fail("plain third", "a snapshot for a complete history");
+  await sameHistory("plain third", fresh, false);
 }
 
 // permission → resume: the answer after the approval is its own assistant message, after the
@@ -75,6 +107,7 @@ const textOf = (m) => (typeof m.content === "string" ? m.content : "");
   if (tool < 0) fail("permission resume", `no tool message in ${JSON.stringify(msgs)}`);
   if (answer < 0) fail("permission resume", `no assistant message after the tool result: ${JSON.stringify(msgs)}`);
   if (answer < before) fail("permission resume", "the post-approval text went into an earlier message");
+  await sameHistory("permission resume", agent);
 }
 
 // question → answer: a pipeline's clarifying question, answered with its first option
@@ -95,6 +128,7 @@ const textOf = (m) => (typeof m.content === "string" ? m.content : "");
   if (!r.events.some((e) => e.type === "TOOL_CALL_RESULT")) fail("question answer", "the answer produced no tool result");
   if (!r.events.some((e) => e.type === "STEP_FINISHED")) fail("question answer", "the step did not finish");
   if (r.outcome !== "success") fail("question answer", `outcome ${r.outcome}`);
+  await sameHistory("question answer", agent);
 }
 
 // an LLM failure: one RUN_ERROR, still strictly 1.0
@@ -103,6 +137,7 @@ const textOf = (m) => (typeof m.content === "string" ? m.content : "");
   agent.addMessage(user("llm-error please"));
   const r = await run("fail", agent, {});
   if (!String(r.outcome).startsWith("error:")) fail("fail", `outcome ${r.outcome}`);
+  await sameHistory("fail", agent);
 }
 
 // cancel: the cancel route while the agent streams; the run ends `cancelled`
@@ -125,6 +160,7 @@ const textOf = (m) => (typeof m.content === "string" ? m.content : "");
   if (![200, 202].includes(c.status)) fail("cancel", `cancel route ${c.status}`);
   const r = await done;
   if (r.outcome !== "cancelled") fail("cancel", `outcome ${r.outcome}`);
+  await sameHistory("cancel", agent);
 }
 
 // capabilities: an AgentCapabilities object by @ag-ui/core's own schema, strict at the top
@@ -137,5 +173,5 @@ const textOf = (m) => (typeof m.content === "string" ? m.content : "");
   if (!caps.transport?.streaming || !caps.humanInTheLoop?.interrupts) fail("capabilities", JSON.stringify(caps));
 }
 
-console.log("ts-agent-v1 ok: plain, permission resume, question answer, fail, cancel, capabilities");
+console.log("ts-agent-v1 ok: plain (+ a fresh client's snapshot), permission resume, question answer, fail, cancel, capabilities; each history as the client built it");
 process.exit(0);

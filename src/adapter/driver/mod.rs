@@ -87,6 +87,11 @@ pub(crate) struct RunArgs {
     pub(crate) user: Option<UserMessage>,
     pub(crate) resume: Vec<ResumeEntry>,
     pub(crate) control: Arc<RunControl>,
+    /// The request's messages the thread's conversation does not hold yet.
+    pub(crate) new_messages: Vec<serde_json::Value>,
+    /// AG-UI 1.0: the conversation to restate after `RUN_STARTED` (the stored one and the
+    /// request's new messages), when the request held less than the server keeps.
+    pub(crate) snapshot: Option<Vec<serde_json::Value>>,
 }
 
 pub(crate) struct Run<'a, 's> {
@@ -109,6 +114,8 @@ pub(crate) struct Run<'a, 's> {
     catch_up: Option<i64>,
     /// The thread's previous task was still stopping when this run's bound ran out.
     previous_stopping: bool,
+    /// What this run's events do to the conversation (`history`), written at its end.
+    ops: crate::history::Ops,
 }
 
 fn fail(code: Code, msg: Msg, lang: Lang, cleanup: Cleanup) -> Stop {
@@ -154,6 +161,7 @@ impl<'a, 's> Run<'a, 's> {
             queued_results: Vec::new(),
             catch_up: None,
             previous_stopping: false,
+            ops: Default::default(),
         }
     }
 
@@ -262,6 +270,7 @@ impl<'a, 's> Run<'a, 's> {
     }
 
     fn send(&mut self, ev: &Stamped) -> Step<()> {
+        self.ops.record(&ev.event);
         self.stream.stamped_event(ev).map_err(|_| Stop::Client)
     }
 
@@ -269,9 +278,33 @@ impl<'a, 's> Run<'a, 's> {
     fn flush(&mut self) -> Step<()> {
         let stream = &mut *self.stream;
         for ev in self.mapper.drain() {
+            self.ops.record(&ev.event);
             stream.stamped_event(&ev).map_err(|_| Stop::Client)?;
         }
         Ok(())
+    }
+
+    /// Write this run's part of the thread's conversation (at its end, an interrupt
+    /// included, and when its client left: the client saw what it holds).
+    fn record_history(&mut self) -> bool {
+        let ops = std::mem::take(&mut self.ops);
+        let input = std::mem::take(&mut self.a.new_messages);
+        let r = self.sh.registry.record_history(
+            &self.a.slot,
+            &self.a.thread,
+            self.sh.env.now_ms(),
+            &input,
+            &ops,
+            self.sh.history_bounds,
+        );
+        if let Err(e) = &r {
+            crate::metrics::M.history_write_failures.inc();
+            log::error!(
+                "run {}: the thread's history could not be written: {e}",
+                self.a.run_id
+            );
+        }
+        r.is_ok()
     }
 
     fn with_thread<R>(&self, f: impl FnOnce(&mut Thread) -> R) -> Option<R> {
@@ -372,7 +405,12 @@ impl<'a, 's> Run<'a, 's> {
             parent_run_id: self.a.parent_run_id.clone(),
             protocol_version,
         });
-        self.send(&ev)
+        self.send(&ev)?;
+        if let Some(messages) = self.a.snapshot.take() {
+            let ev = self.stamp(Event::MessagesSnapshot { messages });
+            self.send(&ev)?;
+        }
+        Ok(())
     }
 
     fn session_event(&mut self) -> Step<()> {
@@ -547,6 +585,13 @@ impl<'a, 's> Run<'a, 's> {
         if self.flush().is_err() {
             return self.on_disconnect();
         }
+        // Fail closed: a run whose conversation could not be kept does not end as a success
+        // or an interrupt (its pending inputs stay; a resume can answer them).
+        let end = if self.record_history() {
+            end
+        } else {
+            Ending::error(Code::StatePersistenceFailed, Msg::PersistHistory, self.lang())
+        };
         let usage = if guidance {
             Vec::new()
         } else {
@@ -612,6 +657,7 @@ impl<'a, 's> Run<'a, 's> {
         let stopping = task
             .as_ref()
             .map(|_| self.sh.wind_downs.begin(&self.context_id));
+        self.record_history();
         // Release first (reference §8.2): the kernel may take a while to confirm the cancel,
         // and the thread must not look busy meanwhile.
         self.release();

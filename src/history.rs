@@ -1,0 +1,461 @@
+//! A thread's conversation as AG-UI 1.0 `Message` objects: what a stock client
+//! (`@ag-ui/client` 1.0 `HttpAgent`, its `defaultApplyEvents`) builds from the stream, kept by
+//! the server so that a new tab, a new device or a client that lost its copy gets it back.
+//!
+//! Pure: the file's bytes in and out (`Transcript::from_bytes`, `Transcript::to_bytes`), a
+//! run's events recorded (`RunLog` … `Ops`) and applied with the client's rules
+//! (`Transcript::apply`), the bounds. The file sits beside the thread's state file as
+//! `<stem>~history.json` (`~` never occurs in a stem, and iac-code 0.16.0 opens only
+//! `<stem>.json`).
+
+use serde_json::{Map, Value, json};
+
+use crate::agui::events::Event;
+
+/// The file format's version; a newer one is refused (contained to its thread).
+pub const SCHEMA_VERSION: u64 = 1;
+
+/// The id of the marker that stands for dropped messages (the first message when any were).
+pub const TRIMMED_ID: &str = "iac-agui-history-trimmed";
+
+/// Why a transcript file is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HistoryError {
+    Json(String),
+    /// Written by a newer iac-agui.
+    Future(u64),
+    /// Another thread's, or not a transcript at all.
+    Foreign(&'static str),
+}
+
+impl std::fmt::Display for HistoryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HistoryError::Json(e) => write!(f, "the history file is not JSON: {e}"),
+            HistoryError::Future(v) => write!(
+                f,
+                "the history file has schema version {v}, newer than this iac-agui reads"
+            ),
+            HistoryError::Foreign(why) => write!(f, "the history file is refused: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for HistoryError {}
+
+/// The bounds of one thread's transcript.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    pub max_messages: usize,
+    pub max_bytes: usize,
+}
+
+impl Default for Bounds {
+    fn default() -> Bounds {
+        Bounds {
+            max_messages: crate::limits::HISTORY_MAX_MESSAGES,
+            max_bytes: crate::limits::HISTORY_MAX_BYTES,
+        }
+    }
+}
+
+/// A thread's stored conversation.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Transcript {
+    pub thread_id: String,
+    /// Unix milliseconds.
+    pub created_at: u64,
+    pub updated_at: u64,
+    /// Messages dropped from the front by the bounds, all told.
+    pub dropped: u64,
+    pub messages: Vec<Value>,
+}
+
+fn is_message(v: &Value) -> bool {
+    v.as_object().is_some_and(|o| {
+        o.get("id").and_then(Value::as_str).is_some_and(|s| !s.is_empty())
+            && o.get("role").and_then(Value::as_str).is_some()
+    })
+}
+
+impl Transcript {
+    pub fn new(thread_id: &str, now_ms: u64) -> Transcript {
+        Transcript {
+            thread_id: thread_id.to_string(),
+            created_at: now_ms,
+            updated_at: now_ms,
+            dropped: 0,
+            messages: Vec::new(),
+        }
+    }
+
+    /// Read a file for `thread_id`: strict, so a damaged or foreign file is refused whole.
+    pub fn from_bytes(bytes: &[u8], thread_id: &str) -> Result<Transcript, HistoryError> {
+        let v: Value =
+            serde_json::from_slice(bytes).map_err(|e| HistoryError::Json(e.to_string()))?;
+        let o = v
+            .as_object()
+            .ok_or(HistoryError::Foreign("not an object"))?;
+        match o.get("schemaVersion").and_then(Value::as_u64) {
+            Some(SCHEMA_VERSION) => {}
+            Some(n) if n > SCHEMA_VERSION => return Err(HistoryError::Future(n)),
+            _ => return Err(HistoryError::Foreign("no known schemaVersion")),
+        }
+        if o.get("threadId").and_then(Value::as_str) != Some(thread_id) {
+            return Err(HistoryError::Foreign("another thread's"));
+        }
+        let num = |k: &str| o.get(k).and_then(Value::as_u64);
+        let (Some(created_at), Some(updated_at), Some(dropped)) =
+            (num("createdAt"), num("updatedAt"), num("dropped"))
+        else {
+            return Err(HistoryError::Foreign("a count or time is missing"));
+        };
+        let messages = match o.get("messages") {
+            Some(Value::Array(m)) if m.iter().all(is_message) => m.clone(),
+            _ => return Err(HistoryError::Foreign("messages must be AG-UI messages")),
+        };
+        Ok(Transcript {
+            thread_id: thread_id.to_string(),
+            created_at,
+            updated_at,
+            dropped,
+            messages,
+        })
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let v = json!({
+            "schemaVersion": SCHEMA_VERSION,
+            "threadId": self.thread_id,
+            "createdAt": self.created_at,
+            "updatedAt": self.updated_at,
+            "dropped": self.dropped,
+            "messages": self.messages,
+        });
+        let mut out = serde_json::to_vec(&v).unwrap_or_default();
+        out.push(b'\n');
+        out
+    }
+
+    /// The start of the first user message's text, for listings.
+    pub fn title(&self) -> String {
+        let text = self
+            .messages
+            .iter()
+            .find(|m| m["role"] == "user")
+            .map(|m| match &m["content"] {
+                Value::String(s) => s.clone(),
+                Value::Array(parts) => parts
+                    .iter()
+                    .filter_map(|p| p.get("text").and_then(Value::as_str))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                _ => String::new(),
+            })
+            .unwrap_or_default();
+        let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        match line.char_indices().nth(crate::limits::HISTORY_TITLE_CHARS) {
+            Some((i, _)) => format!("{}…", &line[..i]),
+            None => line,
+        }
+    }
+
+    fn position(&self, id: &str) -> Option<usize> {
+        self.messages.iter().position(|m| m["id"] == id)
+    }
+
+    /// The request's messages the transcript does not hold yet, as the client's
+    /// `RUN_STARTED` handling adds them (by id, in order); images kept as a reference only.
+    pub fn add_input(&mut self, messages: &[Value]) {
+        for m in messages.iter().filter(|m| is_message(m)) {
+            let id = m["id"].as_str().unwrap_or_default();
+            if self.position(id).is_none() {
+                self.messages.push(without_bytes(m));
+            }
+        }
+    }
+
+    /// Ids of the messages held (admission keeps only the request's new ones).
+    pub fn ids(&self) -> impl Iterator<Item = &str> {
+        self.messages.iter().filter_map(|m| m["id"].as_str())
+    }
+
+    /// Apply a run's recorded events with the client's rules.
+    pub fn apply(&mut self, ops: &Ops) {
+        for op in &ops.0 {
+            self.apply_one(op);
+        }
+    }
+
+    fn apply_one(&mut self, op: &Op) {
+        match op {
+            Op::Open { id, role } => {
+                if self.position(id).is_none() {
+                    self.messages
+                        .push(json!({"id": id, "role": role, "content": ""}));
+                }
+            }
+            Op::Append { id, delta } => {
+                if let Some(i) = self.position(id)
+                    && let Some(Value::String(c)) = self.messages[i].get_mut("content")
+                {
+                    c.push_str(delta);
+                }
+            }
+            Op::ToolStart { id, name, parent } => self.tool_start(id, name, parent.as_deref()),
+            Op::ToolArgs { id, delta } => {
+                if let Some(f) = self.tool_call(id).and_then(|c| c.get_mut("function"))
+                    && let Some(Value::String(a)) = f.get_mut("arguments")
+                {
+                    a.push_str(delta);
+                }
+            }
+            Op::ToolResult { id, content } => {
+                let msg = json!({"id": format!("tool-result-{id}"), "toolCallId": id,
+                    "role": "tool", "content": content});
+                let owner = self.messages.iter().position(|m| {
+                    m["role"] == "assistant" && calls(m).iter().any(|c| c["id"] == **id)
+                });
+                match owner {
+                    None => self.messages.push(msg),
+                    Some(i) => {
+                        let mut at = i + 1;
+                        while at < self.messages.len() && self.messages[at]["role"] == "tool" {
+                            at += 1;
+                        }
+                        self.messages.insert(at, msg);
+                    }
+                }
+            }
+            Op::Activity { id, kind, content } => {
+                let msg = json!({"id": id, "role": "activity", "activityType": kind,
+                    "content": content});
+                match self.position(id) {
+                    Some(i) => self.messages[i] = msg,
+                    None => self.messages.push(msg),
+                }
+            }
+        }
+    }
+
+    fn tool_call(&mut self, id: &str) -> Option<&mut Value> {
+        self.messages
+            .iter_mut()
+            .filter_map(|m| m.get_mut("toolCalls").and_then(Value::as_array_mut))
+            .flat_map(|calls| calls.iter_mut())
+            .find(|c| c["id"] == id)
+    }
+
+    /// `TOOL_CALL_START`: the call goes into its parent assistant message (made when
+    /// missing, named after the parent, or after the call when the parent id names
+    /// another role's message).
+    fn tool_start(&mut self, id: &str, name: &str, parent: Option<&str>) {
+        if let Some(call) = self.tool_call(id) {
+            call["function"]["name"] = json!(name);
+            return;
+        }
+        let at = match parent.and_then(|p| self.position(p)) {
+            Some(i) if self.messages[i]["role"] == "assistant" => i,
+            found => {
+                let mid = match (parent, found) {
+                    (Some(p), None) => p,
+                    _ => id,
+                };
+                self.messages
+                    .push(json!({"id": mid, "role": "assistant", "toolCalls": []}));
+                self.messages.len() - 1
+            }
+        };
+        let call = json!({"id": id, "type": "function",
+            "function": {"name": name, "arguments": ""}});
+        let m = &mut self.messages[at];
+        match m.get_mut("toolCalls").and_then(Value::as_array_mut) {
+            Some(calls) => calls.push(call),
+            None => m["toolCalls"] = json!([call]),
+        }
+    }
+
+    /// Drop the oldest messages beyond the bounds; a marker (a system message, first)
+    /// says how many are gone.
+    pub fn bound(&mut self, b: Bounds) {
+        if self.messages.first().is_some_and(|m| m["id"] == TRIMMED_ID) {
+            self.messages.remove(0);
+        }
+        let size = |m: &Value| serde_json::to_vec(m).map_or(0, |v| v.len());
+        let mut bytes: usize = self.messages.iter().map(size).sum();
+        let mut cut = 0;
+        while cut < self.messages.len()
+            && (self.messages.len() - cut > b.max_messages || bytes > b.max_bytes)
+        {
+            bytes -= size(&self.messages[cut]);
+            cut += 1;
+        }
+        self.messages.drain(..cut);
+        self.dropped += cut as u64;
+        if self.dropped > 0 {
+            self.messages.insert(
+                0,
+                json!({"id": TRIMMED_ID, "role": "system", "content":
+                    format!("[{} earlier messages are no longer kept by the server]", self.dropped)}),
+            );
+        }
+    }
+
+    /// Serialised size (for metrics and listings).
+    pub fn bytes(&self) -> usize {
+        self.to_bytes().len()
+    }
+}
+
+fn calls(m: &Value) -> &[Value] {
+    m.get("toolCalls")
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
+/// A message without image or file bytes: a `binary`/`image` part keeps its type, mime type
+/// and URL or id, and its inline data becomes a placeholder.
+fn without_bytes(m: &Value) -> Value {
+    let mut m = m.clone();
+    if let Some(Value::Array(parts)) = m.get_mut("content") {
+        for p in parts.iter_mut() {
+            strip(p);
+        }
+    }
+    m
+}
+
+fn strip(p: &mut Value) {
+    let Some(o) = p.as_object_mut() else {
+        return;
+    };
+    if o.get("data").is_some_and(Value::is_string) {
+        o.insert("data".into(), json!("[not kept]"));
+    }
+    if let Some(Value::Object(src)) = o.get_mut("source") {
+        strip_source(src);
+    }
+}
+
+fn strip_source(src: &mut Map<String, Value>) {
+    if src.get("type").and_then(Value::as_str) == Some("data") || src.contains_key("value") {
+        src.insert("value".into(), json!("[not kept]"));
+    }
+    if src.get("data").is_some_and(Value::is_string) {
+        src.insert("data".into(), json!("[not kept]"));
+    }
+}
+
+/// What a run's events do to the conversation, compacted (consecutive deltas of one
+/// message or call are one string): only these are kept during the run, not the events.
+#[derive(Debug, Clone, PartialEq)]
+enum Op {
+    Open {
+        id: String,
+        role: &'static str,
+    },
+    Append {
+        id: String,
+        delta: String,
+    },
+    ToolStart {
+        id: String,
+        name: String,
+        parent: Option<String>,
+    },
+    ToolArgs {
+        id: String,
+        delta: String,
+    },
+    ToolResult {
+        id: String,
+        content: String,
+    },
+    Activity {
+        id: String,
+        kind: &'static str,
+        content: Value,
+    },
+}
+
+/// A run's recorded conversation changes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Ops(Vec<Op>);
+
+impl Ops {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Record one event of the run (events that change no message are ignored).
+    pub(crate) fn record(&mut self, e: &Event) {
+        let op = match e {
+            Event::TextStart { message_id } => Op::Open {
+                id: message_id.clone(),
+                role: "assistant",
+            },
+            Event::ReasoningMessageStart { message_id } => Op::Open {
+                id: message_id.clone(),
+                role: "reasoning",
+            },
+            Event::TextContent { message_id, delta }
+            | Event::ReasoningContent { message_id, delta } => {
+                if let Some(Op::Append { id, delta: d }) = self.0.last_mut()
+                    && id == message_id
+                {
+                    d.push_str(delta);
+                    return;
+                }
+                Op::Append {
+                    id: message_id.clone(),
+                    delta: delta.clone(),
+                }
+            }
+            Event::ToolStart {
+                tool_call_id,
+                name,
+                parent_message_id,
+            } => Op::ToolStart {
+                id: tool_call_id.clone(),
+                name: name.clone(),
+                parent: parent_message_id.clone(),
+            },
+            Event::ToolArgs {
+                tool_call_id,
+                delta,
+            } => {
+                if let Some(Op::ToolArgs { id, delta: d }) = self.0.last_mut()
+                    && id == tool_call_id
+                {
+                    d.push_str(delta);
+                    return;
+                }
+                Op::ToolArgs {
+                    id: tool_call_id.clone(),
+                    delta: delta.clone(),
+                }
+            }
+            Event::ToolResult {
+                tool_call_id,
+                content,
+            } => Op::ToolResult {
+                id: tool_call_id.clone(),
+                content: content.clone(),
+            },
+            Event::ActivitySnapshot {
+                pipeline_run_id,
+                snapshot,
+            } => Op::Activity {
+                id: format!("pipeline:{pipeline_run_id}"),
+                kind: "iac-code.pipeline.v1",
+                content: json!({"schemaVersion": 1, "pipelineRunId": pipeline_run_id,
+                    "snapshot": snapshot}),
+            },
+            _ => return,
+        };
+        self.0.push(op);
+    }
+}
+
+#[cfg(test)]
+mod tests;
