@@ -73,7 +73,9 @@ pub struct Transcript {
 
 fn is_message(v: &Value) -> bool {
     v.as_object().is_some_and(|o| {
-        o.get("id").and_then(Value::as_str).is_some_and(|s| !s.is_empty())
+        o.get("id")
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.is_empty())
             && o.get("role").and_then(Value::as_str).is_some()
     })
 }

@@ -15,14 +15,25 @@ use crate::server::http::{self, RequestHead, Response};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Work {
     Run,
-    Cancel { execution_id: String },
-    Subscribe { execution_id: String },
+    Cancel {
+        execution_id: String,
+    },
+    Subscribe {
+        execution_id: String,
+    },
     /// `GET /threads?limit=N&cursor=C` (the raw query).
-    ListThreads { query: String },
+    ListThreads {
+        query: String,
+    },
     /// `GET /threads/{threadId}/messages?limit=N&before=C`.
-    ThreadMessages { thread_id: String, query: String },
+    ThreadMessages {
+        thread_id: String,
+        query: String,
+    },
     /// `DELETE /threads/{threadId}`.
-    DeleteThread { thread_id: String },
+    DeleteThread {
+        thread_id: String,
+    },
 }
 
 impl Work {

@@ -111,6 +111,14 @@ fn headers<'a>(h: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> 
     v
 }
 
+/// A body-less request (the thread routes).
+fn call(addr: SocketAddr, method: &str, path: &str, who: &[(&'static str, String)]) -> Resp {
+    let h: Vec<(&str, &str)> = who.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(&request(method, path, &h, b"")).unwrap();
+    Reader::new(s).response(false).expect("an answer")
+}
+
 fn post(addr: SocketAddr, path: &str, who: &[(&'static str, String)], body: &Value) -> Resp {
     post_json(
         addr,
@@ -255,8 +263,22 @@ fn others_see_nothing(mode: &Mode) {
                 ),
             ]
         };
-        let theirs = probes("T", &exec);
-        let nobodys = probes("nobody-has-this", "00000000-0000-4000-8000-000000000000");
+        let thread_probes = |thread: &str| {
+            vec![
+                call(p.addr, "GET", &format!("/threads/{thread}/messages"), bob),
+                call(p.addr, "DELETE", &format!("/threads/{thread}"), bob),
+            ]
+        };
+        let mut theirs = probes("T", &exec);
+        theirs.extend(thread_probes("T"));
+        let mut nobodys = probes("nobody-has-this", "00000000-0000-4000-8000-000000000000");
+        nobodys.extend(thread_probes("nobody-has-this"));
+        let listed = call(p.addr, "GET", "/threads", bob).json();
+        assert_eq!(
+            listed["threads"],
+            json!([]),
+            "bob lists alice's threads: {listed}"
+        );
         for (a, b) in theirs.iter().zip(&nobodys) {
             let (a, b) = (seen(a), seen(b));
             assert_eq!(a, b, "{}: another principal learns something", mode.name);
@@ -272,6 +294,9 @@ fn others_see_nothing(mode: &Mode) {
             "two principals' thread T share a kernel context"
         );
         assert_ne!(session_event(&his)["executionId"].as_str(), Some(&*exec));
+        let theirs = call(p.addr, "GET", "/threads/T/messages", bob).json();
+        assert_eq!(theirs["messages"][0]["content"], "hello", "{theirs}");
+        assert_eq!(theirs["messages"].as_array().unwrap().len(), 2);
     }
 
     // Nothing of the above touched alice's thread: her interrupt is still hers to answer.

@@ -26,8 +26,16 @@ pub(crate) fn threads(sh: &Shared, req: ThreadsRequest) -> Response {
             thread_id,
             limit,
             before,
-        } => messages(sh, &ThreadKey::new(&req.caller, &thread_id), limit, before, lang),
-        ThreadsQuery::Delete { thread_id } => delete(sh, &ThreadKey::new(&req.caller, &thread_id), lang),
+        } => messages(
+            sh,
+            &ThreadKey::new(&req.caller, &thread_id),
+            limit,
+            before,
+            lang,
+        ),
+        ThreadsQuery::Delete { thread_id } => {
+            delete(sh, &ThreadKey::new(&req.caller, &thread_id), lang)
+        }
     }
 }
 
@@ -69,7 +77,13 @@ fn status(sh: &Shared, key: &ThreadKey) -> &'static str {
     s
 }
 
-fn list(sh: &Shared, caller: &Caller, limit: usize, cursor: Option<String>, lang: Lang) -> Response {
+fn list(
+    sh: &Shared,
+    caller: &Caller,
+    limit: usize,
+    cursor: Option<String>,
+    lang: Lang,
+) -> Response {
     let after = match cursor.as_deref().map(read_list_cursor) {
         None => None,
         Some(Some(c)) => Some(c),
@@ -142,7 +156,13 @@ fn transcript(sh: &Shared, key: &ThreadKey, lang: Lang) -> Result<Transcript, Re
 
 /// The newest `limit` messages before the one `before` names (chronological within the
 /// page); `nextCursor` names the page's first message while earlier ones remain.
-fn messages(sh: &Shared, key: &ThreadKey, limit: usize, before: Option<String>, lang: Lang) -> Response {
+fn messages(
+    sh: &Shared,
+    key: &ThreadKey,
+    limit: usize,
+    before: Option<String>,
+    lang: Lang,
+) -> Response {
     let t = match transcript(sh, key, lang) {
         Ok(t) => t,
         Err(r) => return r,
@@ -150,10 +170,7 @@ fn messages(sh: &Shared, key: &ThreadKey, limit: usize, before: Option<String>, 
     let end = match before {
         None => t.messages.len(),
         Some(c) => {
-            let id = B64
-                .decode(&c)
-                .ok()
-                .and_then(|b| String::from_utf8(b).ok());
+            let id = B64.decode(&c).ok().and_then(|b| String::from_utf8(b).ok());
             match id.and_then(|id| t.messages.iter().position(|m| m["id"] == *id)) {
                 Some(i) => i,
                 None => return bad_cursor("before", lang),
@@ -177,7 +194,10 @@ fn delete(sh: &Shared, key: &ThreadKey, lang: Lang) -> Response {
         Ok(s) => s,
         // A thread whose state file cannot be read can still be deleted.
         Err(StoreError::Invalid(why)) => {
-            log::warn!("thread {}: deleting a state file that is refused ({why})", key.id);
+            log::warn!(
+                "thread {}: deleting a state file that is refused ({why})",
+                key.id
+            );
             return match sh.registry.delete_files(key) {
                 Ok(()) => Response::new(204, "", Vec::new()),
                 Err(e) => {

@@ -284,8 +284,7 @@ fn conversation(
 ) -> (Vec<serde_json::Value>, Option<Vec<serde_json::Value>>) {
     let sent: std::collections::HashSet<&str> =
         request.iter().filter_map(|m| m["id"].as_str()).collect();
-    let known: std::collections::HashSet<&str> =
-        stored.iter().flat_map(|t| t.ids()).collect();
+    let known: std::collections::HashSet<&str> = stored.iter().flat_map(|t| t.ids()).collect();
     // Clients do not send activity messages back (`HttpAgent` drops them from its input).
     let restated: Vec<&str> = stored
         .iter()

@@ -73,7 +73,10 @@ fn reasoning_is_a_reasoning_message_before_the_answer() {
     events.extend(text("m1", &["done"]));
     let mut t = Transcript::new("t", 1);
     t.apply(&ops(&events));
-    assert_eq!(t.messages[0], json!({"id": "r1", "role": "reasoning", "content": "thinking"}));
+    assert_eq!(
+        t.messages[0],
+        json!({"id": "r1", "role": "reasoning", "content": "thinking"})
+    );
     assert_eq!(t.messages[1]["role"], "assistant");
 }
 
@@ -101,7 +104,11 @@ fn a_tool_result_of_a_later_run_goes_after_its_call() {
     run2.extend(text("m2", &["Created."]));
     t.add_input(&[user("u1", "create a file")]);
     t.apply(&ops(&run2));
-    let roles: Vec<&str> = t.messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    let roles: Vec<&str> = t
+        .messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
     assert_eq!(roles, ["user", "assistant", "tool", "assistant"]);
     assert_eq!(
         t.messages[1]["toolCalls"],
@@ -126,7 +133,11 @@ fn a_tool_call_without_an_assistant_parent_gets_one_like_the_client_makes() {
         tool("c3", "c", Some("p9")),
         tool("c1", "renamed", None),
     ]));
-    let ids: Vec<&str> = t.messages.iter().map(|m| m["id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = t
+        .messages
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, ["u1", "c1", "c2", "p9"]);
     assert_eq!(t.messages[1]["toolCalls"][0]["function"]["name"], "renamed");
     assert!(t.messages[1].get("content").is_none());
@@ -167,7 +178,10 @@ fn the_bounds_drop_the_oldest_behind_a_marker() {
     t.add_input(&[user("u10", "x")]);
     t.bound(b);
     assert_eq!(t.dropped, 7);
-    assert_eq!(t.messages.iter().filter(|m| m["id"] == TRIMMED_ID).count(), 1);
+    assert_eq!(
+        t.messages.iter().filter(|m| m["id"] == TRIMMED_ID).count(),
+        1
+    );
     // Bytes too.
     t.bound(Bounds {
         max_messages: 100,

@@ -323,7 +323,8 @@ impl FileStore {
         }
         result.map_err(StoreError::Io)?;
         let m = &crate::metrics::M;
-        m.history_bytes.add(bytes.len() as i64 - before.unwrap_or(0));
+        m.history_bytes
+            .add(bytes.len() as i64 - before.unwrap_or(0));
         if before.is_none() {
             m.threads.add(1);
         }

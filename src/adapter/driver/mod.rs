@@ -590,7 +590,11 @@ impl<'a, 's> Run<'a, 's> {
         let end = if self.record_history() {
             end
         } else {
-            Ending::error(Code::StatePersistenceFailed, Msg::PersistHistory, self.lang())
+            Ending::error(
+                Code::StatePersistenceFailed,
+                Msg::PersistHistory,
+                self.lang(),
+            )
         };
         let usage = if guidance {
             Vec::new()

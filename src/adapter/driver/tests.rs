@@ -130,6 +130,9 @@ impl Upstream for FakeSession {
 struct MemStore {
     docs: Mutex<HashMap<ThreadKey, ThreadDoc>>,
     fail: std::sync::atomic::AtomicBool,
+    histories: Mutex<HashMap<ThreadKey, crate::history::Transcript>>,
+    /// Conversation writes fail (a full disk) while set.
+    history_fails: std::sync::atomic::AtomicBool,
 }
 
 impl ThreadStore for MemStore {
@@ -142,6 +145,23 @@ impl ThreadStore for MemStore {
         }
         let key = ThreadKey::new(&doc.owner, &doc.thread_id);
         lock(&self.docs).insert(key, doc.clone());
+        Ok(())
+    }
+    fn load_history(
+        &self,
+        key: &ThreadKey,
+    ) -> Result<Option<crate::history::Transcript>, StoreError> {
+        Ok(lock(&self.histories).get(key).cloned())
+    }
+    fn save_history(
+        &self,
+        key: &ThreadKey,
+        t: &crate::history::Transcript,
+    ) -> Result<(), StoreError> {
+        if self.history_fails.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(StoreError::Io(std::io::Error::other("disk full (test)")));
+        }
+        lock(&self.histories).insert(key.clone(), t.clone());
         Ok(())
     }
 }
@@ -405,6 +425,68 @@ fn a_new_turn_streams_text_and_retires_its_execution() {
     assert_eq!(doc.execution.task_id, None);
     assert_eq!(doc.session_id.as_deref(), Some("sess-1"));
     assert_eq!(h.calls(), ["SendStreamingMessage"]);
+}
+
+#[test]
+fn a_runs_conversation_is_kept_with_its_user_message() {
+    let h = Harness::new();
+    h.script(vec![(
+        "SendStreamingMessage",
+        Answer::Stream(vec![
+            task("TASK_STATE_SUBMITTED"),
+            text("Hello"),
+            status("TASK_STATE_COMPLETED", json!({})),
+        ]),
+    )]);
+    let ev = h.run(h.body("r1", "hi", None));
+    assert_eq!(last(&ev)["outcome"]["type"], "success");
+    let t = lock(&h.store.histories)[&ThreadKey::shared(THREAD)].clone();
+    let roles: Vec<&str> = t
+        .messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant"]);
+    assert_eq!(t.messages[0]["id"], "m-r1");
+    assert_eq!(t.messages[1]["id"], ev[2]["messageId"]);
+    assert_eq!(t.messages[1]["content"], "Hello");
+}
+
+#[test]
+fn a_conversation_that_cannot_be_written_fails_the_run_closed() {
+    let h = Harness::new();
+    h.store
+        .history_fails
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    h.script(vec![(
+        "SendStreamingMessage",
+        Answer::Stream(vec![
+            task("TASK_STATE_SUBMITTED"),
+            text("Hello"),
+            status("TASK_STATE_COMPLETED", json!({})),
+        ]),
+    )]);
+    let ev = h.run(h.body("r1", "hi", None));
+    assert_eq!(last(&ev)["type"], "RUN_ERROR", "{ev:?}");
+    assert_eq!(last(&ev)["code"], "STATE_PERSISTENCE_FAILED");
+    // An interrupt is not announced either; it stays pending for a resume.
+    let h = Harness::new();
+    h.store
+        .history_fails
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    h.script(vec![(
+        "SendStreamingMessage",
+        Answer::Stream(vec![
+            task("TASK_STATE_SUBMITTED"),
+            status(
+                "TASK_STATE_INPUT_REQUIRED",
+                json!({"iacCodeSessionId": "sess-1", "input": permission("p1")}),
+            ),
+        ]),
+    )]);
+    let ev = h.run(h.body("r1", "hi", None));
+    assert_eq!(last(&ev)["type"], "RUN_ERROR", "{ev:?}");
+    assert_eq!(h.doc().execution.pending.len(), 1);
 }
 
 #[test]
