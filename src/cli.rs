@@ -592,7 +592,8 @@ fn serve_with(
         )
         .with_readiness(ready.clone())
         .with_default_cwd(cfg.default_cwd.clone())
-        .with_server_key(server_key),
+        .with_server_key(server_key)
+        .with_history(cfg.history, cfg.thread_retention),
     );
     start_replay_expiry(Arc::downgrade(&shared), cfg.replay_retention)?;
     let backend: Arc<dyn Backend> = Arc::new(AguiBackend {
@@ -670,6 +671,7 @@ fn start_replay_expiry(
                 std::thread::sleep(tick);
                 let Some(sh) = shared.upgrade() else { return };
                 sh.replay.purge_expired();
+                sh.expire_threads();
             }
         })
         .map(|_| ())

@@ -201,3 +201,5 @@ pub(crate) const MAX_LISTED_THREADS: usize = 10_000;
 pub(crate) const DEFAULT_PAGE: usize = 50;
 /// …and at most.
 pub(crate) const MAX_PAGE: usize = 200;
+/// How often at most threads idle past `--thread-retention` are looked for.
+pub(crate) const THREAD_EXPIRY_EVERY: Duration = Duration::from_secs(60);

@@ -879,9 +879,12 @@ fn long_thread_ids_are_accepted() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert!(names.contains(&format!("{}.json", "x".repeat(200))));
+    // Each with its conversation beside it (`~` never occurs in a stem).
+    let state = |n: &&String| n.starts_with("aguihash~") && !n.contains("~history");
+    assert_eq!(names.iter().filter(state).count(), 2);
     assert_eq!(
-        names.iter().filter(|n| n.starts_with("aguihash~")).count(),
-        2
+        names.iter().filter(|n| n.ends_with("~history.json")).count(),
+        3
     );
 }
 

@@ -457,6 +457,10 @@ fn principals_threads_live_apart_and_the_server_key_survives_a_restart() {
     };
     assert_eq!(mode_of(&state.join("server.key")), 0o600);
     assert_eq!(mode_of(&state.join("principals/alice")), 0o700);
+    assert_eq!(
+        std::fs::read_to_string(state.join("principals/alice/principal")).unwrap(),
+        "alice"
+    );
     let key = std::fs::read(state.join("server.key")).unwrap();
 
     // Restart on the same state: the key is the same, and the pending interrupt is answered

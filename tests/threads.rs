@@ -238,3 +238,18 @@ fn metrics_count_threads_and_conversation_bytes() {
     assert_eq!(send(p.addr, "DELETE", "/threads/m1", &[]).status, 204);
     assert_eq!(gauge("iac_agui_threads"), 1);
 }
+
+#[test]
+fn threads_idle_past_the_retention_are_deleted() {
+    let p = start("threads-retention", &["--thread-retention", "2"]);
+    run(&p, "old", "o1", "hello");
+    assert_eq!(get(p.addr, "/threads/old/messages", &[]).status, 200);
+    let gone = wait_until(std::time::Duration::from_secs(15), || {
+        get(p.addr, "/threads/old/messages", &[]).status == 404
+    });
+    assert!(gone, "kept past its retention");
+    assert!(!p.dir.join("state/threads/old.json").exists());
+    // A thread that is active again is kept.
+    run(&p, "new", "n1", "hello");
+    assert_eq!(get(p.addr, "/threads/new/messages", &[]).status, 200);
+}

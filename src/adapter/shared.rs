@@ -48,6 +48,9 @@ pub struct Shared {
     pub(crate) server_key: Vec<u8>,
     /// The bounds of each thread's stored conversation.
     pub(crate) history_bounds: crate::history::Bounds,
+    /// `--thread-retention` (zero: threads are kept), and when expiry last ran.
+    pub(crate) thread_retention: std::time::Duration,
+    expired_at: Mutex<Option<std::time::Instant>>,
 }
 
 impl Shared {
@@ -93,6 +96,8 @@ impl Shared {
                 k
             },
             history_bounds: Default::default(),
+            thread_retention: std::time::Duration::ZERO,
+            expired_at: Mutex::new(None),
             runs: Mutex::new(HashMap::new()),
             wind_down_bound: crate::limits::WIND_DOWN_BOUND,
             cancel_answer_bound: crate::limits::CANCEL_ANSWER_BOUND,
@@ -115,10 +120,44 @@ impl Shared {
         self
     }
 
-    /// Bound each thread's stored conversation (`--history-max-messages`/`-bytes`).
-    pub fn with_history_bounds(mut self, b: crate::history::Bounds) -> Shared {
+    /// Bound each thread's stored conversation (`--history-max-messages`/`-bytes`), and
+    /// delete threads idle for `retention` (zero: never).
+    pub fn with_history(
+        mut self,
+        b: crate::history::Bounds,
+        retention: std::time::Duration,
+    ) -> Shared {
         self.history_bounds = b;
+        self.thread_retention = retention;
         self
+    }
+
+    /// Delete the threads idle past `--thread-retention`, at most every half retention and
+    /// at most once a minute (the caller's timer ticks more often).
+    pub fn expire_threads(&self) {
+        if self.thread_retention.is_zero() {
+            return;
+        }
+        let now = self.env.now();
+        {
+            let mut last = lock(&self.expired_at);
+            let every = (self.thread_retention / 2).clamp(
+                std::time::Duration::from_secs(1),
+                crate::limits::THREAD_EXPIRY_EVERY,
+            );
+            if last.is_some_and(|t| now.saturating_duration_since(t) < every) {
+                return;
+            }
+            *last = Some(now);
+        }
+        let cutoff = self
+            .env
+            .now_ms()
+            .saturating_sub(self.thread_retention.as_millis() as u64);
+        let gone = self.registry.expire(cutoff);
+        if gone > 0 {
+            log::info!("{gone} threads idle past --thread-retention deleted");
+        }
     }
 
     /// Key the supplied `rosInvocationId`s with the state directory's key (stable across

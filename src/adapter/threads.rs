@@ -35,6 +35,10 @@ pub trait ThreadStore: Send + Sync {
     }
     /// Move a damaged conversation file out of the way (kept for the operator).
     fn set_history_aside(&self, _key: &ThreadKey) {}
+    /// Every principal that has threads here.
+    fn callers(&self) -> Vec<Caller> {
+        vec![Caller::Shared]
+    }
 }
 
 impl ThreadStore for FileStore {
@@ -55,6 +59,9 @@ impl ThreadStore for FileStore {
     }
     fn set_history_aside(&self, key: &ThreadKey) {
         FileStore::set_history_aside(self, key)
+    }
+    fn callers(&self) -> Vec<Caller> {
+        FileStore::callers(self)
     }
     fn save(&self, doc: &ThreadDoc) -> Result<(), StoreError> {
         FileStore::save(self, doc)
@@ -303,6 +310,39 @@ impl Registry {
         drop(g);
         self.forget_if_absent(key);
         Ok(true)
+    }
+
+    /// Delete the threads idle since before `cutoff_ms` (Unix ms): their last conversation
+    /// write; a thread with an active run stays. Returns how many went.
+    pub(crate) fn expire(&self, cutoff_ms: u64) -> usize {
+        let store = self.store.clone();
+        let old: Vec<ThreadKey> = self.calls.run(move || {
+            store
+                .callers()
+                .into_iter()
+                .flat_map(|c| {
+                    store
+                        .histories(&c)
+                        .into_iter()
+                        .filter(|(t, _)| t.updated_at < cutoff_ms)
+                        .map(move |(t, _)| ThreadKey::new(&c, &t.thread_id))
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        });
+        let mut gone = 0;
+        for key in old {
+            let deleted = match self.slot(&key) {
+                Ok(slot) => self.delete(&slot, &key),
+                Err(_) => self.delete_files(&key).map(|()| true),
+            };
+            match deleted {
+                Ok(true) => gone += 1,
+                Ok(false) => {}
+                Err(e) => log::error!("thread {}: expiry failed: {e}", key.id),
+            }
+        }
+        gone
     }
 
     /// Delete the files of a thread whose state cannot be loaded (nothing of it is cached).

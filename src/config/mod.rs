@@ -90,6 +90,10 @@ pub(crate) struct Config {
     /// `--trust-identity-header`: the operator confirms only the proxy reaches the port.
     pub(crate) trust_identity_header: bool,
     pub(crate) state_dir: Option<PathBuf>,
+    /// Each thread's stored conversation: its bounds, and how long an idle thread is kept
+    /// (zero: for ever).
+    pub(crate) history: crate::history::Bounds,
+    pub(crate) thread_retention: Duration,
     /// Zero disables idle shutdown.
     pub(crate) idle_shutdown: Duration,
     pub(crate) debug: bool,
@@ -139,6 +143,8 @@ impl Default for Config {
             identity_header: None,
             trust_identity_header: false,
             state_dir: None,
+            history: Default::default(),
+            thread_retention: Duration::ZERO,
             idle_shutdown: Duration::ZERO,
             debug: false,
             log_stdout: false,
@@ -332,6 +338,15 @@ pub(crate) fn parse(
         if !s.is_empty() {
             c.default_cwd = Some(s);
         }
+    }
+    if let Some(v) = pick("history_max_messages") {
+        c.history.max_messages = as_count("history_max_messages", v)?;
+    }
+    if let Some(v) = pick("history_max_bytes") {
+        c.history.max_bytes = as_count("history_max_bytes", v)?;
+    }
+    if let Some(v) = pick("thread_retention") {
+        c.thread_retention = as_seconds("thread_retention", v, true)?;
     }
     if let Some(v) = pick("auth_tokens_file") {
         let s = as_string("auth_tokens_file", v)?;

@@ -110,6 +110,8 @@ fn read_regular(path: &Path, max: u64) -> Result<Option<Vec<u8>>, StoreError> {
 
 /// Where named principals' threads live, under the state directory.
 const PRINCIPALS: &str = "principals";
+/// A principal directory's file naming its principal.
+const PRINCIPAL_NAME: &str = "principal";
 /// The server's secret key, in the state directory.
 const SERVER_KEY: &str = "server.key";
 
@@ -311,7 +313,7 @@ impl FileStore {
         self.ensure_writer()?;
         let dir = self.threads_dir(&key.caller);
         if key.caller != Caller::Shared {
-            self.ensure_principal_dir(&dir)?;
+            self.ensure_principal_dir(&dir, &key.caller)?;
         }
         let target = self.history_path(key);
         let tmp = Self::temp_in(&dir, "history")?;
@@ -345,6 +347,26 @@ impl FileStore {
             crate::metrics::M.history_bytes.add(-(m.len() as i64));
             crate::metrics::M.threads.add(-1);
         }
+    }
+
+    /// Every principal with a directory here, the shared one first.
+    pub fn callers(&self) -> Vec<Caller> {
+        let mut out = vec![Caller::Shared];
+        for e in fs::read_dir(self.root.join(PRINCIPALS))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = read_regular(
+                &e.path().join(PRINCIPAL_NAME),
+                crate::principal::MAX_NAME as u64,
+            );
+            match name.ok().flatten().map(|n| Caller::named(&n)) {
+                Some(Ok(c)) => out.push(c),
+                _ => log::warn!("{}: no principal name", e.path().display()),
+            }
+        }
+        out
     }
 
     /// Count the stored conversations and their bytes (start-up, for `/metrics`).
@@ -507,12 +529,19 @@ impl FileStore {
         Self::temp_in(&self.threads, name)
     }
 
-    /// A named principal's threads directory, made (0700) with its parents durable.
-    fn ensure_principal_dir(&self, dir: &Path) -> io::Result<()> {
+    /// A named principal's threads directory, made (0700) with its parents durable, and the
+    /// principal's name beside it (`principal`: directory names are stems, not names).
+    fn ensure_principal_dir(&self, dir: &Path, caller: &Caller) -> io::Result<()> {
         if dir.is_dir() {
             return Ok(());
         }
         ensure_private_dir(dir)?;
+        if let (Some(name), Some(home)) = (caller.name(), dir.parent()) {
+            let tmp = home.join(".principal.tmp");
+            let _ = fs::remove_file(&tmp);
+            write_new(&tmp, name.as_bytes())?;
+            fs::rename(&tmp, home.join(PRINCIPAL_NAME))?;
+        }
         // The new entries are durable only once each parent's entry is.
         let mut d = dir.parent();
         while let Some(p) = d {
@@ -533,7 +562,7 @@ impl FileStore {
         self.ensure_writer()?;
         let dir = self.threads_dir(&doc.owner);
         if doc.owner != Caller::Shared {
-            self.ensure_principal_dir(&dir)?;
+            self.ensure_principal_dir(&dir, &doc.owner)?;
         }
         let target = dir.join(format!("{}.json", stem(&doc.thread_id)));
         let file_name = target
