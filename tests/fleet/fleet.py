@@ -4,7 +4,10 @@ Proves: every request of a thread lands on the same pair (an interrupt taken thr
 is resumed through nginx), threads spread over both pairs, the first event arrives through
 nginx as fast as direct (no buffering), a killed pair affects only its own threads (a clear
 error, never a hang) while the other pair's threads keep working, and a pair drained with
-SIGTERM finishes its runs. Only loopback ports; everything started is stopped.
+SIGTERM finishes its runs. Then a fleet routed by caller (issue 39): pairs with
+--identity-header, nginx hashing on that header, so all of a caller's threads live on one
+pair and GET /threads through nginx lists every one of them. Only loopback ports;
+everything started is stopped.
 """
 import argparse
 import http.client
@@ -42,11 +45,11 @@ def free_port():
 class Pair:
     """One iac-agui with its built-in demo kernel (a private state directory)."""
 
-    def __init__(self, binary, work, name):
+    def __init__(self, binary, work, name, extra=()):
         self.name = name
         self.log = open(os.path.join(work, f"{name}.log"), "w")
         env = dict(os.environ, IAC_CODE_AGUI_ALLOWED_CWDS=work, RUST_LOG="info")
-        self.proc = subprocess.Popen([binary, "--demo", "--port", "0", "--shutdown-grace", "20"],
+        self.proc = subprocess.Popen([binary, "--demo", "--port", "0", "--shutdown-grace", "20", *extra],
                                      env=env, stderr=subprocess.PIPE, stdout=self.log, text=True)
         self.port = None
         deadline = time.time() + 30
@@ -89,7 +92,7 @@ http {{
     uwsgi_temp_path {work}/nginx-uwsgi;
     scgi_temp_path {work}/nginx-scgi;
     upstream agui {{
-        hash $http_x_iac_code_thread_id consistent;
+        hash {key} consistent;
         server 127.0.0.1:{a} max_fails=1 fail_timeout=30s;
         server 127.0.0.1:{b} max_fails=1 fail_timeout=30s;
         keepalive 16;
@@ -112,13 +115,14 @@ http {{
 
 
 class Fleet:
-    def __init__(self, binary, nginx, work):
+    def __init__(self, binary, nginx, work, extra=(), key="$http_x_iac_code_thread_id"):
         self.work = work
-        self.pairs = [Pair(binary, work, "a"), Pair(binary, work, "b")]
+        self.pairs = [Pair(binary, work, "a", extra), Pair(binary, work, "b", extra)]
         self.port = free_port()
         conf = os.path.join(work, "nginx.conf")
         with open(conf, "w") as f:
-            f.write(NGINX_CONF.format(work=work, a=self.pairs[0].port, b=self.pairs[1].port, port=self.port))
+            f.write(NGINX_CONF.format(work=work, a=self.pairs[0].port, b=self.pairs[1].port, port=self.port,
+                                      key=key))
         self.nlog = open(os.path.join(work, "nginx.out"), "w")
         self.nginx = subprocess.Popen([nginx, "-c", conf, "-p", work], stdout=self.nlog, stderr=self.nlog)
         deadline = time.time() + 10
@@ -151,12 +155,20 @@ class Fleet:
             b["resume"] = resume
         return b
 
-    def post(self, port, path, body, thread, timeout=30, on_event=None):
+    def get(self, port, path, headers):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        c.request("GET", path, headers=headers)
+        r = c.getresponse()
+        out = (r.status, json.loads(r.read()))
+        c.close()
+        return out
+
+    def post(self, port, path, body, thread, timeout=30, on_event=None, headers=None):
         """POST through `port`; (status, events or error body, seconds to the first delta)."""
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
         t0 = time.time()
         c.request("POST", path, body=json.dumps(body),
-                  headers={"Content-Type": "application/json", HEADER: thread})
+                  headers={"Content-Type": "application/json", HEADER: thread, **(headers or {})})
         r = c.getresponse()
         if r.status != 200 or not r.getheader("Content-Type", "").startswith("text/event-stream"):
             raw = r.read()
@@ -281,6 +293,32 @@ def main():
         code = fleet.pairs[1].proc.wait(30)
         expect(code == 0, f"the drained pair exited {code}")
         print("ok   drain: the run on the drained pair finished, new work got 503; it exited 0", flush=True)
+        fleet.stop()
+        fleet = None
+        # 5. Routed by caller: nginx hashes on the identity header (what an authenticating proxy
+        #    in front sets), so each caller's threads are on one pair and listed whole.
+        by_user = os.path.join(work, "by-user")
+        os.makedirs(by_user)
+        fleet = Fleet(args.bin, args.nginx, by_user, extra=["--identity-header", "X-Forwarded-User"],
+                      key="$http_x_forwarded_user")
+        homes = {}
+        for u in range(8):
+            user = {"X-Forwarded-User": f"user-{u}"}
+            for t in range(3):
+                thread = f"u{u}-t{t}"
+                st, ev, _ = fleet.post(fleet.port, "/", fleet.body(thread, "hello"), thread, headers=user)
+                expect(st == 200 and last(ev)["type"] == "RUN_FINISHED", f"{thread}: {st}")
+            st, listed = fleet.get(fleet.port, "/threads", user)
+            got = sorted(x["threadId"] for x in listed["threads"])
+            expect(st == 200 and got == [f"u{u}-t{t}" for t in range(3)], f"user-{u} lists {st} {got}")
+            where = [i for i, p in enumerate(fleet.pairs)
+                     if fleet.get(p.port, "/threads", user)[1]["threads"]]
+            expect(len(where) == 1, f"user-{u}'s threads are on pairs {where}")
+            homes[u] = where[0]
+        spread = [list(homes.values()).count(i) for i in (0, 1)]
+        expect(min(spread) > 0, f"callers did not spread over both pairs: {spread}")
+        print(f"ok   by caller: 8 callers x 3 threads, each caller's on one pair and listed whole; callers per pair {spread}",
+              flush=True)
         print("fleet: all checks passed", flush=True)
         fleet.stop()
         fleet = None
