@@ -293,7 +293,7 @@ impl Transcript {
             cut += 1;
         }
         self.messages.drain(..cut);
-        self.dropped += cut as u64;
+        self.dropped = self.dropped.saturating_add(cut as u64);
         if self.dropped > 0 {
             self.messages.insert(
                 0,

@@ -81,6 +81,13 @@ fn sigkill_at_random_points_loses_nothing() {
         {
             let name = e.file_name().to_string_lossy().into_owned();
             assert!(!name.ends_with(".tmp"), "temp file left: {name}");
+            // A conversation is whole too, and belongs to a thread whose state file exists.
+            if let Some(id) = name.strip_suffix("~history.json") {
+                let key = iac_agui::principal::ThreadKey::shared(id);
+                assert!(store.load_history(&key).unwrap().is_some(), "{name}");
+                assert!(store.load(&key).unwrap().is_some(), "{name} without its thread");
+                continue;
+            }
             let id = name.trim_end_matches(".json");
             let doc = store
                 .load(&iac_agui::principal::ThreadKey::shared(id))
