@@ -883,7 +883,10 @@ fn long_thread_ids_are_accepted() {
     let state = |n: &&String| n.starts_with("aguihash~") && !n.contains("~history");
     assert_eq!(names.iter().filter(state).count(), 2);
     assert_eq!(
-        names.iter().filter(|n| n.ends_with("~history.json")).count(),
+        names
+            .iter()
+            .filter(|n| n.ends_with("~history.json"))
+            .count(),
         3
     );
 }

@@ -85,7 +85,10 @@ fn sigkill_at_random_points_loses_nothing() {
             if let Some(id) = name.strip_suffix("~history.json") {
                 let key = iac_agui::principal::ThreadKey::shared(id);
                 assert!(store.load_history(&key).unwrap().is_some(), "{name}");
-                assert!(store.load(&key).unwrap().is_some(), "{name} without its thread");
+                assert!(
+                    store.load(&key).unwrap().is_some(),
+                    "{name} without its thread"
+                );
                 continue;
             }
             let id = name.trim_end_matches(".json");
