@@ -247,6 +247,14 @@ class Adapter:
         check_stream(scenario, events)
         return 200, events
 
+    def get_json(self, path):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        c.request("GET", path)
+        r = c.getresponse()
+        out = r.status, json.loads(r.read())
+        c.close()
+        return out
+
     def subscribe(self, scenario, execution_id, body, first_id=0):
         c, r = self.request(f"/extensions/iac-code/v1/executions/{execution_id}/subscribe", body)
         raw = r.read()
@@ -805,11 +813,56 @@ def scenario_capabilities(a, w):
     expect(s, caps.transport.streaming and caps.human_in_the_loop.interrupts, str(caps))
 
 
+def scenario_history(a, w):
+    """The thread's stored conversation (issue 39) with the real kernel: a plain turn, a
+    permission and its resume; `GET /threads/{id}/messages` holds them in the client's shape
+    (in 1.0 mode each parses as the Python SDK 1.0's own `Message`, no unknown key), the listing
+    names the thread, and in 1.0 mode a run that restates less gets `MESSAGES_SNAPSHOT` (the
+    stream check parses it with the SDK)."""
+    s = "stored conversation"
+    # The fake model keys on the first user message: bash first, a plain turn after it.
+    st, ev = a.post(s, w.body("hist", "please run bash"))
+    pid = permission_interrupt(s, ev)
+    st, ev = a.post(s, w.body("hist", "", resume=[{"interruptId": pid, "status": "resolved",
+                                                   "payload": {"decision": "allow_once"}}]))
+    expect(s, st == 200 and outcome(ev) == "success", f"{st}")
+    st, ev = a.post(s, w.body("hist", "thanks"))
+    expect(s, st == 200 and outcome(ev) == "success", f"{st}")
+    if STRICT_V1:
+        snap = [e for e in ev if e["type"] == "MESSAGES_SNAPSHOT"]
+        expect(s, len(snap) == 1 and ev[1] is snap[0], "no MESSAGES_SNAPSHOT right after RUN_STARTED")
+        expect(s, snap[0]["messages"][0]["content"] == "please run bash", snap[0])
+    st, body = a.get_json("/threads/hist/messages")
+    expect(s, st == 200, f"{st} {body}")
+    msgs = body["messages"]
+    roles = [m["role"] for m in msgs]
+    users = [m["content"] for m in msgs if m["role"] == "user"]
+    expect(s, users == ["please run bash", "thanks"], roles)
+    calls = [m for m in msgs if m.get("toolCalls")]
+    tools = [m for m in msgs if m["role"] == "tool"]
+    expect(s, calls and tools and tools[0]["toolCallId"] == calls[0]["toolCalls"][0]["id"], roles)
+    expect(s, msgs.index(tools[0]) == msgs.index(calls[0]) + 1, "the tool result is not right after its call")
+    expect(s, roles[-1] == "assistant" and msgs[-1]["content"], "no answer after the approval")
+    if STRICT_V1:
+        from ag_ui.core import Message
+        from pydantic import TypeAdapter
+        adapter = TypeAdapter(Message)
+        for m in msgs:
+            unknown = extra_keys(adapter.validate_python(m), m["role"])
+            expect(s, not unknown, f"keys the SDK does not know: {unknown}")
+    st, listed = a.get_json("/threads?limit=200")
+    mine = [t for t in listed["threads"] if t["threadId"] == "hist"]
+    expect(s, st == 200 and mine and mine[0]["messageCount"] == len(msgs) and mine[0]["status"] == "idle", listed)
+    expect(s, mine[0]["title"] == "please run bash", mine)
+
+
 def scenario_restart(a, w, args, kernel_url, token):
     s = "adapter restart between interrupt and resume"
     body = w.body("restart", "please run bash")
     st, ev = a.post(s, body)
     pid = permission_interrupt(s, ev)
+    st, before = a.get_json("/threads/restart/messages")
+    expect(s, st == 200 and before["messages"], f"{st} {before}")
     a.stop()
     b = Adapter(args, w, kernel_url, token)
     # Re-attach after the restart: a snapshot with the same pending interrupt.
@@ -824,6 +877,11 @@ def scenario_restart(a, w, args, kernel_url, token):
     expect(s2, snap[-1]["outcome"]["interrupts"] == ev[-1]["outcome"]["interrupts"], "other interrupts than before")
     st, ev2 = b.post(s, w.body("restart", "", resume=[{"interruptId": pid, "status": "resolved", "payload": {"decision": "allow_once"}}]))
     expect(s, st == 200 and outcome(ev2) == "success", f"{st} {ev2 if st != 200 else outcome(ev2)}")
+    # The conversation survived the restart, and the resume's part follows it.
+    st, after = b.get_json("/threads/restart/messages")
+    n = len(before["messages"])
+    expect(s, st == 200 and after["messages"][:n] == before["messages"] and len(after["messages"]) > n,
+           f"the conversation after the restart: {after}")
     return b
 
 
@@ -877,12 +935,12 @@ def main():
         scenarios = [scenario_plain, scenario_thinking, scenario_permission, scenario_admission,
                      scenario_busy_and_cancel, scenario_cancel_paused, scenario_disconnect, scenario_llm_error,
                      scenario_pipeline, scenario_replay_finished, scenario_metrics, scenario_validator,
-                     scenario_python_sdk_v1]
+                     scenario_python_sdk_v1, scenario_history]
         if args.mode == "managed":
             scenarios += [scenario_ts_client, scenario_stop_then_send]
         if args.protocol == "1.0":
             scenarios = [scenario_plain, scenario_permission, scenario_busy_and_cancel, scenario_capabilities,
-                         scenario_validator, scenario_ts_agent_v1, scenario_python_sdk_v1]
+                         scenario_validator, scenario_ts_agent_v1, scenario_python_sdk_v1, scenario_history]
         for sc in scenarios:
             if args.only and not any(o in sc.__name__ for o in args.only.split(",")):
                 continue
