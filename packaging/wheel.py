@@ -5,7 +5,9 @@ Usage: wheel.py --bin PATH --out DIR [--tag PLATFORM_TAG ...]
 
 The wheel holds only the binary, as `iac_agui-<v>.data/scripts/iac-agui`: pip installs it
 into the environment's `bin/`, beside the `iac-code` of the same environment (which iac-agui
-then starts by default). Entries are sorted, dated SOURCE_DATE_EPOCH and given fixed modes,
+then starts by default). The plain wheel has no dependencies (sidecars with --a2a-url); its
+`kernel` extra brings iac-code 0.16.0 with an a2a-sdk it starts with (KERNEL_REQUIRES; the
+range is src/kernel/diagnose.rs's, which a test holds equal). Entries are sorted, dated SOURCE_DATE_EPOCH and given fixed modes,
 so the same binary always gives the same wheel bytes.
 """
 
@@ -20,6 +22,14 @@ import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+
+
+# What `pip install 'iac_agui-….whl[kernel]'` adds: iac-code 0.16.0 does not start with
+# a2a-sdk 1.2.1 or later, which its own `[a2a]` extra allows.
+KERNEL_REQUIRES = [
+    "iac-code[a2a]==0.16.0",
+    "a2a-sdk[http-server,signing]>=1.0.2,<1.2.1",
+]
 
 
 def record_hash(data):
@@ -48,6 +58,8 @@ def main():
         f"Summary: {pkg['description']}",
         f"License: {pkg['license']}",
         "Requires-Python: >=3.8",
+        "Provides-Extra: kernel",
+        *[f'Requires-Dist: {r} ; extra == "kernel"' for r in KERNEL_REQUIRES],
         "Classifier: Operating System :: POSIX :: Linux",
         "Classifier: Programming Language :: Rust",
         "Description-Content-Type: text/markdown",

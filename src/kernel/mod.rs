@@ -3,5 +3,6 @@
 
 #[cfg(feature = "demo")]
 pub mod demo;
+pub mod diagnose;
 pub mod process;
 pub(crate) mod watch;

@@ -50,6 +50,13 @@ fn default_kernel_program() -> String {
         .unwrap_or_else(|| "iac-code".into())
 }
 
+/// The kernel's last stderr lines, kept to explain a start-up that failed.
+type Tail = std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>;
+
+/// Lines of the kernel's stderr kept, and the longest kept whole.
+const TAIL_LINES: usize = 30;
+const TAIL_LINE_MAX: usize = 1024;
+
 /// A running kernel child. Dropping it stops the child.
 pub struct ManagedKernel {
     /// The kernel program (for messages; the command may be the launcher).
@@ -61,6 +68,12 @@ pub struct ManagedKernel {
     /// How to start it again (same port and token, so the client needs no change).
     command: Command,
     startup_timeout: Duration,
+    /// The child's last stderr lines (it is always piped, and relayed).
+    tail: Tail,
+    /// Set by the stderr relay when the pipe closed (the child's last words are in `tail`).
+    stderr_done: Option<std::sync::mpsc::Receiver<()>>,
+    /// `PATH` of the configuration (to find the kernel's Python when it fails).
+    path_env: Option<std::ffi::OsString>,
 }
 
 impl ManagedKernel {
@@ -109,8 +122,10 @@ impl ManagedKernel {
         // relayed line by line as records of ours instead of being inherited.
         let relay = crate::logging::format() == crate::logging::LogFormat::Json;
         if relay {
-            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+            cmd.stdout(Stdio::piped());
         }
+        // Always relayed (unchanged in text mode), so that a failed start-up can quote it.
+        cmd.stderr(Stdio::piped());
         if let Some(allowed) = env
             .get("IAC_CODE_AGUI_ALLOWED_CWDS")
             .filter(|s| !s.is_empty())
@@ -128,6 +143,9 @@ impl ManagedKernel {
             stop_grace: spec.stop_grace,
             command: cmd,
             startup_timeout: spec.startup_timeout,
+            tail: Tail::default(),
+            stderr_done: None,
+            path_env: env.get_os("PATH"),
         };
         kernel.spawn()?;
         Ok(kernel)
@@ -141,10 +159,11 @@ impl ManagedKernel {
             .spawn()
             .map_err(|e| format!("Cannot start the local A2A process ({program}): {e}"))?;
         if let Some(out) = child.stdout.take() {
-            relay_lines("stdout", out);
+            relay_lines("stdout", out, None);
         }
         if let Some(err) = child.stderr.take() {
-            relay_lines("stderr", err);
+            lock(&self.tail).clear();
+            self.stderr_done = relay_lines("stderr", err, Some(self.tail.clone()));
         }
         self.child = Some(child);
         self.wait_ready(self.startup_timeout)
@@ -186,9 +205,7 @@ impl ManagedKernel {
                 let code = status
                     .code()
                     .map_or_else(|| "killed by a signal".to_string(), |c| c.to_string());
-                return Err(format!(
-                    "The local A2A process exited during startup (exit code {code})."
-                ));
+                return Err(self.startup_failure(&code));
             }
             if crate::signals::stop_requested() {
                 self.stop();
@@ -203,6 +220,22 @@ impl ManagedKernel {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// Why the child exited during start-up, in one line (after its own last lines).
+    fn startup_failure(&mut self, code: &str) -> String {
+        // The pipe closes with the child: wait (bounded) until its last lines are read.
+        if let Some(done) = self.stderr_done.take() {
+            let _ = done.recv_timeout(Duration::from_secs(2));
+        }
+        let tail: Vec<String> = lock(&self.tail).iter().cloned().collect();
+        let installed = sdk_version(&self.program, self.path_env.clone());
+        let cause = super::diagnose::diagnose(&tail.join("\n"), installed.as_deref());
+        // One line: the kernel's own lines were relayed just above it.
+        format!(
+            "The local A2A process exited during startup (exit code {code}). {}",
+            cause.advice()
+        )
     }
 
     /// SIGTERM, wait up to the grace period, then SIGKILL and reap.
@@ -250,8 +283,61 @@ fn find_program(program: &str, path: Option<std::ffi::OsString>) -> Option<std::
 /// Longest kernel output line relayed whole; the rest of a longer line is dropped (marked).
 const RELAY_LINE_MAX: usize = 16 * 1024;
 
-/// Relay a pipe of the child line by line until it closes (the child exited).
-fn relay_lines(stream: &'static str, pipe: impl std::io::Read + Send + 'static) {
+/// The a2a-sdk version in the kernel's Python: the interpreter of `program`'s `#!` line asked
+/// through `importlib.metadata` (bounded in time). `None`: not found out (another launcher,
+/// no Python); `Some("")`: a2a-sdk is not installed there.
+fn sdk_version(program: &str, path_env: Option<std::ffi::OsString>) -> Option<String> {
+    use std::io::Read;
+    let path = find_program(program, path_env)?;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(&path).ok()?.read(&mut head).ok()?;
+    let first = std::str::from_utf8(&head[..n]).ok()?.lines().next()?;
+    let python = first
+        .strip_prefix("#!")?
+        .split_whitespace()
+        .next()?
+        .to_string();
+    let mut child = Command::new(&python)
+        .args([
+            "-c",
+            "import importlib.metadata as m\ntry: print(m.version('a2a-sdk'))\nexcept m.PackageNotFoundError: print('')",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = SystemClock.now() + Duration::from_secs(10);
+    loop {
+        match child.try_wait() {
+            Ok(Some(s)) if s.success() => break,
+            Ok(None) if SystemClock.now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+    let mut out = String::new();
+    child.stdout.take()?.read_to_string(&mut out).ok()?;
+    Some(out.trim().to_string())
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    crate::sync::lock(m)
+}
+
+/// Relay a pipe of the child line by line until it closes (the child exited); with `tail`,
+/// keep its last lines there. The receiver hears when the pipe closed.
+fn relay_lines(
+    stream: &'static str,
+    pipe: impl std::io::Read + Send + 'static,
+    tail: Option<Tail>,
+) -> Option<std::sync::mpsc::Receiver<()>> {
+    let (done, closed) = std::sync::mpsc::channel();
     let spawned = std::thread::Builder::new()
         .name(format!("iac-agui-kernel-{stream}"))
         .stack_size(64 * 1024)
@@ -261,20 +347,36 @@ fn relay_lines(stream: &'static str, pipe: impl std::io::Read + Send + 'static) 
             loop {
                 line.clear();
                 match read_line_bounded(&mut r, &mut line, RELAY_LINE_MAX) {
-                    Ok(None) => return,
+                    Ok(None) | Err(_) => break,
                     Ok(Some(cut)) => {
                         let mut text = String::from_utf8_lossy(&line).into_owned();
                         if cut {
                             text.push_str(" […]");
                         }
-                        crate::logging::kernel_line(stream, text.trim_end_matches('\r'));
+                        let text = text.trim_end_matches('\r');
+                        crate::logging::kernel_line(stream, text);
+                        if let Some(t) = &tail {
+                            let mut t = lock(t);
+                            if t.len() == TAIL_LINES {
+                                t.pop_front();
+                            }
+                            let mut end = text.len().min(TAIL_LINE_MAX);
+                            while !text.is_char_boundary(end) {
+                                end -= 1;
+                            }
+                            t.push_back(crate::logging::escape(&text[..end]).into_owned());
+                        }
                     }
-                    Err(_) => return,
                 }
             }
+            let _ = done.send(());
         });
-    if let Err(e) = spawned {
-        log::warn!("cannot relay the local A2A process's {stream}: {e}");
+    match spawned {
+        Ok(_) => Some(closed),
+        Err(e) => {
+            log::warn!("cannot relay the local A2A process's {stream}: {e}");
+            None
+        }
     }
 }
 

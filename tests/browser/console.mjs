@@ -166,6 +166,40 @@ try {
     await shot("08-reloaded");
   });
 
+  await step("a new tab lists the threads, opens one from the server, deletes one", async () => {
+    const thread = await page.$eval("#thread", (e) => e.value);
+    const tab = await browser.newPage();
+    await tab.setViewport({ width: 1280, height: 860 });
+    tab.on("request", (req) => { if (!req.url().startsWith(origin)) foreign.push(req.url()); });
+    tab.on("pageerror", (e) => problems.push(String(e)));
+    await tab.goto(base + "/console", { waitUntil: "load" });
+    // This tab has no record of its own: the conversation comes from the server.
+    await tab.waitForFunction(() => document.querySelectorAll("#log .msg.user").length >= 2, { timeout: 10000 });
+    const users = await tab.$$eval("#log .msg.user", (e) => e.map((x) => x.textContent));
+    if (users[0] !== "hello") fail("server history", JSON.stringify(users));
+    await tab.waitForSelector(`#threads .thread.current[data-thread-id="${thread}"]`, { timeout: 10000 });
+    await tab.screenshot({ path: join(SHOTS, "09-threads-new-tab.png"), fullPage: true });
+    // A second thread, then delete it from the list.
+    await tab.click("#newThread");
+    await tab.$eval("#input", (e) => { e.value = "a thread to delete"; });
+    await tab.click("#send");
+    await tab.waitForFunction(() => document.querySelector("#state").textContent === "finished", { timeout: 20000 });
+    const second = await tab.$eval("#thread", (e) => e.value);
+    const row = `#threads .thread[data-thread-id="${second}"]`;
+    await tab.waitForSelector(row, { timeout: 10000 });
+    const rows = await tab.$$eval("#threads .thread", (r) => r.length);
+    if (rows !== 2) fail("threads", `${rows} rows`);
+    await tab.click(row + " button");
+    await tab.waitForFunction((sel) => !document.querySelector(sel), { timeout: 10000 }, row);
+    const gone = await fetch(base + "/threads/" + encodeURIComponent(second) + "/messages");
+    if (gone.status !== 404) fail("delete", `the deleted thread answers ${gone.status}`);
+    // Opening the first thread from the list shows its conversation.
+    await tab.click(`#threads .thread[data-thread-id="${thread}"] .title`);
+    await tab.waitForFunction(() => document.querySelectorAll("#log .msg.user").length >= 2, { timeout: 10000 });
+    await tab.screenshot({ path: join(SHOTS, "10-thread-opened.png"), fullPage: true });
+    await tab.close();
+  });
+
   await step("no external resource, no CSP violation or script error", async () => {
     if (foreign.length) fail("resources", foreign.join(", "));
     if (problems.length) fail("errors", problems.join(" | "));

@@ -5,9 +5,10 @@
 #     another target directory and a cold build, gives the same tarball and wheel bytes.
 #  3. The tarball holds exactly the binary, README, operations guide, example config, unit.
 #  4. The SBOM lists every crate the release build links (cargo tree), at its locked version.
-#  5. The wheel passes auditwheel's check (pinned from PyPI) and installs with pip into a fresh
-#     venv beside iac-code 0.16.0: --version, then a managed kernel found beside the binary,
-#     a plain run and a permission resume with JSON logs, and no kernel left behind.
+#  5. The wheel passes auditwheel's check (pinned from PyPI); the README's install lines (the
+#     wheel with its [kernel] extra, in a fresh venv) give iac-code 0.16.0 with an a2a-sdk that
+#     starts: --version, then a managed kernel found beside the binary, a plain run and a
+#     permission resume with JSON logs, and no kernel left behind.
 #  6. systemd-analyze verify accepts the unit (systemd is installed from Debian when missing).
 #  7. The container image's root, assembled from the Dockerfile, serves a demo run (image_check.sh).
 set -euo pipefail
@@ -80,10 +81,11 @@ PY
 
 echo "== 5. wheel"
 TOOLS=$WORK/../dist-tools
-AUDITWHEEL_PIN="auditwheel==6.4.2"
+AUDITWHEEL_PIN="auditwheel==6.4.2 ag-ui-protocol==0.1.20"
 if [ "$(cat "$TOOLS/pin.txt" 2>/dev/null)" != "$AUDITWHEEL_PIN" ]; then
   rm -rf "$TOOLS"; python3 -m venv "$TOOLS"
-  "$TOOLS/bin/pip" install -q --disable-pip-version-check "$AUDITWHEEL_PIN" || fail "cannot install $AUDITWHEEL_PIN"
+  # shellcheck disable=SC2086
+  "$TOOLS/bin/pip" install -q --disable-pip-version-check $AUDITWHEEL_PIN || fail "cannot install $AUDITWHEEL_PIN"
   echo "$AUDITWHEEL_PIN" > "$TOOLS/pin.txt"
 fi
 WHEEL=$(ls dist/iac_agui-"$VERSION"-*.whl)
@@ -92,14 +94,24 @@ echo "$SHOW" | grep -q 'consistent with the following platform tag: "manylinux_2
   || fail "auditwheel: $SHOW"
 echo "$SHOW" | grep -q "requires no external shared libraries" || fail "auditwheel: $SHOW"
 case "$WHEEL" in *manylinux_2_5_x86_64*) ;; *) fail "the wheel is not tagged manylinux_2_5: $WHEEL" ;; esac
-VENV=$WORK/venv
-python3 -m venv "$VENV"
-"$VENV/bin/pip" install -q --disable-pip-version-check "iac-code[a2a]==0.16.0" \
-  "a2a-sdk[http-server,signing]==1.1.5" "ag-ui-protocol==0.1.20" "$WHEEL" || fail "pip install"
+# The README's install lines, verbatim (its `install.sh` block, all but the line that serves for
+# ever), in a fresh directory holding the wheel: the [kernel] extra alone must bring a kernel
+# that starts (no iac-code or a2a-sdk pinned here).
+INSTALL=$WORK/install
+mkdir -p "$INSTALL"
+cp "$WHEEL" "$INSTALL/"
+awk '/^```sh file=install.sh$/ {on = 1; next} on && /^```$/ {exit} on' README.md | sed '$d' > "$INSTALL/install.sh"
+[ "$(wc -l < "$INSTALL/install.sh")" -ge 2 ] || fail "README.md has no install.sh block"
+(cd "$INSTALL" && PIP_DISABLE_PIP_VERSION_CHECK=1 bash -e install.sh >/dev/null) || fail "the README's install lines"
+VENV=$INSTALL/iac-agui-env
 [ "$("$VENV/bin/iac-agui" --version)" = "iac-agui $VERSION" ] || fail "the installed iac-agui"
 cmp "$VENV/bin/iac-agui" "$BIN" || fail "pip installed another binary than the tarball's"
-# Not on PATH, no IAC_CODE_AGUI_KERNEL_CMD: iac-agui must find the venv's iac-code itself.
-env -u IAC_CODE_AGUI_KERNEL_CMD PATH=/usr/bin:/bin "$VENV/bin/python" tests/interop/run.py \
+SDK=$("$VENV/bin/python" -c "import importlib.metadata as m; print(m.version('a2a-sdk'))")
+case "$SDK" in 1.0.*|1.1.*|1.2.0) ;; *) fail "the [kernel] extra brought a2a-sdk $SDK" ;; esac
+echo "the [kernel] extra: iac-code $("$VENV/bin/python" -c "import importlib.metadata as m; print(m.version('iac-code'))"), a2a-sdk $SDK"
+# Not on PATH, no IAC_CODE_AGUI_KERNEL_CMD, no --demo: iac-agui must find the venv's iac-code
+# itself and the managed kernel must start (/health 200) and serve runs.
+env -u IAC_CODE_AGUI_KERNEL_CMD PATH=/usr/bin:/bin "$TOOLS/bin/python" tests/interop/run.py \
   --bin "$VENV/bin/iac-agui" --iac-code "$VENV/bin/iac-code" --mode managed --kernel-beside-bin \
   --only scenario_plain,scenario_permission --log-format json --check-json-log \
   || fail "the installed wheel with its managed kernel"

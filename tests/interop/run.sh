@@ -6,7 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=target/interop
 VENV=$ROOT/venv
-# iac-code 0.16.0 does not start with a2a-sdk 1.2/1.3: the a2a-sdk pin is required.
+# iac-code 0.16.0 starts with a2a-sdk 1.0.2 to 1.2.0 only (1.2.1 and later fail at import):
+# the a2a-sdk pin is required. The newest that starts, and the first that does not, are tried
+# below in a venv of their own.
 # prometheus_client: a real Prometheus text-format parser for the /metrics checks.
 PINS="iac-code[a2a]==0.16.0 a2a-sdk[http-server,signing]==1.1.5 ag-ui-protocol==0.1.20 prometheus_client==0.21.1"
 PINS_V1="ag-ui-protocol==1.0.0"
@@ -82,6 +84,20 @@ fi
 export IAC_AGUI_VALIDATOR="$PWD/$ROOT/validator/bin/ag-ui-validate"
 export IAC_AGUI_TS_CLIENT="$ROOT/ts/ts_client.mjs"
 
+# The a2a-sdk versions a user gets (issue 38): the newest one iac-code 0.16.0 starts with
+# (the whole managed-kernel suite runs on it) and the first one it does not (start-up only:
+# iac-agui must exit non-zero with the one-line fix). One venv for both.
+SDK_NEWEST="a2a-sdk[http-server,signing]==1.2.0"
+SDK_BAD="a2a-sdk[http-server,signing]==1.3.0"
+VENV_SDK=$ROOT/venv-sdk
+if [ ! -x "$VENV_SDK/bin/iac-code" ] || [ "$(cat "$ROOT/venv-sdk.pin" 2>/dev/null)" != "$SDK_NEWEST $SDK_BAD" ]; then
+  rm -rf "$VENV_SDK"
+  "$PY" -m venv "$VENV_SDK" || { echo "interop: cannot create a virtual environment with $PY" >&2; exit 1; }
+  "$VENV_SDK/bin/pip" install -q --disable-pip-version-check "iac-code[a2a]==0.16.0" "$SDK_NEWEST" \
+    || { echo "interop: cannot install iac-code with $SDK_NEWEST" >&2; exit 1; }
+  echo "$SDK_NEWEST $SDK_BAD" > "$ROOT/venv-sdk.pin"
+fi
+
 cargo build --quiet
 BIN=target/debug/iac-agui
 KERNEL="$VENV/bin/iac-code"
@@ -92,4 +108,31 @@ for cfg in "managed 0.1" "external 0.1" "external 1.0"; do
   "$VENV/bin/python" tests/interop/run.py --bin "$BIN" --iac-code "$KERNEL" --mode "$1" --protocol "$2"
   passed=$((passed + 1))
 done
+unset PYTHONPATH
+
+echo "== the newest a2a-sdk that starts: $SDK_NEWEST"
+"$VENV_SDK/bin/pip" install -q --disable-pip-version-check "$SDK_NEWEST" \
+  || { echo "interop: cannot install $SDK_NEWEST" >&2; exit 1; }
+"$VENV/bin/python" tests/interop/run.py --bin "$BIN" --iac-code "$VENV_SDK/bin/iac-code" --mode managed --protocol 0.1
+passed=$((passed + 1))
+
+echo "== an a2a-sdk that does not start: $SDK_BAD"
+"$VENV_SDK/bin/pip" install -q --disable-pip-version-check "$SDK_BAD" \
+  || { echo "interop: cannot install $SDK_BAD" >&2; exit 1; }
+set +e
+OUT=$(IAC_CODE_AGUI_KERNEL_CMD="$VENV_SDK/bin/iac-code" IAC_CODE_AGUI_STATE_DIR="$ROOT/sdk-bad-state" \
+      timeout 120 "$BIN" --port 0 2>&1)
+CODE=$?
+set -e
+LINE=$(printf '%s\n' "$OUT" | grep '^iac-agui: The local A2A process exited during startup' || true)
+if [ "$CODE" = 0 ] || [ "$CODE" = 124 ] \
+   || ! printf '%s' "$LINE" | grep -q "Likely cause: a2a-sdk 1.3.0 is installed" \
+   || ! printf '%s' "$LINE" | grep -q "Fix: pip install 'a2a-sdk\[http-server,signing\]>=1.0.2,<1.2.1'"; then
+  echo "INTEROP FAILED [a2a-sdk 1.3.0 start-up]: exit $CODE; the last lines:" >&2
+  printf '%s\n' "$OUT" | tail -5 >&2
+  exit 1
+fi
+echo "ok   a2a-sdk 1.3.0: iac-agui exits $CODE with the fix in one line"
+passed=$((passed + 1))
+"$VENV_SDK/bin/pip" install -q --disable-pip-version-check "$SDK_NEWEST" >/dev/null 2>&1 || true
 echo "interop: $passed passed, 0 failed"
