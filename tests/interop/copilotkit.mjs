@@ -90,6 +90,14 @@ function chat() {
   if (!agent.messages.some((m) => m.role === "assistant" && textOf(m).includes("The command finished."))) {
     fail("permission resume", `no post-approval text: ${JSON.stringify(agent.messages)}`);
   }
+  // Another agent (a reload, another device) loads the thread from the server without a run.
+  const fresh = new IacCodeAgent({ url, cwd, threadId: agent.threadId });
+  await fresh.connectAgent();
+  if (printed.length) fail("connect", printed.join(" | "));
+  const ids = (ms) => ms.filter((m) => m.role !== "activity").map((m) => `${m.role}:${m.id}`).join(",");
+  if (ids(fresh.messages) !== ids(agent.messages)) {
+    fail("connect", `the loaded thread differs:\n${ids(fresh.messages)}\n${ids(agent.messages)}`);
+  }
 }
 
 // Stop while the answer streams, then the next turn at once on the same thread.
@@ -114,5 +122,5 @@ function chat() {
 }
 
 server.close();
-console.log("copilotkit ok: plain, permission resume, stop then send");
+console.log("copilotkit ok: plain, permission resume (and the thread loaded by connect), stop then send");
 process.exit(0);
