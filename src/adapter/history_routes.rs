@@ -219,19 +219,7 @@ fn delete(sh: &Shared, key: &ThreadKey, lang: Lang) -> Response {
     }
     match sh.registry.delete(&slot, key) {
         Ok(true) => Response::new(204, "", Vec::new()),
-        Ok(false) => {
-            let active = lock(&slot)
-                .as_ref()
-                .map(|t| (t.doc.execution.execution_id.clone(), t.active_run.clone()));
-            let mut extra = serde_json::Map::new();
-            if let Some((execution_id, run_id)) = active {
-                extra.insert("executionId".into(), execution_id.into());
-                if let Some(r) = run_id {
-                    extra.insert("runId".into(), r.into());
-                }
-            }
-            ApiError::new(Code::ThreadBusy, Msg::ThreadBusy).response_with(lang, extra)
-        }
+        Ok(false) => super::busy(&slot, lang),
         Err(e) => {
             log::error!("thread {}: delete failed: {e}", key.id);
             ApiError::new(Code::StateUnavailable, Msg::StateUnavailable).response(lang)

@@ -203,19 +203,7 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
         Ok(x) => x,
         // THREAD_BUSY says which run is active, so the client can subscribe to it or
         // cancel it (both routes take the execution id).
-        Err(e) if e.code == Code::ThreadBusy => {
-            let active = crate::sync::lock(&slot)
-                .as_ref()
-                .map(|t| (t.doc.execution.execution_id.clone(), t.active_run.clone()));
-            let mut extra = serde_json::Map::new();
-            if let Some((execution_id, run_id)) = active {
-                extra.insert("executionId".into(), execution_id.into());
-                if let Some(r) = run_id {
-                    extra.insert("runId".into(), r.into());
-                }
-            }
-            return Err(e.response_with(lang, extra));
-        }
+        Err(e) if e.code == Code::ThreadBusy => return Err(busy(&slot, lang)),
         Err(e) => {
             sh.registry.forget_if_absent(&key);
             return Err(e.response(lang));
@@ -307,6 +295,22 @@ fn conversation(
         _ => None,
     };
     (new, snapshot)
+}
+
+/// `409 THREAD_BUSY` naming the thread's active run, so its owner can subscribe to it or
+/// cancel it (both routes take the execution id).
+pub(crate) fn busy(slot: &threads::Slot, lang: i18n::Lang) -> Response {
+    let active = lock(slot)
+        .as_ref()
+        .map(|t| (t.doc.execution.execution_id.clone(), t.active_run.clone()));
+    let mut extra = serde_json::Map::new();
+    if let Some((execution_id, run_id)) = active {
+        extra.insert("executionId".into(), execution_id.into());
+        if let Some(r) = run_id {
+            extra.insert("runId".into(), r.into());
+        }
+    }
+    ApiError::new(Code::ThreadBusy, Msg::ThreadBusy).response_with(lang, extra)
 }
 
 /// `admit` on a call thread (a frame of its own: the hand-over's channel is not kept under

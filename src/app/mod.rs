@@ -362,14 +362,16 @@ impl Job {
         let Some(req) = self.checked(parsed, Msg::CancelInvalidJson, thread, &routed) else {
             return;
         };
-        match catch_unwind(AssertUnwindSafe(|| self.backend.cancel(req))) {
-            Ok(r) => self.respond(r, &routed),
-            Err(_) => {
-                log::error!("cancel worker panicked");
-                let r = ApiError::new(Code::InternalError, Msg::InternalError).response(self.lang);
-                self.respond(r, &routed)
-            }
-        }
+        self.answered("cancel", &routed, || self.backend.cancel(req));
+    }
+
+    /// Send the backend's answer; a panic on the way is a `500 INTERNAL_ERROR`.
+    fn answered(&self, what: &str, routed: &Option<String>, answer: impl FnOnce() -> Response) {
+        let r = catch_unwind(AssertUnwindSafe(answer)).unwrap_or_else(|_| {
+            log::error!("{what} worker panicked");
+            ApiError::new(Code::InternalError, Msg::InternalError).response(self.lang)
+        });
+        self.respond(r, routed)
     }
 
     fn threads(&self, work: &Work, caller: Caller, routed: Option<String>) {
@@ -377,14 +379,7 @@ impl Job {
             Ok(r) => ThreadsRequest { caller, ..r },
             Err(e) => return self.respond(ApiError::invalid_field(&e, self.lang), &routed),
         };
-        match catch_unwind(AssertUnwindSafe(|| self.backend.threads(req))) {
-            Ok(r) => self.respond(r, &routed),
-            Err(_) => {
-                log::error!("thread route worker panicked");
-                let r = ApiError::new(Code::InternalError, Msg::InternalError).response(self.lang);
-                self.respond(r, &routed)
-            }
-        }
+        self.answered("thread route", &routed, || self.backend.threads(req));
     }
 
     /// Returns the subscription's access-log fields once it streamed.

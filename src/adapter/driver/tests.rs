@@ -427,17 +427,28 @@ fn a_new_turn_streams_text_and_retires_its_execution() {
     assert_eq!(h.calls(), ["SendStreamingMessage"]);
 }
 
+/// A harness whose kernel streams `frames` for one turn, and whose conversation writes fail
+/// while `full` (a full disk).
+fn one_turn(full: bool, frames: Vec<Value>) -> Harness {
+    let h = Harness::new();
+    h.store
+        .history_fails
+        .store(full, std::sync::atomic::Ordering::SeqCst);
+    h.script(vec![("SendStreamingMessage", Answer::Stream(frames))]);
+    h
+}
+
+fn hello_turn(full: bool) -> Harness {
+    let done = status("TASK_STATE_COMPLETED", json!({}));
+    one_turn(
+        full,
+        vec![task("TASK_STATE_SUBMITTED"), text("Hello"), done],
+    )
+}
+
 #[test]
 fn a_runs_conversation_is_kept_with_its_user_message() {
-    let h = Harness::new();
-    h.script(vec![(
-        "SendStreamingMessage",
-        Answer::Stream(vec![
-            task("TASK_STATE_SUBMITTED"),
-            text("Hello"),
-            status("TASK_STATE_COMPLETED", json!({})),
-        ]),
-    )]);
+    let h = hello_turn(false);
     let ev = h.run(h.body("r1", "hi", None));
     assert_eq!(last(&ev)["outcome"]["type"], "success");
     let t = lock(&h.store.histories)[&ThreadKey::shared(THREAD)].clone();
@@ -454,36 +465,14 @@ fn a_runs_conversation_is_kept_with_its_user_message() {
 
 #[test]
 fn a_conversation_that_cannot_be_written_fails_the_run_closed() {
-    let h = Harness::new();
-    h.store
-        .history_fails
-        .store(true, std::sync::atomic::Ordering::SeqCst);
-    h.script(vec![(
-        "SendStreamingMessage",
-        Answer::Stream(vec![
-            task("TASK_STATE_SUBMITTED"),
-            text("Hello"),
-            status("TASK_STATE_COMPLETED", json!({})),
-        ]),
-    )]);
+    let h = hello_turn(true);
     let ev = h.run(h.body("r1", "hi", None));
     assert_eq!(last(&ev)["type"], "RUN_ERROR", "{ev:?}");
     assert_eq!(last(&ev)["code"], "STATE_PERSISTENCE_FAILED");
     // An interrupt is not announced either; it stays pending for a resume.
-    let h = Harness::new();
-    h.store
-        .history_fails
-        .store(true, std::sync::atomic::Ordering::SeqCst);
-    h.script(vec![(
-        "SendStreamingMessage",
-        Answer::Stream(vec![
-            task("TASK_STATE_SUBMITTED"),
-            status(
-                "TASK_STATE_INPUT_REQUIRED",
-                json!({"iacCodeSessionId": "sess-1", "input": permission("p1")}),
-            ),
-        ]),
-    )]);
+    let input = json!({"iacCodeSessionId": "sess-1", "input": permission("p1")});
+    let paused = status("TASK_STATE_INPUT_REQUIRED", input);
+    let h = one_turn(true, vec![task("TASK_STATE_SUBMITTED"), paused]);
     let ev = h.run(h.body("r1", "hi", None));
     assert_eq!(last(&ev)["type"], "RUN_ERROR", "{ev:?}");
     assert_eq!(h.doc().execution.pending.len(), 1);
