@@ -184,7 +184,7 @@ impl Transcript {
 
     /// Apply a run's recorded events with the client's rules.
     pub fn apply(&mut self, ops: &Ops) {
-        for op in &ops.0 {
+        for op in &ops.ops {
             self.apply_one(op);
         }
     }
@@ -380,13 +380,57 @@ enum Op {
     },
 }
 
-/// A run's recorded conversation changes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Ops(Vec<Op>);
+/// A run's recorded conversation changes, holding at most `cap` bytes of text: a run's text
+/// stays in memory until its end, so it is bounded like the conversation it goes into (the
+/// rest of a longer text is cut, marked).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ops {
+    ops: Vec<Op>,
+    bytes: usize,
+    cap: usize,
+    cut: bool,
+}
+
+impl Default for Ops {
+    fn default() -> Ops {
+        Ops::with_cap(crate::limits::HISTORY_MAX_BYTES)
+    }
+}
+
+/// What replaces text past the cap (once per run).
+pub const CUT_MARK: &str = " […]";
 
 impl Ops {
+    pub fn with_cap(cap: usize) -> Ops {
+        Ops {
+            ops: Vec::new(),
+            bytes: 0,
+            cap,
+            cut: false,
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.ops.is_empty()
+    }
+
+    /// `text` as far as the cap allows (the cut marked once).
+    fn within_cap(&mut self, text: &str) -> Option<String> {
+        if self.cut {
+            return None;
+        }
+        let room = self.cap.saturating_sub(self.bytes);
+        if text.len() <= room {
+            self.bytes += text.len();
+            return Some(text.to_string());
+        }
+        self.cut = true;
+        let mut end = room;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.bytes = self.cap;
+        Some(format!("{}{CUT_MARK}", &text[..end]))
     }
 
     /// Record one event of the run (events that change no message are ignored).
@@ -402,15 +446,18 @@ impl Ops {
             },
             Event::TextContent { message_id, delta }
             | Event::ReasoningContent { message_id, delta } => {
-                if let Some(Op::Append { id, delta: d }) = self.0.last_mut()
+                let Some(delta) = self.within_cap(delta) else {
+                    return;
+                };
+                if let Some(Op::Append { id, delta: d }) = self.ops.last_mut()
                     && id == message_id
                 {
-                    d.push_str(delta);
+                    d.push_str(&delta);
                     return;
                 }
                 Op::Append {
                     id: message_id.clone(),
-                    delta: delta.clone(),
+                    delta,
                 }
             }
             Event::ToolStart {
@@ -426,15 +473,18 @@ impl Ops {
                 tool_call_id,
                 delta,
             } => {
-                if let Some(Op::ToolArgs { id, delta: d }) = self.0.last_mut()
+                let Some(delta) = self.within_cap(delta) else {
+                    return;
+                };
+                if let Some(Op::ToolArgs { id, delta: d }) = self.ops.last_mut()
                     && id == tool_call_id
                 {
-                    d.push_str(delta);
+                    d.push_str(&delta);
                     return;
                 }
                 Op::ToolArgs {
                     id: tool_call_id.clone(),
-                    delta: delta.clone(),
+                    delta,
                 }
             }
             Event::ToolResult {
@@ -442,7 +492,9 @@ impl Ops {
                 content,
             } => Op::ToolResult {
                 id: tool_call_id.clone(),
-                content: content.clone(),
+                content: self
+                    .within_cap(content)
+                    .unwrap_or_else(|| CUT_MARK.trim().into()),
             },
             Event::ActivitySnapshot {
                 pipeline_run_id,
@@ -455,7 +507,7 @@ impl Ops {
             },
             _ => return,
         };
-        self.0.push(op);
+        self.ops.push(op);
     }
 }
 

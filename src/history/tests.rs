@@ -47,7 +47,36 @@ fn a_plain_run_is_the_user_message_and_one_assistant_message() {
         ]
     );
     // Deltas of one message are one op.
-    assert_eq!(ops(&text("m1", &["a", "b", "c"])).0.len(), 2);
+    assert_eq!(ops(&text("m1", &["a", "b", "c"])).ops.len(), 2);
+}
+
+#[test]
+fn a_runs_text_is_held_up_to_the_cap_and_the_cut_is_marked() {
+    let mut o = Ops::with_cap(10);
+    for e in text("m1", &["0123456", "789abc", "never"]) {
+        o.record(&e);
+    }
+    o.record(&tool("c1", "bash", Some("m1")));
+    o.record(&Event::ToolResult {
+        tool_call_id: "c1".into(),
+        content: "a big result".into(),
+    });
+    let mut t = Transcript::new("t", 1);
+    t.apply(&o);
+    assert_eq!(t.messages[0]["content"], format!("0123456789{CUT_MARK}"));
+    assert_eq!(t.messages[1]["content"], "[…]");
+    // Multi-byte text is cut on a character boundary.
+    let mut o = Ops::with_cap(4);
+    o.record(&Event::TextStart {
+        message_id: "m".into(),
+    });
+    o.record(&Event::TextContent {
+        message_id: "m".into(),
+        delta: "日本語".into(),
+    });
+    let mut t = Transcript::new("t", 1);
+    t.apply(&o);
+    assert_eq!(t.messages[0]["content"], format!("日{CUT_MARK}"));
 }
 
 #[test]

@@ -161,7 +161,7 @@ impl<'a, 's> Run<'a, 's> {
             queued_results: Vec::new(),
             catch_up: None,
             previous_stopping: false,
-            ops: Default::default(),
+            ops: crate::history::Ops::with_cap(sh.history_bounds.max_bytes),
         }
     }
 
