@@ -92,7 +92,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let env = config::Environ::capture();
     if args.peek().is_some_and(|a| a == "healthcheck") {
         args.next();
-        return healthcheck(args.next().and_then(|a| a.into_string().ok()), &env);
+        return healthcheck(args, &env);
     }
     let cfg = match config::parse(args, &env) {
         Ok(Command::Serve(c)) => {
@@ -147,17 +147,49 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     }
 }
 
-/// `iac-agui healthcheck [URL]`: GET the health endpoint (default
-/// `http://127.0.0.1:$IAC_CODE_AGUI_PORT/health`, port 8000) and exit 0 on 200, else 1. For
-/// container health checks in an image without a shell or curl.
-fn healthcheck(url: Option<String>, env: &config::Environ) -> ExitCode {
+/// The health URL of the server that `args` (the server's own options: flags, environment,
+/// `--config`) describe: its port on loopback, or on its address when it listens on one.
+fn health_url(args: Vec<OsString>, env: &config::Environ) -> Result<String, String> {
+    let cfg = match config::parse(args, env) {
+        Ok(Command::Serve(c)) => c,
+        Ok(_) => return Err("options only, no --help or --version".into()),
+        Err(e) => return Err(e.to_string()),
+    };
+    if cfg.port == 0 {
+        return Err("the server's port is 0 (any free port): give the URL".into());
+    }
+    let host = match cfg.host.parse::<std::net::IpAddr>() {
+        Ok(ip) if ip.is_unspecified() && ip.is_ipv6() => "[::1]".to_string(),
+        Ok(ip) if ip.is_unspecified() => "127.0.0.1".to_string(),
+        Ok(std::net::IpAddr::V6(ip)) => format!("[{ip}]"),
+        Ok(ip) => ip.to_string(),
+        Err(_) => cfg.host.clone(),
+    };
+    Ok(format!("http://{host}:{}/health", cfg.port))
+}
+
+/// `iac-agui healthcheck [URL] [server options]`: GET the health endpoint (by default the one
+/// of the server the same options, environment and `--config` describe) and exit 0 on 200,
+/// else 1. For container health checks in an image without a shell or curl. `/health` is
+/// answered whatever the `Host`, so `--allowed-hosts` does not get in the way.
+fn healthcheck(args: impl Iterator<Item = OsString>, env: &config::Environ) -> ExitCode {
     use std::io::{Read, Write};
-    let url = url.unwrap_or_else(|| {
-        let port = env
-            .get("IAC_CODE_AGUI_PORT")
-            .unwrap_or_else(|| "8000".into());
-        format!("http://127.0.0.1:{port}/health")
-    });
+    let mut args: Vec<OsString> = args.collect();
+    let given = args
+        .first()
+        .and_then(|a| a.to_str())
+        .filter(|a| !a.starts_with('-'))
+        .map(str::to_string);
+    if given.is_some() {
+        args.remove(0);
+    }
+    let url = match given.map_or_else(|| health_url(args, env), Ok) {
+        Ok(u) => u,
+        Err(e) => {
+            eprintln!("iac-agui healthcheck: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     let check = || -> Result<u16, String> {
         let rest = url
             .strip_prefix("http://")

@@ -299,6 +299,11 @@ pub(crate) fn header_lang(head: &RequestHead, default: Lang) -> Lang {
 /// While draining, `/health` says so and new work gets 503 `SERVER_SHUTTING_DOWN` with
 /// `Connection: close`; while the kernel is down `/health` answers 503.
 pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadDecision<Routed> {
+    // `/health` reveals nothing and a probe sends whatever Host it has (a kubelet the pod's
+    // address, Docker's HEALTHCHECK 127.0.0.1): answered before the Host rule.
+    if head.raw_path() == "/health" && matches!(head.method.as_str(), "GET" | "HEAD") {
+        return HeadDecision::Respond(health(cfg, live));
+    }
     if !cfg.hosts.allows(head.header("host")) {
         return HeadDecision::Respond(
             ApiError::new(Code::HostNotAllowed, Msg::HostNotAllowed)

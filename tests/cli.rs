@@ -501,6 +501,50 @@ fn healthcheck_exit_codes() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Regression (second red-team, fault 1): behind `--allowed-hosts` the healthcheck sent
+/// `Host: 127.0.0.1:PORT` and got 421, and it read the port only from IAC_CODE_AGUI_PORT.
+#[test]
+fn healthcheck_works_behind_allowed_hosts_with_the_servers_own_options() {
+    let dir = common::tempdir("cli-healthcheck-hosts");
+    let (mut child, addr) = start_with_env(
+        &["--allowed-hosts", "agui.example.com"],
+        &[("IAC_CODE_AGUI_STATE_DIR", dir.to_str().unwrap())],
+    );
+    let port = addr.port().to_string();
+    let code = |args: &[&str]| {
+        let out = bin()
+            .arg("healthcheck")
+            .args(args)
+            .env_remove("IAC_CODE_AGUI_PORT")
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (c, err) = code(&["--port", &port, "--allowed-hosts", "agui.example.com"]);
+    assert_eq!(c, Some(0), "--port: {err}");
+    let cfg = dir.join("agui.yaml");
+    std::fs::write(&cfg, format!("port: {port}\nhost: 0.0.0.0\n")).unwrap();
+    let (c, err) = code(&["--config", cfg.to_str().unwrap()]);
+    assert_eq!(c, Some(0), "--config (host 0.0.0.0 is checked on loopback): {err}");
+    let (c, _) = code(&["--port", "0"]);
+    assert_eq!(c, Some(2), "port 0 cannot be checked");
+    // A probe with the pod's address as Host (a kubelet httpGet) is answered; other routes
+    // still get 421 for that Host.
+    let get = |path: &str| {
+        common::raw(
+            addr,
+            format!("GET {path} HTTP/1.1\r\nHost: 10.1.2.3:{port}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .status
+    };
+    assert_eq!(get("/health"), 200);
+    assert_eq!(get("/capabilities"), 421);
+    child.kill().unwrap();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn an_allowed_workspace_root_of_slash_is_warned_about() {
     let dir = common::tempdir("cli-root-warn");
