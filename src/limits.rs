@@ -203,3 +203,6 @@ pub(crate) const DEFAULT_PAGE: usize = 50;
 pub(crate) const MAX_PAGE: usize = 200;
 /// How often at most threads idle past `--thread-retention` are looked for.
 pub(crate) const THREAD_EXPIRY_EVERY: Duration = Duration::from_secs(60);
+/// The demo's `big T R` sends at most this many MiB each (an event must stay under
+/// `MAX_EVENT_BYTES` once framed and escaped).
+pub(crate) const DEMO_BIG_MAX_MIB: u64 = 12;

@@ -518,14 +518,21 @@ fn healthcheck_works_behind_allowed_hosts_with_the_servers_own_options() {
             .env_remove("IAC_CODE_AGUI_PORT")
             .output()
             .unwrap();
-        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     };
     let (c, err) = code(&["--port", &port, "--allowed-hosts", "agui.example.com"]);
     assert_eq!(c, Some(0), "--port: {err}");
     let cfg = dir.join("agui.yaml");
     std::fs::write(&cfg, format!("port: {port}\nhost: 0.0.0.0\n")).unwrap();
     let (c, err) = code(&["--config", cfg.to_str().unwrap()]);
-    assert_eq!(c, Some(0), "--config (host 0.0.0.0 is checked on loopback): {err}");
+    assert_eq!(
+        c,
+        Some(0),
+        "--config (host 0.0.0.0 is checked on loopback): {err}"
+    );
     let (c, _) = code(&["--port", "0"]);
     assert_eq!(c, Some(2), "port 0 cannot be checked");
     // A probe with the pod's address as Host (a kubelet httpGet) is answered; other routes

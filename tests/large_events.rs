@@ -64,6 +64,38 @@ fn a_4_mib_tool_result_and_an_8_mib_text_delta_arrive_intact() {
     check_big(&sse_events(&r.body).0, 8, 4);
 }
 
+/// Regression (second red-team, fault 5): the demo kernel runs in the server's process, and an
+/// unauthenticated `big 200 0` took it to about 2 GiB. It is clamped to what one event carries,
+/// and says so.
+#[test]
+fn the_demos_big_answer_is_clamped_and_says_so() {
+    let p = start_pair("big-clamp", &[]);
+    let r = post_json(p.addr, "/", &[], &p.body("big", "r1", "big 200 0"));
+    assert_eq!(r.status, 200);
+    let events = sse_events(&r.body).0;
+    assert_eq!(
+        events.last().unwrap()["type"],
+        "RUN_FINISHED",
+        "{:?}",
+        events.last()
+    );
+    let text: usize = events
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+        .map(|e| e["delta"].as_str().unwrap().len())
+        .sum();
+    assert!(text <= 13 * 1024 * 1024, "{text} bytes of text");
+    assert!(text >= 12 * 1024 * 1024, "{text} bytes of text");
+    let first = events
+        .iter()
+        .find(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+        .unwrap();
+    assert!(
+        first["delta"].as_str().unwrap().contains("at most 12 MiB"),
+        "{first}"
+    );
+}
+
 #[test]
 fn a_reader_that_pauses_for_10_s_gets_the_whole_stream_with_bounded_memory() {
     let p = start_pair("big-pause", &[]);

@@ -14,8 +14,9 @@ pub(super) enum Script {
     Fail,
     Slow,
     Artifact,
-    /// `big T R`: a T MiB text delta and an R MiB tool result (defaults 2 and 4).
-    Big(u64, u64),
+    /// `big T R`: a T MiB text delta and an R MiB tool result (defaults 2 and 4, each at
+    /// most `limits::DEMO_BIG_MAX_MIB`); the flag: the request asked for more.
+    Big(u64, u64, bool),
     Flood(u64),
     Pace(u64, u64),
     /// `wait N`: silence for N seconds, then a short answer (heartbeat and load tests).
@@ -61,7 +62,11 @@ pub(super) fn choose(text: &str, run_mode: Option<&str>) -> Script {
         return Script::Wait(num("wait", 0, 10));
     }
     if t.starts_with("big") {
-        return Script::Big(num("big", 0, 2), num("big", 1, 4));
+        // Within what one upstream event may carry (the demo kernel runs in the server's own
+        // process: an unbounded `big 200 0` took it to 2 GiB).
+        let cap = crate::limits::DEMO_BIG_MAX_MIB;
+        let (text, tool) = (num("big", 0, 2), num("big", 1, 4));
+        return Script::Big(text.min(cap), tool.min(cap), text.max(tool) > cap);
     }
     if t.contains("pipeline") || run_mode == Some("pipeline") {
         return if t.contains("slow") {
@@ -151,7 +156,13 @@ pub(super) fn run_script(em: &mut Emitter<'_>, script: Script, text: &str) -> Re
             em.usage(100.0, 10.0)?;
             em.finish_turn("I wrote template.yml.")
         }
-        Script::Big(text_mib, tool_mib) => {
+        Script::Big(text_mib, tool_mib, clamped) => {
+            if clamped {
+                em.text(&format!(
+                    "(big: at most {} MiB each; sending {text_mib} MiB of text and a {tool_mib} MiB tool result) ",
+                    crate::limits::DEMO_BIG_MAX_MIB
+                ))?;
+            }
             // A large tool result (a `terraform plan`, a state file) and a large text delta.
             let tool = format!("call_{}", &ids::hex32()[..8]);
             em.meta(json!({"tool": {"name": "bash", "toolUseId": tool, "status": "started"}}))?;
