@@ -105,6 +105,25 @@ impl LeanTransport {
 }
 
 /// The time left of `t`, or the timeout error when none is.
+/// What is left of a wait a signal cut short.
+#[derive(Debug, PartialEq, Eq)]
+enum Rest {
+    /// It has no deadline.
+    Unbounded,
+    For(Duration),
+    Over,
+}
+
+/// The rest of a wait that ends at `deadline` (`None`: none): it goes on for what is left,
+/// never the whole timeout again.
+fn rest_of(deadline: Option<std::time::Instant>, now: std::time::Instant) -> Rest {
+    match deadline.map(|d| d.saturating_duration_since(now)) {
+        None => Rest::Unbounded,
+        Some(rest) if rest.is_zero() => Rest::Over,
+        Some(rest) => Rest::For(rest),
+    }
+}
+
 fn left(t: NextTimeout) -> Result<Option<Duration>, ureq::Error> {
     if t.after.is_zero() {
         return Err(ureq::Error::Timeout(t.reason));
@@ -147,6 +166,8 @@ impl Transport for LeanTransport {
         }
         // The request is out once an answer is awaited.
         self.buffers.release_output();
+        let clock = crate::clock::SystemClock;
+        let deadline = t.map(|d| crate::clock::Clock::now(&clock) + d);
         let n = loop {
             let burst = self.buffers.burst;
             if burst != self.nonblocking {
@@ -155,7 +176,18 @@ impl Transport for LeanTransport {
             }
             let space = self.buffers.append_space();
             match (&*self.stream).read(space) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                    let rest = match rest_of(deadline, crate::clock::Clock::now(&clock)) {
+                        Rest::Over => return Err(ureq::Error::Timeout(timeout.reason)),
+                        Rest::For(d) => Some(d),
+                        Rest::Unbounded => None,
+                    };
+                    if rest != self.read_timeout {
+                        self.stream.set_read_timeout(rest)?;
+                        self.read_timeout = rest;
+                    }
+                    continue;
+                }
                 // The burst is over: wait for what comes next in the small space.
                 Err(e) if self.nonblocking && e.kind() == io::ErrorKind::WouldBlock => {
                     self.buffers.burst = false;
@@ -302,6 +334,44 @@ impl Buffers for LeanBuffers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_interrupted_wait_keeps_its_deadline() {
+        let t0 = crate::clock::Clock::now(&crate::clock::SystemClock);
+        let deadline = Some(t0 + Duration::from_secs(10));
+        let at = |s| rest_of(deadline, t0 + Duration::from_secs(s));
+        assert_eq!(at(7), Rest::For(Duration::from_secs(3)));
+        assert_eq!(at(10), Rest::Over);
+        assert_eq!(at(11), Rest::Over);
+        assert_eq!(rest_of(None, t0), Rest::Unbounded);
+    }
+
+    /// The transport implements ureq's `unversioned` traits, which may change in any minor
+    /// release: Cargo.toml pins the minor that is implemented, and the lock holds it.
+    #[test]
+    fn ureq_is_pinned_to_the_minor_whose_unversioned_traits_are_implemented() {
+        const MINOR: &str = "3.5";
+        let toml = include_str!("../../Cargo.toml");
+        let dep = toml
+            .lines()
+            .find(|l| l.starts_with("ureq ") || l.starts_with("ureq="))
+            .unwrap_or_default();
+        assert!(dep.contains(&format!("\"~{MINOR}\"")), "Cargo.toml: {dep}");
+        let lock = include_str!("../../Cargo.lock");
+        let locked = lock
+            .split("name = \"ureq\"\nversion = \"")
+            .nth(1)
+            .unwrap_or_default();
+        assert!(
+            locked.starts_with(&format!("{MINOR}.")),
+            "Cargo.lock: ureq {locked:.8}"
+        );
+        // Compile-time: these are the traits and methods implemented here.
+        fn transport<T: Transport>() {}
+        fn connector<C: Connector<()>>() {}
+        transport::<LeanTransport>();
+        connector::<LeanConnector>();
+    }
 
     /// Feed `data` as a read of at most the space given; returns the bytes taken.
     fn feed(b: &mut LeanBuffers, data: &[u8]) -> usize {
