@@ -653,6 +653,15 @@ catalog! {
         "A2A タスクとの対応付けを保存できませんでした。",
         "Não foi possível salvar o vínculo com a tarefa A2A.",
     ],
+    PersistTerminal => [
+        "The end of the run could not be saved on the server.",
+        "无法在服务器上保存本次运行的结束状态。",
+        "No se pudo guardar en el servidor el final de la ejecución.",
+        "La fin de l'exécution n'a pas pu être enregistrée sur le serveur.",
+        "Das Ende des Laufs konnte auf dem Server nicht gespeichert werden.",
+        "実行の終了をサーバーに保存できませんでした。",
+        "Não foi possível salvar no servidor o fim da execução.",
+    ],
     PersistHistory => [
         "The conversation could not be saved on the server.",
         "无法在服务器上保存对话记录。",

@@ -963,6 +963,8 @@ fn a_panicking_worker_becomes_one_run_error_and_the_server_lives_on() {
     let (events, _) = sse_events(&resp.body);
     let last = events.last().unwrap();
     assert_eq!(last["type"], "RUN_ERROR");
+    // Regression (second red-team, fault 6): it said A2A_UNAVAILABLE, and clients retried a bug.
+    assert_eq!(last["code"], "INTERNAL_ERROR");
     assert_eq!(
         (last["threadId"].as_str(), last["runId"].as_str()),
         (Some("t9"), Some("r9"))
@@ -981,6 +983,7 @@ fn a_panicking_worker_becomes_one_run_error_and_the_server_lives_on() {
     let resp = post_json(srv.addr, "/", &[], br#"{"script":"no-terminal"}"#);
     let (events, _) = sse_events(&resp.body);
     assert_eq!(events.last().unwrap()["type"], "RUN_ERROR");
+    assert_eq!(events.last().unwrap()["code"], "INTERNAL_ERROR");
 
     assert_eq!(
         raw(srv.addr, &request("GET", "/health", &[], b"")).status,

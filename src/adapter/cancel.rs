@@ -16,7 +16,16 @@ use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
 use crate::limits;
 use crate::server::http::Response;
-use crate::sync::lock;
+
+/// What the cancel route found, under the thread's lock.
+enum Decision {
+    NotFound,
+    AlreadyTerminal,
+    Cancel {
+        task_id: Option<String>,
+        context_id: String,
+    },
+}
 
 fn answer(status: u16, execution_id: &str, state: &str) -> Response {
     let v = json!({"executionId": execution_id, "status": state});
@@ -35,45 +44,58 @@ pub(crate) fn cancel(sh: &Shared, req: CancelRequest) -> Response {
             return ApiError::new(Code::StateUnavailable, Msg::StateUnavailable).response(req.lang);
         }
     };
-    let Some(doc) = lock(&slot).as_ref().map(|t| t.doc.clone()) else {
-        sh.registry.forget_if_absent(&key);
-        return not_found;
-    };
     let exec = &req.execution_id;
-    match sh.registry.live_thread(exec) {
-        None => {
-            return if doc.terminal.contains(exec) {
-                answer(200, exec, "already_terminal")
-            } else {
-                not_found
-            };
-        }
-        // No hint about which check failed.
-        Some(t)
-            if t != key
-                || doc.execution.execution_id != *exec
-                || doc.execution.ros_invocation_id != req.ros_invocation_id =>
-        {
-            return not_found;
-        }
-        Some(_) => {}
-    }
     let control = sh.run_control(exec);
-    // A streaming run that already decided its own end (its terminal event is on its way)
-    // is not cancelled any more: say so instead of contradicting the stream.
-    if control.as_ref().is_some_and(|c| !c.claim_cancel()) {
-        return answer(200, exec, "already_terminal");
-    }
-    // The AG-UI execution ends now: terminal, nothing pending (reference §8.1).
+    // One read decides and writes: the checks see the state the write replaces (a copy taken
+    // before could be a turn behind).
+    let mut decision = Decision::NotFound;
     let saved = sh.registry.update(&slot, |current| {
-        let mut next = current
-            .filter(|t| t.doc.execution.execution_id == *exec)?
-            .clone();
+        let doc = &current?.doc;
+        match sh.registry.live_thread(exec) {
+            None => {
+                if doc.terminal.contains(exec) {
+                    decision = Decision::AlreadyTerminal;
+                }
+                return None;
+            }
+            // No hint about which check failed.
+            Some(t)
+                if t != key
+                    || doc.execution.execution_id != *exec
+                    || doc.execution.ros_invocation_id != req.ros_invocation_id =>
+            {
+                return None;
+            }
+            Some(_) => {}
+        }
+        // A streaming run that already decided its own end (its terminal event is on its
+        // way) is not cancelled any more: say so instead of contradicting the stream.
+        if control.as_ref().is_some_and(|c| !c.claim_cancel()) {
+            decision = Decision::AlreadyTerminal;
+            return None;
+        }
+        decision = Decision::Cancel {
+            task_id: doc.execution.task_id.clone(),
+            context_id: doc.context_id.clone(),
+        };
+        // The AG-UI execution ends now: terminal, nothing pending (reference §8.1).
+        let mut next = current?.clone();
         next.doc.execution.pending.clear();
         next.doc.execution.task_id = None;
         next.doc.retire(exec);
         Some((next, ()))
     });
+    let (task_id, context_id) = match decision {
+        Decision::NotFound => {
+            sh.registry.forget_if_absent(&key);
+            return not_found;
+        }
+        Decision::AlreadyTerminal => return answer(200, exec, "already_terminal"),
+        Decision::Cancel {
+            task_id,
+            context_id,
+        } => (task_id, context_id),
+    };
     if let Err(e) = saved {
         log::error!("cancel {exec}: {e}");
         return ApiError::new(Code::StateUnavailable, Msg::StateUnavailable).response(req.lang);
@@ -81,13 +103,10 @@ pub(crate) fn cancel(sh: &Shared, req: CancelRequest) -> Response {
     sh.registry.live_remove(exec);
     // The kernel's confirmation comes on its own thread: a busy kernel can hold `CancelTask`
     // for many seconds. Until it answers, the next turn on this thread waits (`winddown`).
-    let confirmed = doc
-        .execution
-        .task_id
-        .clone()
-        .map(|task| confirm_in_background(sh, &doc.context_id, task));
+    let running = task_id.is_some();
+    let confirmed = task_id.map(|task| confirm_in_background(sh, &context_id, task));
     if let Some(control) = control {
-        if doc.execution.task_id.is_some() {
+        if running {
             // The run ends at once with its one terminal event.
             control.cancel();
         } else {

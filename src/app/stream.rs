@@ -303,7 +303,8 @@ impl<'a> RunStream<'a> {
             StreamState::NotStarted => self
                 .reject(ApiError::new(Code::InternalError, Msg::InternalError).response(self.lang)),
             StreamState::Open => {
-                let _ = self.error_terminal(Code::A2aUnavailable, Msg::InternalError);
+                // A bug, not an outage: clients must not retry it as "unavailable".
+                let _ = self.error_terminal(Code::InternalError, Msg::InternalError);
             }
             StreamState::Done => {}
         }

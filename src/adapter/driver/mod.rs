@@ -511,7 +511,8 @@ impl<'a, 's> Run<'a, 's> {
     // ------------------------------------------------------------------ endings
 
     /// Mark the execution terminal: task forgotten, listed as terminal, out of the live index.
-    fn mark_terminal(&self, clear_pending: bool) {
+    /// `false`: the save failed (the thread's file still shows the execution live).
+    fn mark_terminal(&self, clear_pending: bool) -> bool {
         let exec = self.execution_id.clone();
         let r = self.persist_with(false, |t| {
             if t.doc.execution.execution_id != exec {
@@ -530,6 +531,7 @@ impl<'a, 's> Run<'a, 's> {
             );
         }
         self.sh.registry.live_remove(&self.execution_id);
+        r.is_ok()
     }
 
     fn pending_empty(&self) -> bool {
@@ -555,11 +557,14 @@ impl<'a, 's> Run<'a, 's> {
                     self.cancel_task_best_effort();
                 }
             }
+            // Already an error; a failed save here is logged by `mark_terminal`.
             Cleanup::FailClosed => {
                 self.cancel_task_best_effort();
-                self.mark_terminal(true);
+                let _ = self.mark_terminal(true);
             }
-            Cleanup::Lost => self.mark_terminal(true),
+            Cleanup::Lost => {
+                let _ = self.mark_terminal(true);
+            }
         }
     }
 
@@ -601,7 +606,12 @@ impl<'a, 's> Run<'a, 's> {
         } else {
             self.mapper.usage()
         };
-        let event = end.terminal(&self.a.thread.id, &self.a.run_id, usage, self.sh.protocol);
+        let mut event = end.terminal(
+            &self.a.thread.id,
+            &self.a.run_id,
+            usage.clone(),
+            self.sh.protocol,
+        );
         // Settle before the terminal event leaves: a disconnect right after must not cancel.
         self.settled = true;
         let interrupt = matches!(
@@ -611,8 +621,14 @@ impl<'a, 's> Run<'a, 's> {
                 ..
             }
         );
-        if !guidance && !interrupt && self.pending_empty() {
-            self.mark_terminal(false);
+        // Fail closed: a run whose end could not be saved is not reported as a success.
+        if !guidance && !interrupt && self.pending_empty() && !self.mark_terminal(false) {
+            event = Ending::error(
+                Code::StatePersistenceFailed,
+                Msg::PersistTerminal,
+                self.lang(),
+            )
+            .terminal(&self.a.thread.id, &self.a.run_id, usage, self.sh.protocol);
         }
         let outcome = super::ending::outcome_label(&event);
         self.stream.note_outcome(&self.execution_id, outcome);

@@ -627,6 +627,37 @@ impl ThreadStore for FailOnTask {
     }
 }
 
+/// Saves that retire the current execution fail (the run's end cannot be written).
+struct FailOnRetire(Arc<MemStore>);
+
+impl ThreadStore for FailOnRetire {
+    fn load(&self, key: &ThreadKey) -> Result<Option<ThreadDoc>, StoreError> {
+        self.0.load(key)
+    }
+    fn save(&self, doc: &ThreadDoc) -> Result<(), StoreError> {
+        if doc.terminal.contains(&doc.execution.execution_id) {
+            return Err(StoreError::Io(std::io::Error::other("disk full (test)")));
+        }
+        self.0.save(doc)
+    }
+}
+
+/// Regression (second red-team, fault 6): the terminal save's failure was only logged and
+/// the client was told the run succeeded.
+#[test]
+fn a_run_whose_end_cannot_be_saved_is_not_reported_a_success() {
+    let mem = Arc::new(MemStore::default());
+    let h = Harness::with(mem.clone(), Arc::new(FailOnRetire(mem)), None);
+    let done = status("TASK_STATE_COMPLETED", json!({}));
+    h.script(vec![(
+        "SendStreamingMessage",
+        Answer::Stream(vec![task("TASK_STATE_SUBMITTED"), text("Hello"), done]),
+    )]);
+    let ev = h.run(h.body("r1", "hi", None));
+    assert_eq!(last(&ev)["type"], "RUN_ERROR", "{ev:?}");
+    assert_eq!(last(&ev)["code"], "STATE_PERSISTENCE_FAILED");
+}
+
 #[test]
 fn a_task_mapping_that_cannot_be_saved_fails_closed() {
     let mem = Arc::new(MemStore::default());
