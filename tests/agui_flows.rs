@@ -254,6 +254,13 @@ fn resume_validation_errors_keep_the_interrupt_answerable() {
             "RESUME_PAYLOAD_INVALID",
             Msg::ResumePayloadInvalid,
         ),
+        // Regression (second red-team, fault 4): white space only passed `minLength: 1`, the
+        // kernel refused it, and the run ended A2A_UNAVAILABLE ("retry later").
+        (
+            json!([{"interruptId": pid, "status": "resolved", "payload": {"freeText": " \t "}}]),
+            "RESUME_PAYLOAD_INVALID",
+            Msg::ResumePayloadInvalid,
+        ),
     ];
     for (n, (resume, want, msg)) in cases.into_iter().enumerate() {
         let ev = s.run(&s.resume_body("t1", &format!("bad{n}"), resume.clone()));

@@ -161,7 +161,7 @@ pub(crate) fn interrupt(id: &str, value: &Map<String, Value>) -> Value {
             .map(|(id, title)| json!({"type":"object","properties":{"selectedId":{"type":"string","const":id,"title":title}},"required":["selectedId"],"additionalProperties":false}))
             .collect();
         if allow_free {
-            one_of.push(json!({"type":"object","properties":{"freeText":{"type":"string","minLength":1}},"required":["freeText"],"additionalProperties":false}));
+            one_of.push(json!({"type":"object","properties":{"freeText":{"type":"string","minLength":1,"pattern":super::schema::NON_SPACE}},"required":["freeText"],"additionalProperties":false}));
         }
         let mut message =
             text("prompt").unwrap_or_else(|| Msg::InputRequired.text(lang).to_string());

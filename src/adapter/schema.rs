@@ -1,14 +1,18 @@
 //! Validation of a resume payload against its interrupt's `responseSchema`.
 //!
 //! The schemas are the adapter's own (`interrupts::interrupt` builds every one of them), and
-//! they use seven JSON Schema 2020-12 keywords: `type` (object, string), `properties`,
-//! `required`, `additionalProperties: false`, `enum`, `const`, `minLength`, `oneOf`, plus
+//! they use these JSON Schema 2020-12 keywords: `type` (object, string), `properties`,
+//! `required`, `additionalProperties: false`, `enum`, `const`, `minLength`, `pattern` (only
+//! `\S`), `oneOf`, plus
 //! the `title` annotation. This checks exactly those with the 2020-12 meaning; a schema with
 //! any other keyword validates nothing (fail closed). A general validator cost 1.5 MB of a
 //! 6 MB binary for this; the unit tests below check every schema the adapter builds against
 //! the `jsonschema` crate (a dev-dependency) on a table of payloads.
 
 use serde_json::{Map, Value};
+
+/// The `pattern` of a free-text answer: the kernel refuses one that is only white space.
+pub(crate) const NON_SPACE: &str = "\\S";
 
 /// Whether `instance` is valid against `schema`.
 pub(crate) fn is_valid(schema: &Value, instance: &Value) -> bool {
@@ -44,6 +48,16 @@ fn valid(schema: &Value, instance: &Value, depth: usize) -> Option<bool> {
                 instance
                     .as_str()
                     .is_none_or(|t| t.chars().count() as u64 >= n)
+            }
+            // The one pattern the adapter advertises: a character that is not white space
+            // somewhere (an unanchored `\S`, as JSON Schema's ECMA-262 patterns search).
+            "pattern" => {
+                if want.as_str()? != NON_SPACE {
+                    return None;
+                }
+                instance
+                    .as_str()
+                    .is_none_or(|t| t.chars().any(|c| !c.is_whitespace()))
             }
             "required" => {
                 let names = want.as_array()?;
@@ -148,6 +162,9 @@ mod tests {
             json!({"selectedId": "1"}),
             json!({"selectedId": "a", "freeText": "t"}),
             json!({"freeText": ""}),
+            json!({"freeText": "  "}),
+            json!({"freeText": "\t\n\u{3000}"}),
+            json!({"freeText": " x "}),
             json!({"freeText": "x"}),
             json!({"freeText": "日本"}),
             json!({"freeText": 5}),
@@ -182,6 +199,10 @@ mod tests {
         assert!(!is_valid(&s[1], &json!({"freeText": "b"})));
         assert!(is_valid(&s[3], &json!({"freeText": "b"})));
         assert!(!is_valid(&s[3], &json!({"freeText": ""})));
+        // Regression (second red-team, fault 4): white space only met `minLength: 1`, and the
+        // kernel's refusal of it was reported as an outage.
+        assert!(!is_valid(&s[3], &json!({"freeText": "   "})));
+        assert!(is_valid(&s[3], &json!({"freeText": " b "})));
     }
 
     #[test]
