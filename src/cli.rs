@@ -277,7 +277,7 @@ fn serve_demo_kernel(port: u16, env: &config::Environ) -> Result<(), StartError>
 
 /// `GET /capabilities`: an AG-UI 1.0 `AgentCapabilities` object (the discovery convention of
 /// the AG-UI docs and ag-ui-adk), with iac-code's own facts under `custom.iacCode`.
-pub(crate) fn capabilities_body(cfg: &Config, default_cwd: bool) -> Vec<u8> {
+pub(crate) fn capabilities_body(cfg: &Config, default_cwd: Option<&str>) -> Vec<u8> {
     let protocol = match cfg.agui_protocol {
         config::AguiProtocol::V0_1 => "0.1",
         config::AguiProtocol::V1_0 => "1.0",
@@ -316,11 +316,14 @@ pub(crate) fn capabilities_body(cfg: &Config, default_cwd: bool) -> Vec<u8> {
             "iacCode": {
                 "schemaVersion": 1,
                 "protocolMode": protocol,
-                "forwardedPropsRequired": !default_cwd,
+                "forwardedPropsRequired": default_cwd.is_none(),
                 "routes": {
                     "run": "POST /",
                     "cancel": "POST /extensions/iac-code/v1/executions/{executionId}/cancel",
                     "subscribe": "POST /extensions/iac-code/v1/executions/{executionId}/subscribe",
+                    "threads": "GET /threads",
+                    "threadMessages": "GET /threads/{threadId}/messages",
+                    "deleteThread": "DELETE /threads/{threadId}",
                     "health": "GET /health",
                     "metrics": "GET /metrics",
                 },
@@ -335,6 +338,11 @@ pub(crate) fn capabilities_body(cfg: &Config, default_cwd: bool) -> Vec<u8> {
             },
         },
     });
+    let mut v = v;
+    // The server's workspace, for the console: only behind the same auth as this route.
+    if let Some(cwd) = default_cwd {
+        v["custom"]["iacCode"]["defaultCwd"] = cwd.into();
+    }
     serde_json::to_vec(&v).unwrap_or_default()
 }
 
@@ -633,15 +641,10 @@ fn serve_with(
     });
     let mut routes = RouteConfig::new(cfg.auth_token.clone(), health_body(cfg.agui_protocol));
     routes.identity = identity(&cfg, addr, signals)?;
-    routes.capabilities_body = capabilities_body(&cfg, cfg.default_cwd.is_some());
+    routes.capabilities_body = capabilities_body(&cfg, cfg.default_cwd.as_deref());
     routes.hosts = HostRule::for_listener(addr.ip().is_loopback(), cfg.allowed_hosts.as_deref());
     if cfg.console {
-        let cwd = cfg
-            .allowed_roots
-            .first()
-            .map(|r| r.display().to_string())
-            .unwrap_or_default();
-        routes.console = Some(crate::console::Console::new(&cwd));
+        routes.console = Some(crate::console::Console::new());
     }
     if !addr.ip().is_loopback() && !routes.identity.authenticates() {
         log::warn!(

@@ -29,18 +29,11 @@ fn sha256_b64(text: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(text.as_bytes()))
 }
 
-/// Escape for an HTML attribute value.
-fn attr(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('"', "&quot;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
 impl Console {
-    /// The page, with `default_cwd` as the workspace it proposes.
-    pub fn new(default_cwd: &str) -> Console {
-        let body = PAGE.replace("{{DEFAULT_CWD}}", &attr(default_cwd));
+    /// The page. It holds no server path: it is served without auth, and reads the
+    /// workspace from `/capabilities`, which asks for the token when one is set.
+    pub fn new() -> Console {
+        let body = PAGE;
         let script = sha256_b64(inner(PAGE, "<script>", "</script>"));
         let style = sha256_b64(inner(PAGE, "<style>", "</style>"));
         let csp = format!(
@@ -49,7 +42,7 @@ impl Console {
              frame-ancestors 'none'"
         );
         Console {
-            body: body.into_bytes(),
+            body: body.as_bytes().to_vec(),
             csp,
         }
     }
@@ -69,9 +62,13 @@ mod tests {
 
     #[test]
     fn the_policy_allows_exactly_the_page_s_own_script_and_style() {
-        let c = Console::new("/tmp/\"x\"");
+        let c = Console::new();
         let body = String::from_utf8(c.body.clone()).unwrap();
-        assert!(body.contains("content=\"/tmp/&quot;x&quot;\""));
+        // Regression (second red-team, fault 3): the page embedded a server path, served to
+        // anyone.
+        assert!(
+            !body.contains("{{") && !body.contains("/tmp") && !body.contains("iac-default-cwd")
+        );
         // One inline script and one style, no external resource, no inline handlers.
         assert_eq!(body.matches("<script").count(), 1);
         assert_eq!(body.matches("<style").count(), 1);

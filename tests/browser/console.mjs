@@ -200,6 +200,30 @@ try {
     await tab.close();
   });
 
+  await step("with a token: the page holds no server path, asks for the token, then works", async () => {
+    const ws = join(work, "ws-token");
+    const guarded = await server(["--demo", "--default-cwd", ws], { IAC_CODE_AGUI_ALLOWED_CWDS: work, IAC_CODE_AGUI_AUTH_TOKEN: "console-secret" });
+    const html = await (await fetch(guarded + "/console")).text();
+    // Regression (second red-team, fault 3): the public page embedded the first allowed root.
+    if (html.includes(work)) fail("token", "the page served without auth names a server path");
+    const tab = await browser.newPage();
+    tab.on("pageerror", (e) => problems.push(String(e)));
+    await tab.goto(guarded + "/console", { waitUntil: "load" });
+    await tab.waitForSelector("#token.needed", { timeout: 10000 });
+    if ((await tab.$eval("#cwd", (e) => e.value)) !== "") fail("token", "a workspace before the token");
+    await tab.type("#token", "console-secret");
+    await tab.$eval("#token", (e) => e.dispatchEvent(new Event("change")));
+    await tab.waitForFunction((ws) => document.querySelector("#cwd").value === ws, { timeout: 10000 }, ws);
+    await tab.$eval("#input", (e) => { e.value = "hello"; });
+    await tab.click("#send");
+    await tab.waitForFunction(() => document.querySelector("#state").textContent === "finished", { timeout: 20000 });
+    // The token is this tab's only.
+    const stored = await tab.evaluate(() => JSON.stringify(localStorage));
+    if (stored.includes("console-secret")) fail("token", "the token reached local storage");
+    await tab.screenshot({ path: join(SHOTS, "11-token.png"), fullPage: true });
+    await tab.close();
+  });
+
   await step("no external resource, no CSP violation or script error", async () => {
     if (foreign.length) fail("resources", foreign.join(", "));
     if (problems.length) fail("errors", problems.join(" | "));
