@@ -206,3 +206,8 @@ pub(crate) const THREAD_EXPIRY_EVERY: Duration = Duration::from_secs(60);
 /// The demo's `big T R` sends at most this many MiB each (an event must stay under
 /// `MAX_EVENT_BYTES` once framed and escaped).
 pub(crate) const DEMO_BIG_MAX_MIB: u64 = 12;
+/// After an answer that closes the connection: how long, and how many more bytes, the client's
+/// input is read and dropped before the close (a close with unread input resets the
+/// connection, and the reset can destroy the answer before the client reads it).
+pub(crate) const LINGER_TIME: Duration = Duration::from_secs(2);
+pub(crate) const LINGER_BYTES: usize = 4 * 1024 * 1024;

@@ -427,6 +427,35 @@ fn content_length_over_limit_is_413_before_the_body() {
     assert!(r.closed());
 }
 
+/// Regression (second red-team, fault 7): after an early error answer the connection was
+/// closed with unread input, which resets it; over a real network the reset can destroy the
+/// answer before the client reads it. Now the write side is shut (the client reads the whole
+/// answer and EOF) and what it still uploads is read and dropped, bounded, before the close.
+#[test]
+fn a_client_that_keeps_uploading_after_a_413_reads_the_whole_answer() {
+    let (srv, _) = server();
+    let mut s = srv.connect();
+    s.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 52428800\r\n\r\n")
+        .unwrap();
+    // The client goes on sending its body, as a client that does not wait for 100-continue.
+    let chunk = vec![b'a'; 64 * 1024];
+    for _ in 0..8 {
+        s.write_all(&chunk).unwrap();
+    }
+    let reader = s.try_clone().unwrap();
+    let mut r = Reader::new(reader);
+    let resp = r.response(false).unwrap();
+    assert_eq!(resp.status, 413);
+    assert_eq!(resp.error_code(), "REQUEST_TOO_LARGE");
+    assert!(r.closed(), "the write side is shut after the answer");
+    // Still lingering: more of the upload is taken, not refused with a reset.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    for i in 0..8 {
+        s.write_all(&chunk)
+            .unwrap_or_else(|e| panic!("write {i} after the answer: {e}"));
+    }
+}
+
 #[test]
 fn exactly_12_mib_is_accepted_and_one_more_byte_is_not() {
     let (srv, _) = server();

@@ -7,6 +7,8 @@
 //!        │  └──── no body / immediate answer ──────────►   │
 //!        │                                                 └─StartStream─► Streaming ──EndStream──┘
 //!        └─ error / timeout / EOF ─► Closing ◄── slow reader, write error, client EOF, shutdown
+//!                                      └─ answer out ─► Lingering (half-closed, input dropped,
+//!                                                       bounded) ─► closed
 //! ```
 
 use std::sync::Arc;
@@ -39,6 +41,10 @@ pub(crate) enum State<R> {
     },
     /// Flush what is left, then close.
     Closing,
+    /// The answer is out and the write side shut: what the client still sends is read and
+    /// dropped, at most `left` more bytes, until its EOF or the read deadline, then close.
+    /// Closing with unread input sends a reset, which can destroy the answer in flight.
+    Lingering { left: usize },
 }
 
 pub(crate) struct BodyRead<R> {
@@ -151,6 +157,7 @@ impl<R> Conn<R> {
             State::Dispatched { .. } => "dispatched",
             State::Streaming { .. } => "streaming",
             State::Closing => "closing",
+            State::Lingering { .. } => "lingering",
         }
     }
 }

@@ -254,7 +254,7 @@ impl<H: Handler> Server<H> {
             match conn.job() {
                 Some(job) => job.stop(StopReason::Shutdown),
                 None => {
-                    if !matches!(conn.state, State::Closing) {
+                    if !matches!(conn.state, State::Closing | State::Lingering { .. }) {
                         self.close(slot, "shutdown");
                     }
                 }
@@ -480,6 +480,15 @@ impl<H: Handler> Server<H> {
                     conn.inbuf.clear();
                     return;
                 }
+                State::Lingering { left } => {
+                    let read = conn.inbuf.len();
+                    conn.inbuf.clear();
+                    *left = left.saturating_sub(read);
+                    if *left == 0 || conn.peer_eof {
+                        self.close(slot, "done");
+                    }
+                    return;
+                }
             }
         }
     }
@@ -614,7 +623,17 @@ impl<H: Handler> Server<H> {
             job.set_congested(after > watermark);
         }
         if matches!(conn.state, State::Closing) && after == 0 {
-            self.close(slot, "done");
+            if conn.peer_eof {
+                self.close(slot, "done");
+                return;
+            }
+            // Half-close and drain (sozu's and hyper's way): the client that is still
+            // uploading reads the answer before the connection goes.
+            let _ = conn.sock.shutdown(std::net::Shutdown::Write);
+            conn.state = State::Lingering {
+                left: limits::LINGER_BYTES,
+            };
+            conn.read_deadline = Some(now + limits::LINGER_TIME);
             return;
         }
         if before > watermark && after <= watermark {

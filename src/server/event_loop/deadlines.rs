@@ -56,7 +56,7 @@ impl<H: Handler> Server<H> {
             return;
         };
         let read_deadline = match &conn.state {
-            State::ReadingHead { .. } => conn.read_deadline,
+            State::ReadingHead { .. } | State::Lingering { .. } => conn.read_deadline,
             State::ReadingBody(b) => Some(b.deadline),
             _ => None,
         };
