@@ -1,6 +1,7 @@
 // AG-UI 1.0's own client, `HttpAgent` from @ag-ui/client 1.0.0, against iac-agui in
-// `--agui-protocol 1.0` mode, as a front-end team uses it: plain, permission → resume,
-// question → answer (a pipeline's clarifying question), an LLM failure, a cancel.
+// `--agui-protocol 1.0` mode, as a front-end team uses it: plain, reasoning, permission (a
+// tool call) → resume, question → answer (a pipeline's clarifying question), an LLM failure,
+// a cancel; after each, the server's stored conversation equals the client's messages.
 //   node ts_agent_v1.mjs URL CWD
 // Every event is also parsed with @ag-ui/core 1.0's schema for its type, `.strict()` (no
 // unknown keys); any console.warn or console.error the client prints is a failure.
@@ -89,6 +90,19 @@ const textOf = (m) => (typeof m.content === "string" ? m.content : "");
   await sameHistory("plain third", fresh, false);
 }
 
+// reasoning: the thinking is a reasoning message before the answer, kept by the server too
+{
+  const agent = new HttpAgent({ url, threadId: id("v1-think") });
+  agent.addMessage(user("think about it"));
+  const r = await run("reasoning", agent, {});
+  if (r.outcome !== "success") fail("reasoning", `outcome ${r.outcome}`);
+  const roles = agent.messages.map((m) => m.role);
+  if (roles.indexOf("reasoning") < 0 || roles.indexOf("reasoning") > roles.lastIndexOf("assistant")) {
+    fail("reasoning", `roles ${roles}`);
+  }
+  await sameHistory("reasoning", agent);
+}
+
 // permission → resume: the answer after the approval is its own assistant message, after the
 // tool result.
 {
@@ -173,5 +187,5 @@ const textOf = (m) => (typeof m.content === "string" ? m.content : "");
   if (!caps.transport?.streaming || !caps.humanInTheLoop?.interrupts) fail("capabilities", JSON.stringify(caps));
 }
 
-console.log("ts-agent-v1 ok: plain (+ a fresh client's snapshot), permission resume, question answer, fail, cancel, capabilities; each history as the client built it");
+console.log("ts-agent-v1 ok: plain (+ a fresh client's snapshot), reasoning, permission (tool call) resume, question answer, fail, cancel, capabilities; each history as the client built it");
 process.exit(0);
