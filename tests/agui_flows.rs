@@ -776,6 +776,33 @@ fn a_kernel_that_refuses_our_token_is_unavailable() {
     assert_eq!(code(&ev), "A2A_UNAVAILABLE");
 }
 
+/// AG-UI 1.0's `protocolVersion` is an optional string: a number is a 400 that names it in
+/// 1.0 mode (issue 36, request rules); in 0.1 mode it is an unknown key, ignored.
+#[test]
+fn a_malformed_protocol_version_is_a_400_naming_it_in_1_0_mode() {
+    let v1 = Stack::with(
+        AguiProtocol::V1_0,
+        ServerConfig::default(),
+        Duration::from_secs(30),
+    );
+    let mut b = v1.body("pv", "r1", "hello");
+    b["protocolVersion"] = json!(1.0);
+    let r = v1.post(&b);
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(r.error_code(), "INVALID_INPUT");
+    assert!(
+        r.error_message().contains("protocolVersion"),
+        "{}",
+        r.text()
+    );
+    b["protocolVersion"] = json!("1.0");
+    assert_eq!(last(&v1.run(&b))["type"], "RUN_FINISHED");
+    let v01 = Stack::new();
+    let mut b = v01.body("pv", "r1", "hello");
+    b["protocolVersion"] = json!(1);
+    assert_eq!(last(&v01.run(&b))["type"], "RUN_FINISHED");
+}
+
 #[test]
 fn agui_1_0_mode() {
     let s = Stack::with(

@@ -103,6 +103,21 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
         Ok(i) => i,
         Err(e) => return Err(ApiError::invalid_field(&e, lang)),
     };
+    // AG-UI 1.0 `RunAgentInput.protocolVersion: Optional[str]` ("The protocol version this
+    // consumer speaks, such as \"1.0\""): anything but a string is a malformed request. In
+    // 0.1 mode it is an unknown key, ignored like the reference does.
+    if sh.protocol == crate::config::AguiProtocol::V1_0
+        && req
+            .body
+            .get("protocolVersion")
+            .is_some_and(|v| !v.is_string() && !v.is_null())
+    {
+        let e = crate::agui::field::FieldError::new(
+            "protocolVersion",
+            crate::agui::field::Problem::Type("string"),
+        );
+        return Err(ApiError::invalid_field(&e, lang));
+    }
     let key = ThreadKey::new(&req.caller, &inp.thread_id);
     // A stock AG-UI client sends no iacCode properties: with `--default-cwd` the server
     // supplies them (a browser must not choose server paths); a request that carries them
