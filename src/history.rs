@@ -414,15 +414,16 @@ impl Ops {
         self.ops.is_empty()
     }
 
-    /// `text` as far as the cap allows (the cut marked once).
-    fn within_cap(&mut self, text: &str) -> Option<String> {
+    /// `text` as far as the cap allows, and whether it was cut there (then nothing more is
+    /// kept). Borrowed: a delta is copied once, into its message's text.
+    fn within_cap<'t>(&mut self, text: &'t str) -> Option<(&'t str, bool)> {
         if self.cut {
             return None;
         }
         let room = self.cap.saturating_sub(self.bytes);
         if text.len() <= room {
             self.bytes += text.len();
-            return Some(text.to_string());
+            return Some((text, false));
         }
         self.cut = true;
         let mut end = room;
@@ -430,7 +431,38 @@ impl Ops {
             end -= 1;
         }
         self.bytes = self.cap;
-        Some(format!("{}{CUT_MARK}", &text[..end]))
+        Some((&text[..end], true))
+    }
+
+    /// Append `delta` to message `id`'s text (`tool`: to call `id`'s arguments): to the last
+    /// op when it is that one's, else in a new op.
+    fn append(&mut self, delta: &str, id: &str, tool: bool) {
+        let Some((part, cut)) = self.within_cap(delta) else {
+            return;
+        };
+        let mark = if cut { CUT_MARK } else { "" };
+        match self.ops.last_mut() {
+            Some(Op::Append { id: i, delta: d }) if !tool && i == id => {
+                d.push_str(part);
+                d.push_str(mark);
+                return;
+            }
+            Some(Op::ToolArgs { id: i, delta: d }) if tool && i == id => {
+                d.push_str(part);
+                d.push_str(mark);
+                return;
+            }
+            _ => {}
+        }
+        let mut text = String::with_capacity(part.len() + mark.len());
+        text.push_str(part);
+        text.push_str(mark);
+        let id = id.to_string();
+        self.ops.push(if tool {
+            Op::ToolArgs { id, delta: text }
+        } else {
+            Op::Append { id, delta: text }
+        });
     }
 
     /// Record one event of the run (events that change no message are ignored).
@@ -446,19 +478,7 @@ impl Ops {
             },
             Event::TextContent { message_id, delta }
             | Event::ReasoningContent { message_id, delta } => {
-                let Some(delta) = self.within_cap(delta) else {
-                    return;
-                };
-                if let Some(Op::Append { id, delta: d }) = self.ops.last_mut()
-                    && id == message_id
-                {
-                    d.push_str(&delta);
-                    return;
-                }
-                Op::Append {
-                    id: message_id.clone(),
-                    delta,
-                }
+                return self.append(delta, message_id, false);
             }
             Event::ToolStart {
                 tool_call_id,
@@ -473,28 +493,17 @@ impl Ops {
                 tool_call_id,
                 delta,
             } => {
-                let Some(delta) = self.within_cap(delta) else {
-                    return;
-                };
-                if let Some(Op::ToolArgs { id, delta: d }) = self.ops.last_mut()
-                    && id == tool_call_id
-                {
-                    d.push_str(&delta);
-                    return;
-                }
-                Op::ToolArgs {
-                    id: tool_call_id.clone(),
-                    delta,
-                }
+                return self.append(delta, tool_call_id, true);
             }
             Event::ToolResult {
                 tool_call_id,
                 content,
             } => Op::ToolResult {
                 id: tool_call_id.clone(),
-                content: self
-                    .within_cap(content)
-                    .unwrap_or_else(|| CUT_MARK.trim().into()),
+                content: match self.within_cap(content) {
+                    Some((part, cut)) => format!("{part}{}", if cut { CUT_MARK } else { "" }),
+                    None => CUT_MARK.trim().into(),
+                },
             },
             Event::ActivitySnapshot {
                 pipeline_run_id,

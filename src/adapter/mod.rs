@@ -118,6 +118,7 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
         );
         return Err(ApiError::invalid_field(&e, lang));
     }
+    warn_unknown_fields(&req.body, &inp.thread_id);
     let key = ThreadKey::new(&req.caller, &inp.thread_id);
     // A stock AG-UI client sends no iacCode properties: with `--default-cwd` the server
     // supplies them (a browser must not choose server paths); a request that carries them
@@ -310,6 +311,35 @@ fn conversation(
         _ => None,
     };
     (new, snapshot)
+}
+
+/// The `RunAgentInput` keys this server reads (both spellings); others are accepted (AG-UI
+/// 1.0: a receiver ignores what it does not know) and logged, so a client's typo shows.
+const ENVELOPE_KEYS: &[&str] = &[
+    "threadId",
+    "thread_id",
+    "runId",
+    "run_id",
+    "parentRunId",
+    "parent_run_id",
+    "state",
+    "messages",
+    "tools",
+    "context",
+    "forwardedProps",
+    "forwarded_props",
+    "resume",
+    "protocolVersion",
+];
+
+fn warn_unknown_fields(body: &serde_json::Value, thread_id: &str) {
+    let Some(o) = body.as_object() else { return };
+    for k in o.keys().filter(|k| !ENVELOPE_KEYS.contains(&k.as_str())) {
+        log::debug!(
+            "thread {thread_id}: RunAgentInput field {} is not one this server reads; ignored",
+            crate::logging::escape(k)
+        );
+    }
 }
 
 /// `409 THREAD_BUSY` naming the thread's active run, so its owner can subscribe to it or
