@@ -256,6 +256,12 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
         None
     });
     let (new_messages, snapshot) = conversation(sh, stored, &inp.messages);
+    let new_messages = match new_messages.is_empty() {
+        true => Box::default(),
+        false => serde_json::to_vec(&new_messages)
+            .unwrap_or_default()
+            .into_boxed_slice(),
+    };
     let args = RunArgs {
         kind,
         slot,

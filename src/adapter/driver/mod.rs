@@ -87,8 +87,9 @@ pub(crate) struct RunArgs {
     pub(crate) user: Option<UserMessage>,
     pub(crate) resume: Vec<ResumeEntry>,
     pub(crate) control: Arc<RunControl>,
-    /// The request's messages the thread's conversation does not hold yet.
-    pub(crate) new_messages: Vec<serde_json::Value>,
+    /// The request's messages the thread's conversation does not hold yet, as a JSON array
+    /// (compact bytes: a stream may wait for hours, and a `Value` holds several times more).
+    pub(crate) new_messages: Box<[u8]>,
     /// AG-UI 1.0: the conversation to restate after `RUN_STARTED` (the stored one and the
     /// request's new messages), when the request held less than the server keeps.
     pub(crate) snapshot: Option<Vec<serde_json::Value>>,
@@ -288,7 +289,8 @@ impl<'a, 's> Run<'a, 's> {
     /// included, and when its client left: the client saw what it holds).
     fn record_history(&mut self) -> bool {
         let ops = std::mem::take(&mut self.ops);
-        let input = std::mem::take(&mut self.a.new_messages);
+        let input: Vec<serde_json::Value> =
+            serde_json::from_slice(&std::mem::take(&mut self.a.new_messages)).unwrap_or_default();
         let r = self.sh.registry.record_history(
             &self.a.slot,
             &self.a.thread,
