@@ -307,6 +307,22 @@ fn others_see_nothing(mode: &Mode) {
         session_event(&answered)["executionId"].as_str(),
         Some(&*exec)
     );
+    // The owner re-attaches to the finished run (a replay) and then deletes the thread.
+    let ros = session_event(&answered)["rosInvocationId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let replay = post(
+        p.addr,
+        &format!("{CANCEL}/{exec}/subscribe"),
+        alice,
+        &json!({"threadId": "T", "runId": "r2", "rosInvocationId": ros, "afterSequence": -1}),
+    );
+    assert_eq!(replay.status, 200, "{}: {}", mode.name, replay.text());
+    let gone = call(p.addr, "DELETE", "/threads/T", alice);
+    assert_eq!(gone.status, 204, "{}: {}", mode.name, gone.text());
+    let after = call(p.addr, "GET", "/threads/T/messages", alice);
+    assert_eq!(after.error_code(), "THREAD_NOT_FOUND");
 }
 
 /// THREAD_BUSY names the active run to its owner only; another principal's thread of the
