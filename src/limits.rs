@@ -205,6 +205,7 @@ pub(crate) const MAX_PAGE: usize = 200;
 pub(crate) const THREAD_EXPIRY_EVERY: Duration = Duration::from_secs(60);
 /// The demo's `big T R` sends at most this many MiB each (an event must stay under
 /// `MAX_EVENT_BYTES` once framed and escaped).
+#[cfg(feature = "demo")]
 pub(crate) const DEMO_BIG_MAX_MIB: u64 = 12;
 /// After an answer that closes the connection: how long, and how many more bytes, the client's
 /// input is read and dropped before the close (a close with unread input resets the
