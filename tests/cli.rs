@@ -214,10 +214,11 @@ fn a_loaded_pending_interrupt_prevents_idle_shutdown() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn get_health(addr: std::net::SocketAddr, host: &str) -> common::Resp {
+/// `GET /capabilities` with this Host (`/health` is answered whatever the Host).
+fn get_with_host(addr: std::net::SocketAddr, host: &str) -> common::Resp {
     common::raw(
         addr,
-        &common::request("GET", "/health", &[("Host", host)], b""),
+        &common::request("GET", "/capabilities", &[("Host", host)], b""),
     )
 }
 
@@ -233,7 +234,7 @@ fn a_loopback_listener_refuses_foreign_host_names() {
         "[::1]",
         &format!("localhost:{}", addr.port()),
     ] {
-        assert_eq!(get_health(addr, ok).status, 200, "{ok}");
+        assert_eq!(get_with_host(addr, ok).status, 200, "{ok}");
     }
     for bad in [
         "evil.example",
@@ -241,9 +242,12 @@ fn a_loopback_listener_refuses_foreign_host_names() {
         "localhost..",
         "local..host",
     ] {
-        let r = get_health(addr, bad);
+        let r = get_with_host(addr, bad);
         assert_eq!(r.status, 421, "{bad}");
         assert_eq!(r.error_code(), "HOST_NOT_ALLOWED");
+        // The health route reveals nothing and is answered for any Host (probes).
+        let health = common::request("GET", "/health", &[("Host", bad)], b"");
+        assert_eq!(common::raw(addr, &health).status, 200, "{bad}");
     }
     let run = common::raw(
         addr,
@@ -266,8 +270,8 @@ fn a_loopback_listener_refuses_foreign_host_names() {
         &["--allowed-hosts", "agui.test"],
         &[("IAC_CODE_AGUI_STATE_DIR", dir.to_str().unwrap())],
     );
-    assert_eq!(get_health(addr, "agui.test:1").status, 200);
-    assert_eq!(get_health(addr, "localhost").status, 421);
+    assert_eq!(get_with_host(addr, "agui.test:1").status, 200);
+    assert_eq!(get_with_host(addr, "localhost").status, 421);
     child.kill().unwrap();
     let _ = child.wait();
     let (mut child, addr) = start_with_env(
@@ -277,7 +281,7 @@ fn a_loopback_listener_refuses_foreign_host_names() {
             ("IAC_CODE_AGUI_ALLOWED_HOSTS", "*"),
         ],
     );
-    assert_eq!(get_health(addr, "evil.example").status, 200);
+    assert_eq!(get_with_host(addr, "evil.example").status, 200);
     child.kill().unwrap();
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
@@ -290,7 +294,7 @@ fn interrupt_ttl_is_accepted_and_warned_about_once() {
         &["--interrupt-ttl", "600"],
         &[("IAC_CODE_AGUI_STATE_DIR", dir.to_str().unwrap())],
     );
-    assert_eq!(get_health(addr, "127.0.0.1").status, 200);
+    assert_eq!(get_with_host(addr, "127.0.0.1").status, 200);
     let warned = log
         .lock()
         .unwrap()
@@ -414,7 +418,8 @@ fn one_access_line_per_request_in_json_with_no_secret() {
             ("IAC_CODE_AGUI_ALLOWED_CWDS", dir.to_str().unwrap()),
         ],
     );
-    assert_eq!(get_health(addr, "127.0.0.1").status, 200);
+    let health = common::request("GET", "/health", &[("Host", "127.0.0.1")], b"");
+    assert_eq!(common::raw(addr, &health).status, 200);
     let body = serde_json::json!({"threadId": "t-acc", "runId": "r-acc", "state": {}, "tools": [],
         "context": [], "messages": [{"id": "m", "role": "user", "content": "hello"}],
         "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "ros", "cwd": dir,
@@ -861,7 +866,7 @@ fn usr1_and_usr2_are_ignored() {
         child.try_wait().unwrap().is_none(),
         "a user signal ended the process"
     );
-    assert_eq!(get_health(addr, "127.0.0.1").status, 200);
+    assert_eq!(get_with_host(addr, "127.0.0.1").status, 200);
     signal(&child, "-TERM");
     assert_eq!(
         wait_exit(&mut child, Duration::from_secs(15)).and_then(|s| s.code()),

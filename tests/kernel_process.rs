@@ -83,10 +83,31 @@ fn a_child_that_exits_during_startup_is_reported() {
     let err = ManagedKernel::start(&spec, &Environ::capture())
         .err()
         .unwrap();
-    assert_eq!(
-        err,
-        "The local A2A process exited during startup (exit code 3)."
+    // One line, saying that the cause is unknown (the kernel's own lines were relayed).
+    assert!(
+        err.starts_with("The local A2A process exited during startup (exit code 3). ")
+            && err.contains("not one iac-agui recognises")
+            && !err.contains('\n'),
+        "{err}"
     );
+    let _ = std::fs::remove_file(record);
+}
+
+/// Issue 38: a kernel that dies at import with an a2a-sdk outside the working range is named
+/// as such, with the fix, in one line (from its relayed stderr).
+#[test]
+fn a_kernel_that_dies_at_import_names_the_a2a_sdk_and_the_fix() {
+    let (spec, record) = spec("bad-sdk");
+    let err = ManagedKernel::start(&spec, &Environ::capture())
+        .err()
+        .unwrap();
+    assert!(err.contains("(exit code 1)"), "{err}");
+    assert!(err.contains("Likely cause: a2a-sdk"), "{err}");
+    assert!(
+        err.contains("Fix: pip install 'a2a-sdk[http-server,signing]>=1.0.2,<1.2.1'"),
+        "{err}"
+    );
+    assert!(!err.contains('\n'), "{err}");
     let _ = std::fs::remove_file(record);
 }
 

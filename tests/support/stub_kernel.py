@@ -1,6 +1,7 @@
 """A stand-in for `iac-code a2a` used by the kernel-process tests.
 
-STUB_MODE: ok (serve /health), exit (exit 3 at once), never-ready (serve nothing),
+STUB_MODE: ok (serve /health), exit (exit 3 at once), bad-sdk (the traceback iac-code 0.16.0
+prints with a2a-sdk 1.3.0 on stderr, then exit 1), never-ready (serve nothing),
 ignore-term (serve, ignore SIGTERM). STUB_RECORD: a file where argv, pid, the token and
 IACCODE_A2A_ALLOWED_CWDS are written as JSON.
 """
@@ -22,6 +23,11 @@ if record:
     os.replace(record + ".tmp", record)
 if mode == "exit":
     sys.exit(3)
+if mode == "bad-sdk":
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "..", "fixtures", "kernel", "a2a-sdk-1.3.0.stderr")) as f:
+        sys.stderr.write(f.read())
+    sys.exit(1)
 if mode == "never-ready":
     time.sleep(3600)
 if mode == "ignore-term":
