@@ -959,3 +959,35 @@ fn a_default_cwd_outside_the_allowed_roots_is_refused_at_start() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// AG-UI 1.0: a receiver accepts fields it does not know; iac-agui also logs them (debug),
+/// so that a client's misspelt field shows (issue 36, request rules).
+#[test]
+fn unknown_run_input_fields_are_accepted_and_logged_at_debug() {
+    let dir = common::tempdir("cli-unknown-fields");
+    let (mut child, addr, log) = start_logged(
+        &["--debug"],
+        &[
+            (
+                "IAC_CODE_AGUI_STATE_DIR",
+                dir.join("state").to_str().unwrap(),
+            ),
+            ("IAC_CODE_AGUI_ALLOWED_CWDS", dir.to_str().unwrap()),
+        ],
+    );
+    let body = serde_json::json!({"threadId": "t-unk", "runId": "r-unk", "messages":
+        [{"id": "m", "role": "user", "content": "hello"}], "forwardedProp": {"typo": true},
+        "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "ros", "cwd": dir}}});
+    let r = common::post_json(addr, "/", &[], &serde_json::to_vec(&body).unwrap());
+    assert_eq!(r.status, 200, "{}", r.text());
+    let logged = || {
+        log.lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("forwardedProp ") && l.contains("not one this server reads"))
+    };
+    assert!(common::wait_until(Duration::from_secs(5), logged));
+    child.kill().unwrap();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
