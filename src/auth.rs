@@ -15,7 +15,6 @@ use std::sync::{Arc, Mutex, RwLock};
 use sha2::{Digest, Sha256};
 
 use crate::principal::{BadName, Caller};
-use crate::routes::constant_time_eq;
 use crate::server::http::RequestHead;
 use crate::sync::lock;
 
@@ -36,6 +35,11 @@ pub enum Identity {
     },
 }
 
+/// The shared token's bytes; an empty token counts as none.
+pub(crate) fn shared_token(token: Option<String>) -> Option<Vec<u8>> {
+    token.filter(|t| !t.is_empty()).map(String::into_bytes)
+}
+
 /// Why a request has no principal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
@@ -49,7 +53,7 @@ impl Identity {
     /// One shared token (an empty one counts as none).
     pub fn shared(token: Option<String>) -> Identity {
         Identity::Shared {
-            token: token.filter(|t| !t.is_empty()).map(String::into_bytes),
+            token: shared_token(token),
         }
     }
 
@@ -103,6 +107,19 @@ pub(crate) fn bearer_matches(header: Option<&[u8]>, expected: Option<&[u8]>) -> 
     bearer(header).is_some_and(|t| constant_time_eq(t, expected))
 }
 
+/// Compares every byte of the longer input whatever the contents, so timing reveals at most
+/// the lengths.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len().max(b.len());
+    let mut diff = (a.len() ^ b.len()) as u64;
+    for i in 0..n {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= u64::from(x ^ y);
+    }
+    std::hint::black_box(diff) == 0
+}
+
 /// The parsed tokens file: each principal with the SHA-256 of a token of theirs.
 #[derive(Debug, Default)]
 pub struct TokenTable {
@@ -126,7 +143,7 @@ impl TokenTable {
             };
             let caller = Caller::named(name.as_bytes())
                 .map_err(|e| format!("line {n}: the principal name is not valid ({e:?})"))?;
-            let digest = parse_hex32(hash).ok_or_else(|| {
+            let digest = crate::ids::unhex32(hash).ok_or_else(|| {
                 format!("line {n}: the token hash must be 64 hex digits (SHA-256 of the token)")
             })?;
             if entries.iter().any(|(_, d)| *d == digest) {
@@ -157,20 +174,6 @@ impl TokenTable {
         }
         found
     }
-}
-
-fn parse_hex32(s: &str) -> Option<[u8; 32]> {
-    let b = s.as_bytes();
-    if b.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, pair) in b.chunks(2).enumerate() {
-        let hi = (pair[0] as char).to_digit(16)?;
-        let lo = (pair[1] as char).to_digit(16)?;
-        out[i] = (hi * 16 + lo) as u8;
-    }
-    Some(out)
 }
 
 /// What tells a changed file from the one read: modification time, size, inode.
@@ -277,6 +280,31 @@ mod tests {
 
     fn sha(t: &str) -> String {
         crate::ids::sha256_hex(t.as_bytes())
+    }
+
+    #[test]
+    fn auth_rules() {
+        let authorized = bearer_matches;
+        let tok = Some(&b"secret"[..]);
+        assert!(authorized(None, None));
+        assert!(!authorized(None, tok));
+        assert!(authorized(Some(b"Bearer secret"), tok));
+        assert!(authorized(Some(b"BEARER secret"), tok));
+        assert!(authorized(Some(b"bearer secret"), tok));
+        assert!(!authorized(Some(b"Bearer  secret"), tok));
+        assert!(!authorized(Some(b"Bearer secret x"), tok));
+        assert!(!authorized(Some(b"Bearer"), tok));
+        assert!(!authorized(Some(b"Basic secret"), tok));
+        assert!(!authorized(Some(b"Bearer secre"), tok));
+        assert!(!authorized(Some("Bearer sécret".as_bytes()), tok));
+    }
+
+    #[test]
+    fn constant_time_eq_basics() {
+        assert!(constant_time_eq(b"", b""));
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abc\0"));
     }
 
     #[test]

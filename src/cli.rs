@@ -548,17 +548,12 @@ fn identity(
         signals.on_reload(Box::new(move || f.reload_logged()));
         return Ok(Identity::Tokens(file));
     }
-    let token = || {
-        cfg.auth_token
-            .clone()
-            .filter(|t| !t.is_empty())
-            .map(String::into_bytes)
-    };
+    let token = crate::auth::shared_token(cfg.auth_token.clone());
     if let Some(name) = &cfg.identity_header {
         // Anyone who can reach the port can send the header: without a proxy in front that
         // sets it (and the shared token proving the request came through that proxy), it
         // names whoever the client says.
-        if !addr.ip().is_loopback() && token().is_none() && !cfg.trust_identity_header {
+        if !addr.ip().is_loopback() && token.is_none() && !cfg.trust_identity_header {
             return Err(StartError::Identity(format!(
                 "--identity-header on the non-loopback address {addr} lets any client name \
                  itself: set IAC_CODE_AGUI_AUTH_TOKEN (sent by the proxy), or confirm with \
@@ -567,10 +562,10 @@ fn identity(
         }
         return Ok(Identity::Header {
             name: name.clone(),
-            token: token(),
+            token,
         });
     }
-    Ok(Identity::shared(cfg.auth_token.clone()))
+    Ok(Identity::Shared { token })
 }
 
 fn serve_with(

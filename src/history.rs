@@ -93,6 +93,15 @@ impl Transcript {
 
     /// Read a file for `thread_id`: strict, so a damaged or foreign file is refused whole.
     pub fn from_bytes(bytes: &[u8], thread_id: &str) -> Result<Transcript, HistoryError> {
+        let t = Transcript::read(bytes)?;
+        if t.thread_id != thread_id {
+            return Err(HistoryError::Foreign("another thread's"));
+        }
+        Ok(t)
+    }
+
+    /// Read a file, whichever thread it names.
+    pub fn read(bytes: &[u8]) -> Result<Transcript, HistoryError> {
         let v: Value =
             serde_json::from_slice(bytes).map_err(|e| HistoryError::Json(e.to_string()))?;
         let o = v
@@ -103,9 +112,9 @@ impl Transcript {
             Some(n) if n > SCHEMA_VERSION => return Err(HistoryError::Future(n)),
             _ => return Err(HistoryError::Foreign("no known schemaVersion")),
         }
-        if o.get("threadId").and_then(Value::as_str) != Some(thread_id) {
-            return Err(HistoryError::Foreign("another thread's"));
-        }
+        let Some(thread_id) = o.get("threadId").and_then(Value::as_str) else {
+            return Err(HistoryError::Foreign("no threadId"));
+        };
         let num = |k: &str| o.get(k).and_then(Value::as_u64);
         let (Some(created_at), Some(updated_at), Some(dropped)) =
             (num("createdAt"), num("updatedAt"), num("dropped"))
@@ -283,13 +292,13 @@ impl Transcript {
         if self.messages.first().is_some_and(|m| m["id"] == TRIMMED_ID) {
             self.messages.remove(0);
         }
-        let size = |m: &Value| serde_json::to_vec(m).map_or(0, |v| v.len());
-        let mut bytes: usize = self.messages.iter().map(size).sum();
+        let sizes: Vec<usize> = self.messages.iter().map(json_len).collect();
+        let mut bytes: usize = sizes.iter().sum();
         let mut cut = 0;
         while cut < self.messages.len()
             && (self.messages.len() - cut > b.max_messages || bytes > b.max_bytes)
         {
-            bytes -= size(&self.messages[cut]);
+            bytes -= sizes[cut];
             cut += 1;
         }
         self.messages.drain(..cut);
@@ -302,11 +311,23 @@ impl Transcript {
             );
         }
     }
+}
 
-    /// Serialised size (for metrics and listings).
-    pub fn bytes(&self) -> usize {
-        self.to_bytes().len()
+/// The length of `v` as compact JSON, counted without building it.
+fn json_len(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
     }
+    let mut c = Count(0);
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
 }
 
 fn calls(m: &Value) -> &[Value] {

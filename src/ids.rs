@@ -95,6 +95,21 @@ fn token_from(
     Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b))
 }
 
+/// 32 bytes from 64 hex digits (either case); `None` for anything else.
+pub(crate) fn unhex32(s: &str) -> Option<[u8; 32]> {
+    let b = s.as_bytes();
+    if b.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in b.chunks(2).enumerate() {
+        let hi = (pair[0] as char).to_digit(16)?;
+        let lo = (pair[1] as char).to_digit(16)?;
+        out[i] = (hi * 16 + lo) as u8;
+    }
+    Some(out)
+}
+
 /// Lowercase hex SHA-256.
 pub(crate) fn sha256_hex(data: &[u8]) -> String {
     use sha2::Digest;
@@ -125,6 +140,18 @@ pub(crate) fn hmac_sha256(key: &[u8], msg: &[u8]) -> [u8; 32] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unhex32_reads_what_hex_writes() {
+        let k: Vec<u8> = (0u8..32).map(|i| i.wrapping_mul(37)).collect();
+        assert_eq!(unhex32(&hex(&k)).map(|a| a.to_vec()), Some(k.clone()));
+        assert_eq!(
+            unhex32(&hex(&k).to_uppercase()).map(|a| a.to_vec()),
+            Some(k)
+        );
+        assert_eq!(unhex32(&"g".repeat(64)), None);
+        assert_eq!(unhex32("00"), None);
+    }
 
     #[test]
     fn hmac_matches_rfc_4231() {

@@ -91,7 +91,7 @@ fn list(
     };
     let mut all = sh.registry.histories(caller);
     // Newest activity first; ties in thread-id order, so pages never skip or repeat one.
-    all.sort_by(|(a, _), (b, _)| {
+    all.sort_by(|a, b| {
         b.updated_at
             .cmp(&a.updated_at)
             .then_with(|| a.thread_id.cmp(&b.thread_id))
@@ -100,10 +100,10 @@ fn list(
         None => 0,
         Some((t, id)) => all
             .iter()
-            .position(|(x, _)| x.updated_at < *t || (x.updated_at == *t && x.thread_id > *id))
+            .position(|x| x.updated_at < *t || (x.updated_at == *t && x.thread_id > *id))
             .unwrap_or(all.len()),
     };
-    let page: Vec<&Transcript> = all[start..].iter().take(limit).map(|(t, _)| t).collect();
+    let page: Vec<&Transcript> = all[start..].iter().take(limit).collect();
     let more = start + page.len() < all.len();
     let threads: Vec<Value> = page
         .iter()

@@ -319,28 +319,10 @@ fn conversation(
     (new, snapshot)
 }
 
-/// The `RunAgentInput` keys this server reads (both spellings); others are accepted (AG-UI
-/// 1.0: a receiver ignores what it does not know) and logged, so a client's typo shows.
-const ENVELOPE_KEYS: &[&str] = &[
-    "threadId",
-    "thread_id",
-    "runId",
-    "run_id",
-    "parentRunId",
-    "parent_run_id",
-    "state",
-    "messages",
-    "tools",
-    "context",
-    "forwardedProps",
-    "forwarded_props",
-    "resume",
-    "protocolVersion",
-];
-
+/// Fields of the request this server does not read are accepted (AG-UI 1.0: a receiver
+/// ignores what it does not know) and logged, so that a client's typo shows.
 fn warn_unknown_fields(body: &serde_json::Value, thread_id: &str) {
-    let Some(o) = body.as_object() else { return };
-    for k in o.keys().filter(|k| !ENVELOPE_KEYS.contains(&k.as_str())) {
+    for k in input::unread_fields(body) {
         log::debug!(
             "thread {thread_id}: RunAgentInput field {} is not one this server reads; ignored",
             crate::logging::escape(k)

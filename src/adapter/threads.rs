@@ -29,8 +29,8 @@ pub trait ThreadStore: Send + Sync {
     fn delete(&self, _key: &ThreadKey) -> Result<(), StoreError> {
         Ok(())
     }
-    /// Every conversation of `caller`, with its size in bytes.
-    fn histories(&self, _caller: &Caller) -> Vec<(Transcript, usize)> {
+    /// Every conversation of `caller`.
+    fn histories(&self, _caller: &Caller) -> Vec<Transcript> {
         Vec::new()
     }
     /// Move a damaged conversation file out of the way (kept for the operator).
@@ -54,7 +54,7 @@ impl ThreadStore for FileStore {
     fn delete(&self, key: &ThreadKey) -> Result<(), StoreError> {
         FileStore::delete(self, key)
     }
-    fn histories(&self, caller: &Caller) -> Vec<(Transcript, usize)> {
+    fn histories(&self, caller: &Caller) -> Vec<Transcript> {
         FileStore::histories(self, caller)
     }
     fn set_history_aside(&self, key: &ThreadKey) {
@@ -239,16 +239,16 @@ impl Registry {
         lock(&self.live).get(execution_id).cloned()
     }
 
-    /// Record a run's part of the conversation: the request's new messages, then what its
-    /// events did, bounded; under the thread's lock, so two writers of one thread (a run
+    /// Record a run's part of the conversation: the request's new messages (a JSON array),
+    /// then what its events did, bounded; under the thread's lock, so two writers of one thread (a run
     /// and its guidance) do not lose each other's messages.
     pub(crate) fn record_history(
         &self,
         slot: &Slot,
         key: &ThreadKey,
         now_ms: u64,
-        input: &[serde_json::Value],
-        ops: &Ops,
+        input: Box<[u8]>,
+        ops: Ops,
         bounds: Bounds,
     ) -> Result<(), StoreError> {
         if input.is_empty() && ops.is_empty() {
@@ -257,9 +257,9 @@ impl Registry {
         let _held = lock(slot);
         let store = self.store.clone();
         let key = key.clone();
-        // Borrowed into the call thread's closure: `run` returns before they go.
-        let (input, ops) = (input.to_vec(), ops.clone());
         self.calls.run(move || {
+            // The request's new messages, kept as compact JSON since admission.
+            let input: Vec<serde_json::Value> = serde_json::from_slice(&input).unwrap_or_default();
             let stored = match store.load_history(&key) {
                 Ok(t) => t,
                 // Contained: the damaged file is kept aside for the operator and the thread
@@ -288,7 +288,7 @@ impl Registry {
     }
 
     /// Every conversation of `caller`.
-    pub(crate) fn histories(&self, caller: &Caller) -> Vec<(Transcript, usize)> {
+    pub(crate) fn histories(&self, caller: &Caller) -> Vec<Transcript> {
         let store = self.store.clone();
         let caller = caller.clone();
         self.calls.run(move || store.histories(&caller))
@@ -324,8 +324,8 @@ impl Registry {
                     store
                         .histories(&c)
                         .into_iter()
-                        .filter(|(t, _)| t.updated_at < cutoff_ms)
-                        .map(move |(t, _)| ThreadKey::new(&c, &t.thread_id))
+                        .filter(|t| t.updated_at < cutoff_ms)
+                        .map(move |t| ThreadKey::new(&c, &t.thread_id))
                         .collect::<Vec<_>>()
                 })
                 .collect()

@@ -86,6 +86,34 @@ pub struct RunInput {
     pub(crate) resume: Option<Vec<ResumeEntry>>,
 }
 
+/// The envelope keys `envelope` reads, in both spellings (and `protocolVersion`, which the
+/// adapter checks in 1.0 mode).
+const ENVELOPE_KEYS: &[&str] = &[
+    "threadId",
+    "thread_id",
+    "runId",
+    "run_id",
+    "parentRunId",
+    "parent_run_id",
+    "state",
+    "messages",
+    "tools",
+    "context",
+    "forwardedProps",
+    "forwarded_props",
+    "resume",
+    "protocolVersion",
+];
+
+/// The body's top-level keys that the envelope does not read.
+pub(crate) fn unread_fields(body: &Value) -> impl Iterator<Item = &str> {
+    body.as_object()
+        .into_iter()
+        .flat_map(|o| o.keys())
+        .map(String::as_str)
+        .filter(|k| !ENVELOPE_KEYS.contains(k))
+}
+
 /// Validate the envelope; the error names the field (the 400 `INVALID_INPUT` message).
 pub fn parse_envelope(body: &Value) -> Result<RunInput, FieldError> {
     envelope(body)

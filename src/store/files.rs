@@ -82,7 +82,8 @@ impl From<io::Error> for StoreError {
 /// A thread's conversation file: `<stem>` + this, beside `<stem>.json`.
 const HISTORY_SUFFIX: &str = "~history.json";
 
-/// A regular file's bytes (never through a symlink, at most `max`); `None` when absent.
+/// A regular file's bytes (never through a symlink, at most `max`); `None` when absent. Its
+/// mode is made 0600 again (reference §7.5: the loader repairs it).
 fn read_regular(path: &Path, max: u64) -> Result<Option<Vec<u8>>, StoreError> {
     let mut f = match OpenOptions::new()
         .read(true)
@@ -103,6 +104,7 @@ fn read_regular(path: &Path, max: u64) -> Result<Option<Vec<u8>>, StoreError> {
     if m.len() > max {
         return Err(StoreError::Invalid(Refusal::TooLarge));
     }
+    let _ = f.set_permissions(fs::Permissions::from_mode(0o600));
     let mut bytes = Vec::with_capacity(m.len() as usize);
     Read::by_ref(&mut f).take(max + 1).read_to_end(&mut bytes)?;
     Ok(Some(bytes))
@@ -227,12 +229,25 @@ impl FileStore {
             .join(format!("{}.json", stem(&key.id)))
     }
 
-    fn remove_stale_temp_files(&self) {
+    /// Every principal's directory (the named ones under `principals/`).
+    fn principal_dirs(&self) -> Vec<PathBuf> {
+        fs::read_dir(self.root.join(PRINCIPALS))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .collect()
+    }
+
+    /// Every threads directory: the shared principal's and each named one's.
+    fn all_threads_dirs(&self) -> Vec<PathBuf> {
         let mut dirs = vec![self.threads.clone()];
-        if let Ok(principals) = fs::read_dir(self.root.join(PRINCIPALS)) {
-            dirs.extend(principals.flatten().map(|e| e.path().join("threads")));
-        }
-        for d in dirs {
+        dirs.extend(self.principal_dirs().into_iter().map(|p| p.join("threads")));
+        dirs
+    }
+
+    fn remove_stale_temp_files(&self) {
+        for d in self.all_threads_dirs() {
             let Ok(dir) = fs::read_dir(&d) else {
                 continue;
             };
@@ -250,33 +265,12 @@ impl FileStore {
     /// use: it keys the identifiers only the server may be able to name.
     pub fn server_key(&self) -> Result<Vec<u8>, String> {
         let path = self.root.join(SERVER_KEY);
-        let read = || -> io::Result<Option<Vec<u8>>> {
-            let mut f = match OpenOptions::new()
-                .read(true)
-                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-                .open(&path)
-            {
-                Ok(f) => f,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-                Err(e) => return Err(e),
-            };
-            let mut hex = String::new();
-            Read::by_ref(&mut f).take(200).read_to_string(&mut hex)?;
-            let hex = hex.trim();
-            let bytes = (hex.len() == 64)
-                .then(|| {
-                    (0..32)
-                        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
-                        .collect::<Option<Vec<u8>>>()
-                })
-                .flatten();
-            bytes
-                .map(Some)
-                .ok_or_else(|| io::Error::other("not 64 hex digits"))
-        };
-        let fail = |e: io::Error| format!("the server key {}: {e}", path.display());
-        if let Some(k) = read().map_err(fail)? {
-            return Ok(k);
+        let fail = |e: &dyn std::fmt::Display| format!("the server key {}: {e}", path.display());
+        if let Some(bytes) = read_regular(&path, 128).map_err(|e| fail(&e))? {
+            let hex = String::from_utf8_lossy(&bytes);
+            return crate::ids::unhex32(hex.trim())
+                .map(|k| k.to_vec())
+                .ok_or_else(|| fail(&"not 64 hex digits"));
         }
         let mut key = [0u8; 32];
         crate::ids::fill(&mut key).map_err(|e| e.to_string())?;
@@ -285,7 +279,7 @@ impl FileStore {
         write_new(&tmp, format!("{}\n", crate::ids::hex(&key)).as_bytes())
             .and_then(|()| fs::rename(&tmp, &path))
             .and_then(|()| File::open(&self.root)?.sync_all())
-            .map_err(fail)?;
+            .map_err(|e| fail(&e))?;
         Ok(key.to_vec())
     }
 
@@ -371,12 +365,8 @@ impl FileStore {
 
     /// Count the stored conversations and their bytes (start-up, for `/metrics`).
     pub fn history_census(&self) -> (i64, i64) {
-        let mut dirs = vec![self.threads.clone()];
-        if let Ok(principals) = fs::read_dir(self.root.join(PRINCIPALS)) {
-            dirs.extend(principals.flatten().map(|e| e.path().join("threads")));
-        }
         let (mut n, mut bytes) = (0, 0);
-        for d in dirs {
+        for d in self.all_threads_dirs() {
             for e in fs::read_dir(&d).into_iter().flatten().flatten() {
                 if e.file_name().to_string_lossy().ends_with(HISTORY_SUFFIX)
                     && let Ok(m) = e.metadata()
@@ -409,14 +399,14 @@ impl FileStore {
 
     /// The conversations a principal has, each read whole (a damaged one is skipped with a
     /// log line: it is its thread's problem, not the listing's).
-    pub fn histories(&self, caller: &Caller) -> Vec<(Transcript, usize)> {
+    pub fn histories(&self, caller: &Caller) -> Vec<Transcript> {
         let Ok(dir) = fs::read_dir(self.threads_dir(caller)) else {
             return Vec::new();
         };
         let mut out = Vec::new();
         for e in dir.flatten().take(limits::MAX_LISTED_THREADS) {
             let name = e.file_name();
-            let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(HISTORY_SUFFIX)) else {
+            let Some(file_stem) = name.to_str().and_then(|n| n.strip_suffix(HISTORY_SUFFIX)) else {
                 continue;
             };
             let read = read_regular(&e.path(), limits::MAX_HISTORY_FILE);
@@ -424,12 +414,8 @@ impl FileStore {
                 continue;
             };
             // The thread id is in the file; its stem must be the one it names.
-            let id = serde_json::from_slice::<serde_json::Value>(&bytes)
-                .ok()
-                .and_then(|v| v["threadId"].as_str().map(str::to_string))
-                .filter(|id| super::document::stem(id) == stem);
-            match id.map(|id| Transcript::from_bytes(&bytes, &id)) {
-                Some(Ok(t)) => out.push((t, bytes.len())),
+            match Transcript::read(&bytes) {
+                Ok(t) if stem(&t.thread_id) == file_stem => out.push(t),
                 _ => log::warn!("history file {} refused", e.path().display()),
             }
         }
@@ -438,31 +424,9 @@ impl FileStore {
 
     /// Load a thread; `Ok(None)` when it has no file.
     pub fn load(&self, key: &ThreadKey) -> Result<Option<ThreadDoc>, StoreError> {
-        let path = self.path_for(key);
-        let meta = match fs::symlink_metadata(&path) {
-            Ok(m) => m,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e.into()),
+        let Some(bytes) = read_regular(&self.path_for(key), limits::MAX_STATE_FILE)? else {
+            return Ok(None);
         };
-        if meta.file_type().is_symlink() {
-            return Err(StoreError::Invalid(Refusal::Symlink));
-        }
-        let mut f = OpenOptions::new()
-            .read(true)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(&path)?;
-        let m = f.metadata()?;
-        if !m.is_file() {
-            return Err(StoreError::Invalid(Refusal::NotRegular));
-        }
-        if m.len() > limits::MAX_STATE_FILE {
-            return Err(StoreError::Invalid(Refusal::TooLarge));
-        }
-        let _ = f.set_permissions(fs::Permissions::from_mode(0o600));
-        let mut bytes = Vec::with_capacity(m.len() as usize);
-        Read::by_ref(&mut f)
-            .take(limits::MAX_STATE_FILE + 1)
-            .read_to_end(&mut bytes)?;
         ThreadDoc::from_bytes(&bytes, &key.id)
             .map(|doc| {
                 Some(ThreadDoc {

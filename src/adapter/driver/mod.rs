@@ -288,15 +288,12 @@ impl<'a, 's> Run<'a, 's> {
     /// Write this run's part of the thread's conversation (at its end, an interrupt
     /// included, and when its client left: the client saw what it holds).
     fn record_history(&mut self) -> bool {
-        let ops = std::mem::take(&mut self.ops);
-        let input: Vec<serde_json::Value> =
-            serde_json::from_slice(&std::mem::take(&mut self.a.new_messages)).unwrap_or_default();
         let r = self.sh.registry.record_history(
             &self.a.slot,
             &self.a.thread,
             self.sh.env.now_ms(),
-            &input,
-            &ops,
+            std::mem::take(&mut self.a.new_messages),
+            std::mem::take(&mut self.ops),
             self.sh.history_bounds,
         );
         if let Err(e) = &r {
