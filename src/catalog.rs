@@ -770,6 +770,15 @@ catalog! {
         "再開要求が不明な中断に回答しています。",
         "A retomada responde a uma interrupção desconhecida.",
     ],
+    ResumeUnknownInterruptId => [
+        "Interrupt {id} is not waiting for an answer on this thread; answer only the interrupts of its last run.",
+        "此会话中没有等待回复的中断 {id}；请只回复其上一次运行的中断。",
+        "La interrupción {id} no espera respuesta en este hilo; responda solo a las interrupciones de su última ejecución.",
+        "L'interruption {id} n'attend pas de réponse dans ce fil ; ne répondez qu'aux interruptions de sa dernière exécution.",
+        "Die Unterbrechung {id} wartet in diesem Thread auf keine Antwort; beantworten Sie nur die Unterbrechungen seines letzten Laufs.",
+        "このスレッドで回答を待っている中断 {id} はありません。最後の実行の中断にのみ回答してください。",
+        "A interrupção {id} não aguarda resposta nesta conversa; responda apenas às interrupções da última execução.",
+    ],
     ResumeIncomplete => [
         "Every pending interrupt must be answered exactly once.",
         "每个待处理的中断都必须且只能回复一次。",

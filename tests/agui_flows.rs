@@ -1075,3 +1075,51 @@ fn text_message_ids(ev: &[Value]) -> Vec<String> {
         .map(|e| e["messageId"].as_str().unwrap().to_string())
         .collect()
 }
+
+/// Issue 36 (1.0 request rules): a resume naming an interrupt the thread does not have is
+/// refused before any stream, 409 `UNKNOWN_INTERRUPT` naming the id, whether it comes alone,
+/// beside a good answer, or with nothing pending; the good interrupt stays answerable. In
+/// 0.1 mode the reference's in-stream `RUN_ERROR` is kept.
+#[test]
+fn unknown_interrupt_ids_are_refused_before_the_stream_naming_the_id_in_1_0_mode() {
+    let s = Stack::with(
+        AguiProtocol::V1_0,
+        ServerConfig::default(),
+        Duration::from_secs(30),
+    );
+    let ev = s.run(&s.body("t1", "r1", "a question"));
+    let pid = pending_id(&ev);
+    let good = json!({"interruptId": pid, "status": "resolved", "payload": {"freeText": "x"}});
+    let bogus = json!({"interruptId": "no-such-interrupt", "status": "resolved", "payload": {}});
+    for (n, resume) in [json!([good, bogus]), json!([bogus])]
+        .into_iter()
+        .enumerate()
+    {
+        let r = s.post(&s.resume_body("t1", &format!("bad{n}"), resume.clone()));
+        assert_eq!(r.status, 409, "{resume}: {}", r.text());
+        assert_eq!(r.error_code(), "UNKNOWN_INTERRUPT", "{}", r.text());
+        assert!(
+            r.error_message().contains("no-such-interrupt"),
+            "{}",
+            r.text()
+        );
+        let body: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(body["error"]["interruptId"], "no-such-interrupt");
+    }
+    assert!(s.state_file("t1")["execution"]["pending"][&pid].is_object());
+    let ev = s.run(&s.resume_body("t1", "good", json!([good])));
+    assert_eq!(last(&ev)["outcome"]["type"], "success");
+    // Nothing pending any more: the same refusal, before the stream.
+    let r = s.post(&s.resume_body("t1", "late", json!([bogus])));
+    assert_eq!(
+        (r.status, r.error_code().as_str()),
+        (409, "UNKNOWN_INTERRUPT")
+    );
+    // 0.1 mode: the run starts and ends RUN_ERROR UNKNOWN_INTERRUPT (the reference).
+    let old = Stack::new();
+    let ev = old.run(&old.body("t1", "r1", "a question"));
+    let good =
+        json!({"interruptId": pending_id(&ev), "status": "resolved", "payload": {"freeText": "x"}});
+    let ev = old.run(&old.resume_body("t1", "bad", json!([good, bogus])));
+    assert_eq!(code(&ev), "UNKNOWN_INTERRUPT");
+}

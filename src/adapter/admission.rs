@@ -38,6 +38,10 @@ pub(crate) struct Request<'a> {
     pub(crate) run_mode: Option<&'a str>,
     pub(crate) resume: bool,
     pub(crate) guidance: bool,
+    /// AG-UI 1.0 mode: the resume's interrupt ids, refused before the stream when the thread
+    /// has no such interrupt (the spec: "`resume[].interruptId` must reference an `id` from
+    /// the interrupted run's `interrupts[]`"). `None`: the reference's in-stream checks only.
+    pub(crate) resume_ids: Option<&'a [&'a str]>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -115,6 +119,9 @@ pub(crate) fn admit(
         if req.ros_invocation_id != t.doc.execution.ros_invocation_id {
             return Err(err(Code::ExecutionLost, Msg::ResumeMismatch));
         }
+        if unknown_resume_id(&t, req).is_some() {
+            return Err(err(Code::UnknownInterrupt, Msg::ResumeUnknownInterruptId));
+        }
         RunKind::Resume
     } else if !t.doc.execution.pending.is_empty() {
         return Err(err(Code::ResumeRequired, Msg::ResumeRequired));
@@ -143,6 +150,21 @@ pub(crate) fn admit(
     })
 }
 
+/// The first of the request's resume ids (1.0 mode) that the thread's execution neither has
+/// pending nor has already applied. Every id a client was shown is in one of the two: an
+/// interrupt is announced only after the thread file holds it. An id the file holds but the
+/// kernel has since dropped is still found in the stream (`UNKNOWN_INTERRUPT` there).
+pub(crate) fn unknown_resume_id<'a>(t: &Thread, req: &Request<'a>) -> Option<&'a str> {
+    let exec = &t.doc.execution;
+    req.resume_ids?.iter().copied().find(|id| {
+        !exec.pending.iter().any(|(p, _)| p == id)
+            && !t
+                .doc
+                .applied
+                .contains_key(&(exec.execution_id.clone(), (*id).to_string()))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,6 +184,7 @@ mod tests {
             run_mode: None,
             resume: false,
             guidance: false,
+            resume_ids: None,
         }
     }
 
@@ -270,5 +293,46 @@ mod tests {
         assert_eq!(a.thread.active_run.as_deref(), Some("running"));
         g.run_mode = Some("normal");
         assert_eq!(code(admit(Some(&t), &g, &env)), Code::ExecutionLost);
+    }
+
+    #[test]
+    fn unknown_resume_ids_are_refused_before_the_stream_in_1_0_mode() {
+        let env = TestEnv::new(0);
+        let mut t = admit(None, &req("r0", "d0"), &env).unwrap().thread;
+        t.active_run = None;
+        t.doc.execution.pending.push((
+            "p".into(),
+            PendingInput {
+                value: Default::default(),
+                sideband: false,
+            },
+        ));
+        let exec = t.doc.execution.execution_id.clone();
+        t.doc.applied.insert((exec, "done".into()), "digest".into());
+        for (ids, unknown) in [
+            (vec!["p"], None),
+            (vec!["p", "done"], None),
+            (vec!["p", "nope"], Some("nope")),
+            (vec!["nope"], Some("nope")),
+            (vec![], None),
+        ] {
+            let mut r = req("r1", "d");
+            r.resume = true;
+            r.resume_ids = Some(&ids);
+            assert_eq!(unknown_resume_id(&t, &r), unknown, "{ids:?}");
+            let got = admit(Some(&t), &r, &env).map(|a| a.kind);
+            match unknown {
+                None => assert_eq!(got.unwrap(), RunKind::Resume, "{ids:?}"),
+                Some(_) => assert_eq!(
+                    got.unwrap_err(),
+                    err(Code::UnknownInterrupt, Msg::ResumeUnknownInterruptId)
+                ),
+            }
+        }
+        // 0.1 mode: the reference decides in the stream.
+        let mut r = req("r1", "d");
+        r.resume = true;
+        assert_eq!(unknown_resume_id(&t, &r), None);
+        assert_eq!(admit(Some(&t), &r, &env).unwrap().kind, RunKind::Resume);
     }
 }

@@ -176,6 +176,11 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
             props.ros_invocation_id = legacy;
         }
     }
+    let strict = sh.protocol == crate::config::AguiProtocol::V1_0;
+    let resume_ids: Vec<&str> = match (&inp.resume, strict) {
+        (Some(r), true) => r.iter().map(|e| e.interrupt_id.as_str()).collect(),
+        _ => Vec::new(),
+    };
     let areq = admission::Request {
         thread: &key,
         run_id: &inp.run_id,
@@ -186,12 +191,14 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
         run_mode: props.run_mode.as_deref(),
         resume: inp.resume.is_some(),
         guidance: props.active_guidance,
+        resume_ids: (strict && inp.resume.is_some()).then_some(&resume_ids[..]),
     };
     // A run whose client has just gone away still holds the thread for a moment, until
     // its worker notices: a client that sends its next message at once must not see
     // THREAD_BUSY for that.
     sh.wait_for_departing_run(&slot);
     let mut refused = None;
+    let mut unknown_id = None;
     let admitted = sh.registry.update(&slot, |current| {
         match admission::admit(current, &areq, &*sh.env) {
             Ok(a) => {
@@ -199,6 +206,11 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
                 Some((a.thread, (a.kind, a.retired, exec)))
             }
             Err(e) => {
+                if e.msg == Msg::ResumeUnknownInterruptId {
+                    unknown_id = current
+                        .and_then(|t| admission::unknown_resume_id(t, &areq))
+                        .map(str::to_string);
+                }
                 refused = Some(e);
                 None
             }
@@ -220,6 +232,13 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
         // THREAD_BUSY says which run is active, so the client can subscribe to it or
         // cancel it (both routes take the execution id).
         Err(e) if e.code == Code::ThreadBusy => return Err(busy(&slot, lang)),
+        Err(e) if e.msg == Msg::ResumeUnknownInterruptId => {
+            return Err(unknown_interrupt(
+                e,
+                unknown_id.as_deref().unwrap_or(""),
+                lang,
+            ));
+        }
         Err(e) => {
             sh.registry.forget_if_absent(&key);
             return Err(e.response(lang));
@@ -344,6 +363,21 @@ pub(crate) fn busy(slot: &threads::Slot, lang: i18n::Lang) -> Response {
         }
     }
     ApiError::new(Code::ThreadBusy, Msg::ThreadBusy).response_with(lang, extra)
+}
+
+/// 409 `UNKNOWN_INTERRUPT` before the stream, naming the id in its message and as
+/// `interruptId`, so a client can tell which answer to drop.
+fn unknown_interrupt(e: ApiError, id: &str, lang: i18n::Lang) -> Response {
+    let mut extra = serde_json::Map::new();
+    extra.insert(
+        "message".into(),
+        e.msg
+            .text(lang)
+            .replace("{id}", &crate::logging::escape(id))
+            .into(),
+    );
+    extra.insert("interruptId".into(), id.into());
+    e.response_with(lang, extra)
 }
 
 /// `admit` on a call thread (a frame of its own: the hand-over's channel is not kept under
