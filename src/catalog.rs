@@ -779,6 +779,15 @@ catalog! {
         "このスレッドで回答を待っている中断 {id} はありません。最後の実行の中断にのみ回答してください。",
         "A interrupção {id} não aguarda resposta nesta conversa; responda apenas às interrupções da última execução.",
     ],
+    NothingTheAgentTakes => [
+        "None of the message's content can be sent to the agent: it takes text and PNG, JPEG, GIF or WebP images sent inline.",
+        "消息中没有可发送给智能体的内容：它只接受文本，以及内嵌发送的 PNG、JPEG、GIF 或 WebP 图片。",
+        "Nada del contenido del mensaje puede enviarse al agente: admite texto e imágenes PNG, JPEG, GIF o WebP incluidas en línea.",
+        "Aucun contenu du message ne peut être transmis à l'agent : il accepte le texte et les images PNG, JPEG, GIF ou WebP incluses directement.",
+        "Kein Inhalt der Nachricht kann an den Agenten gehen: Er nimmt Text sowie eingebettete PNG-, JPEG-, GIF- oder WebP-Bilder.",
+        "メッセージにはエージェントへ送れる内容がありません。受け付けるのはテキストと、インラインで送られた PNG・JPEG・GIF・WebP 画像です。",
+        "Nenhum conteúdo da mensagem pode ser enviado ao agente: ele aceita texto e imagens PNG, JPEG, GIF ou WebP enviadas no próprio pedido.",
+    ],
     ResumeIncomplete => [
         "Every pending interrupt must be answered exactly once.",
         "每个待处理的中断都必须且只能回复一次。",

@@ -1123,3 +1123,62 @@ fn unknown_interrupt_ids_are_refused_before_the_stream_naming_the_id_in_1_0_mode
     let ev = old.run(&old.resume_body("t1", "bad", json!([good, bogus])));
     assert_eq!(code(&ev), "UNKNOWN_INTERRUPT");
 }
+
+/// Issue 36 (1.0 request rules): "content the kernel cannot take must not fail the run". In
+/// 1.0 mode media it cannot take, a part of an unknown type and a message of an unknown role
+/// are left out and listed in a `CUSTOM iac-code.input.skipped.v1` after `RUN_STARTED`, a
+/// tool message with a list of parts is accepted, and the run goes on; a message left with
+/// nothing is a 400. 0.1 mode keeps the reference's 400.
+#[test]
+fn content_the_kernel_cannot_take_is_skipped_with_a_warning_event_in_1_0_mode() {
+    let s = Stack::with(
+        AguiProtocol::V1_0,
+        ServerConfig::default(),
+        Duration::from_secs(30),
+    );
+    let mut b = s.body("t1", "r1", "hello");
+    b["messages"] = json!([
+        {"id":"x","role":"narrator","content":"?"},
+        {"id":"a","role":"assistant","content":"","toolCalls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},
+        {"id":"t","role":"tool","toolCallId":"c1","content":[{"type":"text","text":"done"}]},
+        {"id":"u","role":"user","content":[
+            {"type":"text","text":"hello"},
+            {"type":"audio","source":{"type":"data","value":"AAAA","mimeType":"audio/wav"}},
+            {"type":"image","source":{"type":"file","value":"file-1","provider":"openai"}},
+            {"type":"hologram"}
+        ]}
+    ]);
+    let ev = s.run(&b);
+    assert_eq!(ev[0]["type"], "RUN_STARTED");
+    let notice = ev
+        .iter()
+        .find(|e| e["type"] == "CUSTOM" && e["name"] == "iac-code.input.skipped.v1")
+        .unwrap_or_else(|| panic!("no skipped notice: {ev:?}"));
+    assert_eq!(
+        notice["value"]["skipped"],
+        json!([
+            {"messageId":"x","type":"narrator","reason":"unknown-role"},
+            {"messageId":"u","part":3,"type":"hologram","reason":"unknown-part-type"},
+            {"messageId":"u","part":1,"type":"audio","reason":"media-not-supported"},
+            {"messageId":"u","part":2,"type":"image","reason":"provider-file"}
+        ])
+    );
+    assert_eq!(last(&ev)["outcome"]["type"], "success", "{ev:?}");
+    // Nothing the kernel takes: refused before the stream.
+    let mut b = s.body("t2", "r1", "hello");
+    b["messages"] = json!([{"id":"u","role":"user","content":[
+        {"type":"video","source":{"type":"url","value":"https://example.com/v.mp4"}}
+    ]}]);
+    let r = s.post(&b);
+    assert_eq!((r.status, r.error_code().as_str()), (400, "INVALID_INPUT"));
+    assert_eq!(r.error_message(), Msg::NothingTheAgentTakes.text(Lang::En));
+    // 0.1 mode: the reference's refusal.
+    let old = Stack::new();
+    let mut b = old.body("t1", "r1", "hello");
+    b["messages"] = json!([{"id":"u","role":"user","content":[
+        {"type":"text","text":"hello"},
+        {"type":"audio","source":{"type":"data","value":"AAAA","mimeType":"audio/wav"}}
+    ]}]);
+    let r = old.post(&b);
+    assert_eq!((r.status, r.error_code().as_str()), (400, "INVALID_INPUT"));
+}

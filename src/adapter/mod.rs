@@ -99,7 +99,7 @@ impl Backend for AguiBackend {
 fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
     let lang = req.payload_lang;
     let reject = |code, msg: Msg| Err(ApiError::new(code, msg).response(lang));
-    let inp = match input::parse_envelope(&req.body) {
+    let mut inp = match input::parse_envelope_as(&req.body, sh.protocol) {
         Ok(i) => i,
         Err(e) => return Err(ApiError::invalid_field(&e, lang)),
     };
@@ -149,9 +149,10 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
     if inp.tools_len > 0 {
         return reject(Code::InvalidInput, Msg::ToolsUnsupported);
     }
+    let mut skipped = std::mem::take(&mut inp.skipped);
     let user = match &inp.resume {
         Some(_) => None,
-        None => match content::user_message(&inp.messages) {
+        None => match content::user_message_as(&inp.messages, sh.protocol, &mut skipped) {
             Ok(u) => Some(u),
             Err(m) => return reject(Code::InvalidInput, m),
         },
@@ -294,6 +295,7 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
         control,
         new_messages,
         snapshot,
+        skipped,
     };
     Ok(Box::new(Admitted {
         args,

@@ -7,6 +7,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::catalog::Msg;
+use crate::config::AguiProtocol;
 use crate::limits;
 
 /// The last user message: its id and its A2A parts.
@@ -16,7 +17,73 @@ pub struct UserMessage {
     pub(crate) parts: Vec<Value>,
 }
 
+/// Why a message or part of a request did not reach the kernel (AG-UI 1.0 mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipReason {
+    UnknownRole,
+    UnknownPartType,
+    /// Audio, video, documents and legacy binary parts: the kernel takes text and images.
+    MediaNotSupported,
+    /// An image type the kernel does not take (it takes PNG, JPEG, GIF, WebP).
+    ImageTypeNotSupported,
+    /// Media by URL: this server fetches nothing on a client's behalf.
+    RemoteMedia,
+    /// A model provider's file handle: only that provider resolves it.
+    ProviderFile,
+}
+
+impl SkipReason {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::UnknownRole => "unknown-role",
+            SkipReason::UnknownPartType => "unknown-part-type",
+            SkipReason::MediaNotSupported => "media-not-supported",
+            SkipReason::ImageTypeNotSupported => "image-type-not-supported",
+            SkipReason::RemoteMedia => "remote-media",
+            SkipReason::ProviderFile => "provider-file",
+        }
+    }
+}
+
+/// A message (`part: None`) or a part of one that the run goes on without.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    pub(crate) message_id: Option<String>,
+    pub(crate) part: Option<usize>,
+    /// The part's type, or the message's role.
+    pub(crate) kind: String,
+    pub(crate) reason: SkipReason,
+}
+
+impl Skipped {
+    /// `{"messageId","part","type","reason"}` (absent fields omitted).
+    pub(crate) fn to_json(&self) -> Value {
+        let mut o = serde_json::Map::new();
+        if let Some(id) = &self.message_id {
+            o.insert("messageId".into(), id.as_str().into());
+        }
+        if let Some(p) = self.part {
+            o.insert("part".into(), p.into());
+        }
+        o.insert("type".into(), self.kind.as_str().into());
+        o.insert("reason".into(), self.reason.as_str().into());
+        Value::Object(o)
+    }
+}
+
+/// The last user message by the reference's rules (0.1 mode).
 pub fn user_message(messages: &[Value]) -> Result<UserMessage, Msg> {
+    user_message_as(messages, AguiProtocol::V0_1, &mut Vec::new())
+}
+
+/// The last user message by the rules of `protocol`. AG-UI 1.0 mode skips what the kernel
+/// cannot take (media other than inline images of the four web types, unknown parts), adding
+/// it to `skipped`, instead of refusing the run; a message left with nothing is refused.
+pub fn user_message_as(
+    messages: &[Value],
+    protocol: AguiProtocol,
+    skipped: &mut Vec<Skipped>,
+) -> Result<UserMessage, Msg> {
     let m = messages
         .iter()
         .rev()
@@ -27,27 +94,63 @@ pub fn user_message(messages: &[Value]) -> Result<UserMessage, Msg> {
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
+    let v1 = protocol == AguiProtocol::V1_0;
     let parts = match m.get("content") {
         Some(Value::String(s)) => vec![json!({"text": s})],
-        Some(Value::Array(items)) => to_parts(items)?,
+        Some(Value::Array(items)) => {
+            let before = skipped.len();
+            let mut skip = |part: usize, kind: &str, reason: SkipReason| {
+                skipped.push(Skipped {
+                    message_id: Some(message_id.clone()),
+                    part: Some(part),
+                    kind: kind.to_string(),
+                    reason,
+                });
+            };
+            let parts = to_parts(items, v1.then_some(&mut skip as _))?;
+            if parts.is_empty() && !items.is_empty() && skipped.len() > before {
+                return Err(Msg::NothingTheAgentTakes);
+            }
+            parts
+        }
         _ => return Err(Msg::UserMessageRequired),
     };
     Ok(UserMessage { message_id, parts })
 }
 
-fn to_parts(items: &[Value]) -> Result<Vec<Value>, Msg> {
+type Skip<'a> = &'a mut dyn FnMut(usize, &str, SkipReason);
+
+/// The parts as A2A parts. With `skip` (1.0 mode) what the kernel cannot take is passed to
+/// it and left out; without it (0.1 mode) it refuses the message, as the reference does.
+fn to_parts(items: &[Value], mut skip: Option<Skip<'_>>) -> Result<Vec<Value>, Msg> {
     let mut parts = Vec::with_capacity(items.len());
     let mut total = 0usize;
-    for item in items {
-        match item.get("type").and_then(Value::as_str) {
-            Some("text") => {
+    for (at, item) in items.iter().enumerate() {
+        let kind = item.get("type").and_then(Value::as_str).unwrap_or("");
+        let mut refuse = |msg: Msg, reason: SkipReason| match skip.as_mut() {
+            Some(skip) => {
+                skip(at, kind, reason);
+                Ok(())
+            }
+            None => Err(msg),
+        };
+        match kind {
+            "text" => {
                 let t = item.get("text").and_then(Value::as_str).unwrap_or("");
                 parts.push(json!({"text": t}));
             }
-            Some("image") => {
+            "image" => {
                 let src = item.get("source").unwrap_or(&Value::Null);
-                if src.get("type").and_then(Value::as_str) != Some("data") {
-                    return Err(Msg::RemoteMediaUnsupported);
+                match src.get("type").and_then(Value::as_str) {
+                    Some("data") => {}
+                    Some("file") => {
+                        refuse(Msg::RemoteMediaUnsupported, SkipReason::ProviderFile)?;
+                        continue;
+                    }
+                    _ => {
+                        refuse(Msg::RemoteMediaUnsupported, SkipReason::RemoteMedia)?;
+                        continue;
+                    }
                 }
                 let declared = src
                     .get("mimeType")
@@ -59,7 +162,8 @@ fn to_parts(items: &[Value]) -> Result<Vec<Value>, Msg> {
                     declared.as_str(),
                     "image/png" | "image/jpeg" | "image/gif" | "image/webp"
                 ) {
-                    return Err(Msg::ImageTypeUnsupported);
+                    refuse(Msg::ImageTypeUnsupported, SkipReason::ImageTypeNotSupported)?;
+                    continue;
                 }
                 let b64 = src.get("value").and_then(Value::as_str).unwrap_or("");
                 let bytes = base64::engine::general_purpose::STANDARD
@@ -86,6 +190,11 @@ fn to_parts(items: &[Value]) -> Result<Vec<Value>, Msg> {
                 };
                 parts.push(json!({"data": {"filename": filename, "bytes": bytes}, "mediaType": image.media_type}));
             }
+            "audio" | "video" | "document" | "binary" => {
+                refuse(Msg::OnlyTextAndImages, SkipReason::MediaNotSupported)?;
+            }
+            // Listed by the envelope's check (1.0), refused as the reference does (0.1).
+            _ if skip.is_some() => {}
             _ => return Err(Msg::OnlyTextAndImages),
         }
     }
@@ -242,5 +351,69 @@ mod tests {
         ] {
             assert!(!is_safe_filename(bad), "{bad}");
         }
+    }
+
+    /// Issue 36 (1.0 request rules): content the kernel cannot take does not fail the run in
+    /// 1.0 mode: it is left out and listed, and the rest goes to the kernel.
+    #[test]
+    fn media_the_kernel_cannot_take_is_skipped_and_listed_in_1_0_mode() {
+        let content = json!([
+            {"type":"text","text":"look"},
+            {"type":"image","source":{"type":"url","value":"https://x/y.png"}},
+            {"type":"image","source":{"type":"file","value":"file-1","provider":"openai"}},
+            img("image/svg+xml", PNG_1X1, None),
+            {"type":"audio","source":{"type":"data","value":"AAAA","mimeType":"audio/wav"}},
+            {"type":"video","source":{"type":"url","value":"https://x/v.mp4"}},
+            {"type":"document","source":{"type":"data","value":"JVBERi0=","mimeType":"application/pdf"}},
+            {"type":"binary","mimeType":"image/png","data":PNG_1X1},
+            {"type":"hologram"},
+            img("image/png", PNG_1X1, None),
+        ]);
+        let mut skipped = Vec::new();
+        let u = user_message_as(&user(content.clone()), AguiProtocol::V1_0, &mut skipped).unwrap();
+        assert_eq!(u.parts.len(), 2, "{:?}", u.parts);
+        assert_eq!(u.parts[0], json!({"text":"look"}));
+        assert_eq!(u.parts[1]["mediaType"], "image/png");
+        let reasons: Vec<(usize, &str)> = skipped
+            .iter()
+            .map(|s| (s.part.unwrap(), s.reason.as_str()))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                (1, "remote-media"),
+                (2, "provider-file"),
+                (3, "image-type-not-supported"),
+                (4, "media-not-supported"),
+                (5, "media-not-supported"),
+                (6, "media-not-supported"),
+                (7, "media-not-supported"),
+            ]
+        );
+        assert!(
+            skipped
+                .iter()
+                .all(|s| s.message_id.as_deref() == Some("u1"))
+        );
+        // The reference's rule in 0.1 mode: the first one refuses the message.
+        assert_eq!(
+            user_message(&user(content)),
+            Err(Msg::RemoteMediaUnsupported)
+        );
+        // Nothing left to send: refused before the stream, not an empty message.
+        let only = json!([{"type":"audio","source":{"type":"data","value":"AAAA","mimeType":"audio/wav"}}]);
+        assert_eq!(
+            user_message_as(&user(only), AguiProtocol::V1_0, &mut Vec::new()),
+            Err(Msg::NothingTheAgentTakes)
+        );
+        // Broken data of a type the kernel takes is still the client's error.
+        assert_eq!(
+            user_message_as(
+                &user(json!([img("image/png", "@@@@", None)])),
+                AguiProtocol::V1_0,
+                &mut Vec::new()
+            ),
+            Err(Msg::ImageBadBase64)
+        );
     }
 }

@@ -4,7 +4,11 @@
 
 use serde_json::{Map, Number, Value};
 
+use super::content::Skipped;
 pub use super::field::{FieldError, Problem};
+use crate::config::AguiProtocol;
+
+mod messages;
 
 type R<T> = Result<T, FieldError>;
 
@@ -84,6 +88,9 @@ pub struct RunInput {
     pub forwarded_props: Value,
     /// Present and not null (including `[]`) means "this is a resume".
     pub(crate) resume: Option<Vec<ResumeEntry>>,
+    /// AG-UI 1.0 mode: messages and parts of a kind this server does not know, left out of
+    /// `messages` (or of what reaches the kernel) and reported to the client.
+    pub skipped: Vec<Skipped>,
 }
 
 /// The envelope keys `envelope` reads, in both spellings (and `protocolVersion`, which the
@@ -114,12 +121,18 @@ pub(crate) fn unread_fields(body: &Value) -> impl Iterator<Item = &str> {
         .filter(|k| !ENVELOPE_KEYS.contains(k))
 }
 
-/// Validate the envelope; the error names the field (the 400 `INVALID_INPUT` message).
+/// Validate the envelope by the reference's rules (0.1 mode); the error names the field (the
+/// 400 `INVALID_INPUT` message).
 pub fn parse_envelope(body: &Value) -> Result<RunInput, FieldError> {
-    envelope(body)
+    envelope(body, AguiProtocol::V0_1)
 }
 
-fn envelope(body: &Value) -> R<RunInput> {
+/// Validate the envelope by the rules of `protocol`.
+pub fn parse_envelope_as(body: &Value, protocol: AguiProtocol) -> Result<RunInput, FieldError> {
+    envelope(body, protocol)
+}
+
+fn envelope(body: &Value, protocol: AguiProtocol) -> R<RunInput> {
     let o = object(body, "")?;
     let thread_id = req_str(o, "threadId", "thread_id")?;
     // REC (D8): an empty thread id is an envelope error, not a state error.
@@ -136,8 +149,15 @@ fn envelope(body: &Value) -> R<RunInput> {
         None | Some(Value::Null) => return Err(FieldError::new("messages", Problem::Required)),
         Some(_) => return Err(FieldError::new("messages", Problem::Type("array"))),
     };
+    let mut rules = messages::Rules::new(protocol);
+    let mut kept = Vec::with_capacity(messages.len());
     for (i, m) in messages.iter().enumerate() {
-        check_message(m).map_err(|e| e.within(&format!("messages[{i}]")))?;
+        if rules
+            .message(m)
+            .map_err(|e| e.within(&format!("messages[{i}]")))?
+        {
+            kept.push(m.clone());
+        }
     }
     let no_list = Vec::new();
     let list = |key: &str| -> R<&Vec<Value>> {
@@ -170,10 +190,11 @@ fn envelope(body: &Value) -> R<RunInput> {
         thread_id,
         run_id,
         parent_run_id,
-        messages: messages.clone(),
+        messages: kept,
         tools_len: tools.len(),
         forwarded_props,
         resume,
+        skipped: rules.skipped,
     })
 }
 
@@ -207,136 +228,6 @@ fn parse_resume_entry(v: &Value) -> R<ResumeEntry> {
         status,
         payload,
     })
-}
-
-fn check_common(o: &Map<String, Value>) -> R<()> {
-    req_str(o, "id", "id")?;
-    opt_str(o, "name", "name")?;
-    opt_str(o, "encryptedValue", "encrypted_value")?;
-    Ok(())
-}
-
-fn check_message(m: &Value) -> R<()> {
-    let o = object(m, "")?;
-    match o.get("role").and_then(Value::as_str) {
-        Some("developer" | "system" | "reasoning") => {
-            check_common(o)?;
-            req_str(o, "content", "content")?;
-        }
-        Some("assistant") => {
-            check_common(o)?;
-            opt_str(o, "content", "content")?;
-            match field(o, "toolCalls", "tool_calls") {
-                None | Some(Value::Null) => {}
-                Some(Value::Array(calls)) => {
-                    for (i, c) in calls.iter().enumerate() {
-                        let at = format!("toolCalls[{i}]");
-                        check_tool_call(c).map_err(|e| e.within(&at))?;
-                    }
-                }
-                Some(_) => return Err(FieldError::new("toolCalls", Problem::Type("array"))),
-            }
-        }
-        Some("user") => {
-            check_common(o)?;
-            match o.get("content") {
-                Some(Value::String(_)) => {}
-                Some(Value::Array(parts)) => {
-                    for (i, p) in parts.iter().enumerate() {
-                        check_content(p).map_err(|e| e.within(&format!("content[{i}]")))?;
-                    }
-                }
-                None | Some(Value::Null) => {
-                    return Err(FieldError::new("content", Problem::Required));
-                }
-                Some(_) => {
-                    return Err(FieldError::new("content", Problem::Type("string or array")));
-                }
-            }
-        }
-        Some("tool") => {
-            check_common(o)?;
-            req_str(o, "content", "content")?;
-            req_str(o, "toolCallId", "tool_call_id")?;
-            opt_str(o, "error", "error")?;
-        }
-        Some("activity") => {
-            req_str(o, "id", "id")?;
-            req_str(o, "activityType", "activity_type")?;
-            if !o.get("content").is_some_and(Value::is_object) {
-                return Err(FieldError::new("content", Problem::Type("object")));
-            }
-        }
-        None => return Err(FieldError::new("role", Problem::Required)),
-        Some(_) => return Err(FieldError::new("role", Problem::Value)),
-    }
-    Ok(())
-}
-
-fn check_tool_call(c: &Value) -> R<()> {
-    let c = object(c, "")?;
-    req_str(c, "id", "id")?;
-    if c.get("type").and_then(Value::as_str) != Some("function") {
-        return Err(FieldError::new("type", Problem::Value));
-    }
-    let f = c
-        .get("function")
-        .ok_or_else(|| FieldError::new("function", Problem::Required))
-        .and_then(|f| object(f, "function"))?;
-    (|| -> R<()> {
-        req_str(f, "name", "name")?;
-        req_str(f, "arguments", "arguments")?;
-        Ok(())
-    })()
-    .map_err(|e| e.within("function"))?;
-    opt_str(c, "encryptedValue", "encrypted_value")?;
-    Ok(())
-}
-
-fn check_content(p: &Value) -> R<()> {
-    let o = object(p, "")?;
-    match o.get("type").and_then(Value::as_str) {
-        Some("text") => {
-            req_str(o, "text", "text")?;
-        }
-        Some("image" | "audio" | "video" | "document") => {
-            let src = o
-                .get("source")
-                .ok_or_else(|| FieldError::new("source", Problem::Required))
-                .and_then(|s| object(s, "source"))?;
-            (|| -> R<()> {
-                req_str(src, "value", "value")?;
-                match src.get("type").and_then(Value::as_str) {
-                    Some("data") => {
-                        req_str(src, "mimeType", "mime_type")?;
-                    }
-                    Some("url") => {
-                        opt_str(src, "mimeType", "mime_type")?;
-                    }
-                    None => return Err(FieldError::new("type", Problem::Required)),
-                    Some(_) => return Err(FieldError::new("type", Problem::Value)),
-                }
-                Ok(())
-            })()
-            .map_err(|e| e.within("source"))?;
-        }
-        Some("binary") => {
-            req_str(o, "mimeType", "mime_type")?;
-            let mut any = false;
-            for k in ["id", "url", "data"] {
-                if opt_str(o, k, k)?.is_some() {
-                    any = true;
-                }
-            }
-            opt_str(o, "filename", "filename")?;
-            if !any {
-                return Err(FieldError::new("url", Problem::Required));
-            }
-        }
-        None => return Err(FieldError::new("type", Problem::Required)),
-        Some(_) => return Err(FieldError::new("type", Problem::Value)),
-    }
-    Ok(())
 }
 
 /// `forwardedProps.iacCode.thinking`.

@@ -38,6 +38,10 @@ use crate::sync::lock;
 
 /// The kernel's own English text for a backup that is still synchronising; the reference
 /// translates exactly this sentence and passes any other through.
+/// AG-UI 1.0 mode: the request's messages and parts the run goes on without, each
+/// `{"messageId","part","type","reason"}` (docs/protocol.md, "Request content").
+pub(crate) const SKIPPED_EVENT: &str = "iac-code.input.skipped.v1";
+
 const BACKUP_NOT_READY_EN: &str = "Session backup is still synchronizing. Retry after 3 seconds.";
 
 /// Why a durable change of the thread did not happen (the run then fails closed).
@@ -93,6 +97,8 @@ pub(crate) struct RunArgs {
     /// AG-UI 1.0: the conversation to restate after `RUN_STARTED` (the stored one and the
     /// request's new messages), when the request held less than the server keeps.
     pub(crate) snapshot: Option<Vec<serde_json::Value>>,
+    /// AG-UI 1.0: what of the request the run goes on without, told after `RUN_STARTED`.
+    pub(crate) skipped: Vec<crate::agui::content::Skipped>,
 }
 
 pub(crate) struct Run<'a, 's> {
@@ -407,6 +413,23 @@ impl<'a, 's> Run<'a, 's> {
         self.send(&ev)?;
         if let Some(messages) = self.a.snapshot.take() {
             let ev = self.stamp(Event::MessagesSnapshot { messages });
+            self.send(&ev)?;
+        }
+        if !self.a.skipped.is_empty() {
+            let skipped = std::mem::take(&mut self.a.skipped);
+            log::warn!(
+                "thread {}: run {} goes on without {} message(s) or part(s) it cannot use",
+                crate::logging::escape(&self.a.thread.id),
+                crate::logging::escape(&self.a.run_id),
+                skipped.len()
+            );
+            let value = serde_json::json!({
+                "skipped": skipped.iter().map(crate::agui::content::Skipped::to_json).collect::<Vec<_>>()
+            });
+            let ev = self.stamp(Event::Custom {
+                name: SKIPPED_EVENT,
+                value,
+            });
             self.send(&ev)?;
         }
         Ok(())

@@ -414,3 +414,65 @@ fn every_validation_failure_names_its_field_in_every_language() {
         );
     }
 }
+
+fn messages(list: Value) -> Value {
+    with(base(), |o| {
+        o.insert("messages".into(), list);
+    })
+}
+
+/// Issue 36 (1.0 request rules): what a 1.0 client may send is accepted in 1.0 mode, and what
+/// this server does not know is skipped and listed; 0.1 mode refuses it as the reference does.
+#[test]
+fn a_1_0_body_with_tool_part_lists_file_sources_and_unknown_kinds_is_accepted_in_1_0_mode() {
+    let body = messages(json!([
+        {"id":"s","role":"system","content":"be brief"},
+        {"id":"x","role":"narrator","content":"???"},
+        {"id":"t","role":"tool","toolCallId":"c1","content":[{"type":"text","text":"ok"},{"type":"image","source":{"type":"file","value":"file-123","provider":"openai"}}]},
+        {"id":"u","role":"user","content":[{"type":"text","text":"hi"},{"type":"hologram","beam":1},{"type":"image","source":{"type":"file","value":"f","mimeType":"image/png"}}]}
+    ]));
+    let v1 = parse_envelope_as(&body, AguiProtocol::V1_0).unwrap();
+    let ids: Vec<&str> = v1
+        .messages
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["s", "t", "u"], "the unknown role is left out");
+    let listed: Vec<(Option<&str>, Option<usize>, &str, &str)> = v1
+        .skipped
+        .iter()
+        .map(|s| {
+            (
+                s.message_id.as_deref(),
+                s.part,
+                s.kind.as_str(),
+                s.reason.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (Some("x"), None, "narrator", "unknown-role"),
+            (Some("u"), Some(1), "hologram", "unknown-part-type"),
+        ]
+    );
+    // 0.1 mode: the first of these is a 400 naming it.
+    let e = parse_envelope(&body).unwrap_err();
+    assert_eq!(e.path, "messages[1].role");
+    // Malformed known shapes stay 400 in 1.0 mode too.
+    for bad in [
+        json!([{"id":"u","role":"user","content":[{"type":"image","source":{"type":"file"}}]}]),
+        json!([{"id":"u","role":"user","content":[{"type":"image","source":{"type":"ftp","value":"x"}}]}]),
+        json!([{"id":"u","role":"user","content":[{"text":"no type"}]}]),
+        json!([{"id":"u","role":"user","content":["not an object"]}]),
+        json!([{"id":"t","role":"tool","toolCallId":"c","content":[{"type":"text"}]}]),
+        json!([{"id":"t","role":"tool","toolCallId":"c","content":7}]),
+        json!([{"id":"x","content":"no role"}]),
+    ] {
+        assert!(
+            parse_envelope_as(&messages(bad.clone()), AguiProtocol::V1_0).is_err(),
+            "{bad}"
+        );
+    }
+}
