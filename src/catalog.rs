@@ -788,6 +788,15 @@ catalog! {
         "メッセージにはエージェントへ送れる内容がありません。受け付けるのはテキストと、インラインで送られた PNG・JPEG・GIF・WebP 画像です。",
         "Nenhum conteúdo da mensagem pode ser enviado ao agente: ele aceita texto e imagens PNG, JPEG, GIF ou WebP enviadas no próprio pedido.",
     ],
+    ResumeRejectedByAgent => [
+        "The agent did not accept this answer ({reason}); the question is still open, answer it again.",
+        "智能体未接受此回答（{reason}）；问题仍待回答，请重新作答。",
+        "El agente no aceptó esta respuesta ({reason}); la pregunta sigue abierta, respóndala de nuevo.",
+        "L'agent n'a pas accepté cette réponse ({reason}) ; la question reste ouverte, répondez à nouveau.",
+        "Der Agent hat diese Antwort nicht angenommen ({reason}); die Frage ist weiter offen, bitte erneut antworten.",
+        "エージェントはこの回答を受け付けませんでした（{reason}）。質問は未回答のままです。もう一度回答してください。",
+        "O agente não aceitou esta resposta ({reason}); a pergunta continua aberta, responda de novo.",
+    ],
     ResumeIncomplete => [
         "Every pending interrupt must be answered exactly once.",
         "每个待处理的中断都必须且只能回复一次。",

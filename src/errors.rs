@@ -53,6 +53,9 @@ pub enum Code {
     /// New in iac-agui: the thread's stored conversation file is damaged, foreign or newer
     /// than this build reads (that thread only).
     HistoryUnreadable,
+    /// New in iac-agui: the kernel refused an interrupt's answer as invalid (JSON-RPC
+    /// `-32602`); the interrupt stays pending (the reference says `A2A_UNAVAILABLE`).
+    ResumeRejected,
 }
 
 impl Code {
@@ -91,6 +94,7 @@ impl Code {
             Code::ExecutionIdentityMismatch => "EXECUTION_IDENTITY_MISMATCH",
             Code::ThreadNotFound => "THREAD_NOT_FOUND",
             Code::HistoryUnreadable => "HISTORY_UNREADABLE",
+            Code::ResumeRejected => "RESUME_REJECTED",
         }
     }
 

@@ -243,11 +243,11 @@ fn backup_not_ready_is_retryable_and_translated() {
     assert!(c.pending()["p1"].is_object());
 }
 
-#[test]
-fn rejected_or_silent_answers_keep_the_interrupt() {
-    let err = json!({"error": {"code": -32602, "message": "bad"}, "id": "x", "jsonrpc": "2.0"});
+/// A refused or unanswered answer keeps the interrupt pending; `rejected` is the first
+/// run's expected (code, message).
+fn rejected_or_silent_answer(name: &str, err: Value, rejected: (String, String)) {
     let c = Case::new(
-        "rejected",
+        name,
         vec![
             first_run(permission("p1"), true),
             restored(),
@@ -279,13 +279,7 @@ fn rejected_or_silent_answers_keep_the_interrupt() {
     );
     c.run("r1", None);
     let ev = c.run("r2", Some(answer("p1", json!({"decision": "allow_once"}))));
-    assert_eq!(
-        code(&ev),
-        (
-            "A2A_UNAVAILABLE".into(),
-            Msg::A2aRejectedResponse.text(Lang::En).into()
-        )
-    );
+    assert_eq!(code(&ev), rejected);
     let ev = c.run("r3", Some(answer("p1", json!({"decision": "allow_once"}))));
     assert_eq!(
         code(&ev),
@@ -295,6 +289,27 @@ fn rejected_or_silent_answers_keep_the_interrupt() {
         )
     );
     assert!(c.pending()["p1"].is_object());
+}
+
+/// Regression (second red-team, fault 4): the kernel's refusal of an answer (JSON-RPC
+/// "invalid params") is an input error with its own code, not "unavailable, retry later".
+#[test]
+fn an_answer_the_kernel_refuses_is_resume_rejected_and_stays_answerable() {
+    let err = json!({"error": {"code": -32602, "message": "A2A server received empty input."}, "id": "x", "jsonrpc": "2.0"});
+    let msg = Msg::ResumeRejectedByAgent
+        .text(Lang::En)
+        .replace("{reason}", "A2A server received empty input.");
+    rejected_or_silent_answer("rejected", err, ("RESUME_REJECTED".into(), msg));
+}
+
+#[test]
+fn a_kernel_error_on_an_answer_is_unavailable_and_keeps_the_interrupt() {
+    let err = json!({"error": {"code": -32603, "message": "boom"}, "id": "x", "jsonrpc": "2.0"});
+    let want = (
+        "A2A_UNAVAILABLE".into(),
+        Msg::A2aRejectedResponse.text(Lang::En).into(),
+    );
+    rejected_or_silent_answer("kernel-error", err, want);
 }
 
 #[test]

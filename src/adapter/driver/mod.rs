@@ -42,6 +42,9 @@ use crate::sync::lock;
 /// `{"messageId","part","type","reason"}` (docs/protocol.md, "Request content").
 pub(crate) const SKIPPED_EVENT: &str = "iac-code.input.skipped.v1";
 
+/// JSON-RPC "invalid params": how the kernel refuses an answer it will not take.
+const INVALID_PARAMS: i64 = -32602;
+
 const BACKUP_NOT_READY_EN: &str = "Session backup is still synchronizing. Retry after 3 seconds.";
 
 /// Why a durable change of the thread did not happen (the run then fails closed).
@@ -521,6 +524,13 @@ impl<'a, 's> Run<'a, 's> {
                 e.message.clone()
             };
             Stop::Fail(Code::SessionBackupNotReady, text, Cleanup::Keep)
+        } else if e.code == Some(INVALID_PARAMS) {
+            // The answer, not the kernel, is at fault: an input error the client can fix,
+            // never "unavailable", which clients retry unchanged.
+            let text = Msg::ResumeRejectedByAgent
+                .text(self.lang())
+                .replace("{reason}", e.message.trim());
+            Stop::Fail(Code::ResumeRejected, text, Cleanup::Keep)
         } else {
             self.fail(
                 Code::A2aUnavailable,

@@ -141,7 +141,7 @@ pub(super) fn resume(
         return respond(
             &mut sock,
             200,
-            &rpc_error(&id, -32602, "An answer is required.", "INVALID_PARAMS"),
+            &rpc_error(&id, -32602, "A2A server received empty input.", "INVALID_PARAMS"),
         );
     }
     {
