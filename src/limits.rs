@@ -136,6 +136,10 @@ pub(crate) const KERNEL_STOP_GRACE: Duration = Duration::from_secs(5);
 // ---- message content (reference §2.5)
 
 /// Largest decoded inline image (reference: 8 MiB).
+/// AG-UI 1.0 mode: the `context[]` text added to a run's message (the kernel's own cap on a
+/// text part is 1 MiB; context is ambient, not a payload). Entries past it are skipped.
+pub(crate) const MAX_CONTEXT_BYTES: usize = 64 * 1024;
+
 pub(crate) const MAX_IMAGE_BYTES: usize = 8 * 1024 * 1024;
 /// Largest total of decoded images in one message (reference: 10 MiB).
 pub(crate) const MAX_TOTAL_IMAGE_BYTES: usize = 10 * 1024 * 1024;

@@ -153,7 +153,13 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
     let user = match &inp.resume {
         Some(_) => None,
         None => match content::user_message_as(&inp.messages, sh.protocol, &mut skipped) {
-            Ok(u) => Some(u),
+            Ok(mut u) => {
+                // A new turn's message only: an answer or guidance is matched by its text.
+                if sh.protocol == crate::config::AguiProtocol::V1_0 && !props.active_guidance {
+                    content::add_context(&mut u, &inp.context, &mut skipped);
+                }
+                Some(u)
+            }
             Err(m) => return reject(Code::InvalidInput, m),
         },
     };

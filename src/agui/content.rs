@@ -30,6 +30,11 @@ pub enum SkipReason {
     RemoteMedia,
     /// A model provider's file handle: only that provider resolves it.
     ProviderFile,
+    /// A `context[]` entry past `limits::MAX_CONTEXT_BYTES`.
+    ContextTooLarge,
+    /// `context[]` on a message the kernel reads as a command (`/…`): it would become the
+    /// command's arguments.
+    ContextOnCommand,
 }
 
 impl SkipReason {
@@ -41,6 +46,8 @@ impl SkipReason {
             SkipReason::ImageTypeNotSupported => "image-type-not-supported",
             SkipReason::RemoteMedia => "remote-media",
             SkipReason::ProviderFile => "provider-file",
+            SkipReason::ContextTooLarge => "context-too-large",
+            SkipReason::ContextOnCommand => "context-on-command",
         }
     }
 }
@@ -116,6 +123,46 @@ pub fn user_message_as(
         _ => return Err(Msg::UserMessageRequired),
     };
     Ok(UserMessage { message_id, parts })
+}
+
+/// AG-UI 1.0 `context[]` ("a named piece of ambient information given to the agent for the
+/// run, distinct from the conversation"; the 1.0 spec: it SHOULD reach the model) as one text
+/// part after the user's own. The kernel joins a message's text parts into the model's user
+/// turn and reads no metadata key as prompt text, so a text part is the one way in.
+pub fn add_context(
+    user: &mut UserMessage,
+    context: &[(String, String)],
+    skipped: &mut Vec<Skipped>,
+) {
+    if context.is_empty() {
+        return;
+    }
+    let skip = |i: usize, reason| Skipped {
+        message_id: None,
+        part: Some(i),
+        kind: "context".into(),
+        reason,
+    };
+    let first_text = user
+        .parts
+        .iter()
+        .find_map(|p| p.get("text").and_then(Value::as_str));
+    if first_text.is_some_and(|t| t.trim_start().starts_with('/')) {
+        skipped.extend((0..context.len()).map(|i| skip(i, SkipReason::ContextOnCommand)));
+        return;
+    }
+    let mut text = String::from("Context from the application (not typed by the user):");
+    for (i, (description, value)) in context.iter().enumerate() {
+        let line = format!("\n- {description}: {value}");
+        if text.len() + line.len() > limits::MAX_CONTEXT_BYTES {
+            skipped.push(skip(i, SkipReason::ContextTooLarge));
+            continue;
+        }
+        text.push_str(&line);
+    }
+    if text.contains('\n') {
+        user.parts.push(json!({ "text": text }));
+    }
 }
 
 type Skip<'a> = &'a mut dyn FnMut(usize, &str, SkipReason);

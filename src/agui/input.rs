@@ -91,6 +91,8 @@ pub struct RunInput {
     /// AG-UI 1.0 mode: messages and parts of a kind this server does not know, left out of
     /// `messages` (or of what reaches the kernel) and reported to the client.
     pub skipped: Vec<Skipped>,
+    /// `context[]` as (description, value).
+    pub(crate) context: Vec<(String, String)>,
 }
 
 /// The envelope keys `envelope` reads, in both spellings (and `protocolVersion`, which the
@@ -171,6 +173,13 @@ fn envelope(body: &Value, protocol: AguiProtocol) -> R<RunInput> {
     strings_in_each(tools, "tools", ["name", "description"])?;
     let context = list("context")?;
     strings_in_each(context, "context", ["description", "value"])?;
+    let context = context
+        .iter()
+        .map(|c| {
+            let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+            (s("description"), s("value"))
+        })
+        .collect();
     // Optional in AG-UI 1.0 (its SDKs omit it when unset): absent is `{}`, which then needs
     // the server's --default-cwd (or names `forwardedProps.iacCode` as required).
     let forwarded_props = field(o, "forwardedProps", "forwarded_props")
@@ -195,6 +204,7 @@ fn envelope(body: &Value, protocol: AguiProtocol) -> R<RunInput> {
         forwarded_props,
         resume,
         skipped: rules.skipped,
+        context,
     })
 }
 

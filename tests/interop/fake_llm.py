@@ -96,6 +96,10 @@ def plan(req):
         if "bash" in done:
             return ("", "The command finished.", None)
         return ("The user wants a file. I will use bash.", "I'll create it.", ("bash", {"command": "touch created.txt"}))
+    if "echo the turn" in last_user_text(messages):
+        # What the model was given as the user's turn, back as the answer: the interop suite
+        # checks that AG-UI `context[]` reached the model.
+        return ("", last_user_text(messages), None)
     if "think" in user:
         return ("Let me think about this. ", "Here is my considered answer.", None)
     if "slow" in last_user_text(messages):

@@ -907,6 +907,67 @@ def scenario_pipeline(a, w):
     expect(s, any(e["type"] == "STEP_FINISHED" for e in ev2), "the step did not finish")
 
 
+def scenario_context(a, w):
+    """AG-UI 1.0 `context[]` SHOULD reach the model: the fake model echoes the user turn it
+    was given, which must hold each entry after the user's own text."""
+    s = "context reaches the model"
+    b = w.body("ctx", "echo the turn please")
+    b["context"] = [{"description": "Selected stack", "value": "vpc-prod-7d1e"},
+                    {"description": "Region", "value": "cn-hangzhou"}]
+    st, ev = a.post(s, b)
+    expect(s, st == 200 and outcome(ev) == "success", f"got {st} {ev if st != 200 else outcome(ev)}")
+    text = "".join(e["delta"] for e in ev if e["type"] == "TEXT_MESSAGE_CONTENT")
+    expect(s, text.startswith("echo the turn please"), f"the turn {text!r}")
+    # (the fake model reads the turn lower-cased)
+    expect(s, "- selected stack: vpc-prod-7d1e" in text and "- region: cn-hangzhou" in text,
+           f"the context did not reach the model: {text!r}")
+
+
+def kernel_rpc(kernel_url, token, method, params):
+    host, port = kernel_url.removeprefix("http://").rstrip("/").rsplit(":", 1)
+    c = http.client.HTTPConnection(host, int(port), timeout=30)
+    c.request("POST", "/", body=json.dumps({"jsonrpc": "2.0", "id": "probe", "method": method, "params": params}),
+              headers={"Content-Type": "application/json", "A2A-Version": "1.0",
+                       "Authorization": f"Bearer {token}"})
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    return r.status, body
+
+
+def scenario_answer_validation(a, w, kernel_url, token):
+    """A blank free-text answer: iac-agui refuses it before the kernel sees it
+    (RESUME_PAYLOAD_INVALID, the question still open), because the real kernel refuses it
+    with JSON-RPC invalid params (which iac-agui would report as RESUME_REJECTED, never
+    A2A_UNAVAILABLE); then a real answer goes through."""
+    s = "answer validation"
+    props = {"runMode": "pipeline", "pipelineName": "selling"}
+    st, ev = a.post(s, w.body("answers", "deploy something for me", **props))
+    expect(s, st == 200 and outcome(ev) == "interrupt", f"{st} {outcome(ev) if st == 200 else ev}")
+    intr = ev[-1]["outcome"]["interrupts"][0]
+    free = [o["properties"]["freeText"] for o in intr["responseSchema"].get("oneOf", [])
+            if "freeText" in o.get("properties", {})]
+    expect(s, free and free[0].get("pattern") == "\\S", f"the advertised free-text schema {intr['responseSchema']}")
+    sess = session(s, ev, "answers")
+    blank = [{"interruptId": intr["id"], "status": "resolved", "payload": {"freeText": "   "}}]
+    st, ev2 = a.post(s, w.body("answers", "", resume=blank, **props))
+    expect(s, st == 200 and ev2[-1]["type"] == "RUN_ERROR" and ev2[-1]["code"] == "RESUME_PAYLOAD_INVALID",
+           f"a blank answer: {ev2[-1] if st == 200 else ev2}")
+    # What the real kernel does with the same answer, sent as iac-agui sends answers.
+    msg = {"messageId": "interop-blank-answer", "role": "ROLE_USER", "parts": [{"text": "   "}],
+           "contextId": sess["contextId"], "taskId": sess["taskId"],
+           "metadata": {"iac_code": {"cwd": w.ws, "run_mode": "pipeline", "pipeline_name": "selling"}}}
+    status, raw = kernel_rpc(kernel_url, token, "SendMessage",
+                             {"message": msg, "configuration": {"acceptedOutputModes": ["text/plain"]}})
+    err = json.loads(raw).get("error") if status == 200 else None
+    expect(s, err is not None and err.get("code") == -32602,
+           f"the kernel took a blank answer: {status} {raw[:300]!r}")
+    option = intr["metadata"]["standardOptions"][0]["id"]
+    good = [{"interruptId": intr["id"], "status": "resolved", "payload": {"selectedId": option}}]
+    st, ev3 = a.post(s, w.body("answers", "", resume=good, **props))
+    expect(s, st == 200 and outcome(ev3) == "success", f"the real answer: {outcome(ev3) if st == 200 else ev3}")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bin", required=True)
@@ -942,7 +1003,8 @@ def main():
             scenarios += [scenario_ts_client, scenario_stop_then_send]
         if args.protocol == "1.0":
             scenarios = [scenario_plain, scenario_permission, scenario_busy_and_cancel, scenario_capabilities,
-                         scenario_validator, scenario_ts_agent_v1, scenario_python_sdk_v1, scenario_history]
+                         scenario_validator, scenario_ts_agent_v1, scenario_python_sdk_v1, scenario_history,
+                         scenario_context]
         for sc in scenarios:
             if args.only and not any(o in sc.__name__ for o in args.only.split(",")):
                 continue
@@ -953,6 +1015,10 @@ def main():
             t0 = time.time()
             scenario_copilotkit(args, w, kernel_url, token)
             print(f"ok   scenario_copilotkit ({time.time() - t0:.1f}s)", flush=True)
+        if args.mode == "external" and (not args.only or "answer_validation" in args.only):
+            t0 = time.time()
+            scenario_answer_validation(a, w, kernel_url, token)
+            print(f"ok   scenario_answer_validation ({time.time() - t0:.1f}s)", flush=True)
         if args.mode == "external" and not args.only:
             a = scenario_restart(a, w, args, kernel_url, token)
             print("ok   scenario_restart", flush=True)

@@ -186,6 +186,20 @@ impl Harness {
         store: Arc<dyn ThreadStore>,
         kernel: Option<(Arc<FakeKernel>, Arc<dyn Kernel>)>,
     ) -> Harness {
+        Harness::speaking(mem, store, kernel, AguiProtocol::V0_1)
+    }
+
+    fn v1() -> Harness {
+        let mem = Arc::new(MemStore::default());
+        Harness::speaking(mem.clone(), mem, None, AguiProtocol::V1_0)
+    }
+
+    fn speaking(
+        mem: Arc<MemStore>,
+        store: Arc<dyn ThreadStore>,
+        kernel: Option<(Arc<FakeKernel>, Arc<dyn Kernel>)>,
+        protocol: AguiProtocol,
+    ) -> Harness {
         let (fake, kernel): (Arc<FakeKernel>, Arc<dyn Kernel>) = kernel.unwrap_or_else(|| {
             let f = Arc::new(FakeKernel::default());
             (f.clone(), Arc::new(f))
@@ -197,7 +211,7 @@ impl Harness {
             Arc::new(TestEnv::new(1_700_000_000_000)),
             vec![root.clone()],
             None,
-            AguiProtocol::V0_1,
+            protocol,
         );
         Harness {
             kernel: fake,
@@ -425,6 +439,67 @@ fn a_new_turn_streams_text_and_retires_its_execution() {
     assert_eq!(doc.execution.task_id, None);
     assert_eq!(doc.session_id.as_deref(), Some("sess-1"));
     assert_eq!(h.calls(), ["SendStreamingMessage"]);
+}
+
+/// Issue 36 (1.0 request rules): `context[]` reaches the model, as a text part after the
+/// user's (the kernel joins text parts into the user turn); not in 0.1 mode (the reference
+/// ignores it), and not on a message the kernel reads as a command.
+#[test]
+fn context_reaches_the_kernel_as_a_text_part_after_the_message_in_1_0_mode() {
+    let plain = || {
+        (
+            "SendStreamingMessage",
+            Answer::Stream(vec![
+                task("TASK_STATE_SUBMITTED"),
+                text("Hello"),
+                status(
+                    "TASK_STATE_COMPLETED",
+                    json!({"iacCodeSessionId": "sess-1"}),
+                ),
+            ]),
+        )
+    };
+    let context = json!([
+        {"description": "Selected stack", "value": "vpc-prod"},
+        {"description": "Region", "value": "cn-hangzhou"}
+    ]);
+    let h = Harness::v1();
+    h.script(vec![plain()]);
+    let mut b = h.body("r1", "hi", None);
+    b["context"] = context.clone();
+    let ev = h.run(b);
+    assert_eq!(last(&ev)["outcome"]["type"], "success");
+    let parts = h.call("SendStreamingMessage")["message"]["parts"].clone();
+    assert_eq!(
+        parts,
+        json!([{"text": "hi"}, {"text": "Context from the application (not typed by the user):\n- Selected stack: vpc-prod\n- Region: cn-hangzhou"}])
+    );
+    let old = Harness::new();
+    old.script(vec![plain()]);
+    let mut b = old.body("r1", "hi", None);
+    b["context"] = context.clone();
+    old.run(b);
+    assert_eq!(
+        old.call("SendStreamingMessage")["message"]["parts"],
+        json!([{"text": "hi"}])
+    );
+    let cmd = Harness::v1();
+    cmd.script(vec![plain()]);
+    let mut b = cmd.body("r1", "/deploy now", None);
+    b["context"] = context;
+    let ev = cmd.run(b);
+    assert_eq!(
+        cmd.call("SendStreamingMessage")["message"]["parts"],
+        json!([{"text": "/deploy now"}])
+    );
+    let notice = ev
+        .iter()
+        .find(|e| e["name"] == "iac-code.input.skipped.v1")
+        .unwrap();
+    assert_eq!(
+        notice["value"]["skipped"][1],
+        json!({"part": 1, "type": "context", "reason": "context-on-command"})
+    );
 }
 
 /// A harness whose kernel streams `frames` for one turn, and whose conversation writes fail

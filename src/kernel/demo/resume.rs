@@ -141,7 +141,12 @@ pub(super) fn resume(
         return respond(
             &mut sock,
             200,
-            &rpc_error(&id, -32602, "A2A server received empty input.", "INVALID_PARAMS"),
+            &rpc_error(
+                &id,
+                -32602,
+                "A2A server received empty input.",
+                "INVALID_PARAMS",
+            ),
         );
     }
     {
