@@ -297,8 +297,13 @@ pub(crate) fn capabilities_body(cfg: &Config, default_cwd: Option<&str>) -> Vec<
             "pushNotifications": false,
             "resumable": true,
         },
-        "tools": {"supported": false, "clientProvided": false},
+        // Each declaration is what the agent does (docs/protocol.md, "Capabilities"): it calls
+        // its own tools (files, shell, cloud) and streams the calls, runs read-only calls in
+        // parallel, and takes no client-provided tools (`tools[]` is a 400).
+        "tools": {"supported": true, "parallelCalls": true, "clientProvided": false},
+        "output": {"structuredOutput": false},
         "state": {"snapshots": false, "deltas": false, "memory": true, "persistentState": false},
+        "execution": {"codeExecution": true, "sandboxed": false},
         "reasoning": {"supported": true, "streaming": true, "encrypted": false},
         "multimodal": {
             "input": {"image": true, "audio": false, "video": false, "pdf": false, "file": false},
@@ -317,6 +322,8 @@ pub(crate) fn capabilities_body(cfg: &Config, default_cwd: Option<&str>) -> Vec<
                 "schemaVersion": 1,
                 "protocolMode": protocol,
                 "forwardedPropsRequired": default_cwd.is_none(),
+                // `context[]` reaches the model in 1.0 mode (the reference ignores it).
+                "contextForwarded": cfg.agui_protocol == config::AguiProtocol::V1_0,
                 "routes": {
                     "run": "POST /",
                     "cancel": "POST /extensions/iac-code/v1/executions/{executionId}/cancel",

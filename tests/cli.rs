@@ -918,8 +918,14 @@ fn capabilities_describe_the_agent_and_need_the_token_when_one_is_set() {
     assert_eq!(c["transport"]["resumable"], true);
     assert_eq!(c["humanInTheLoop"]["interrupts"], true);
     assert_eq!(c["tools"]["clientProvided"], false);
+    // Regression (issue 36): `tools.supported` was false while the agent streams tool calls.
+    assert_eq!(c["tools"]["supported"], true);
+    assert_eq!(c["tools"]["parallelCalls"], true);
+    assert_eq!(c["execution"]["codeExecution"], true);
     assert_eq!(c["multimodal"]["input"]["image"], true);
+    assert_eq!(c["multimodal"]["input"]["audio"], false);
     assert_eq!(c["custom"]["iacCode"]["protocolMode"], "0.1");
+    assert_eq!(c["custom"]["iacCode"]["contextForwarded"], false);
     assert!(
         c["custom"]["iacCode"]["routes"]["subscribe"]
             .as_str()

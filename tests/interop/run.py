@@ -811,6 +811,15 @@ def scenario_capabilities(a, w):
     unknown = extras(caps, "capabilities")
     expect(s, not unknown, f"keys the 1.0 model does not know: {unknown}")
     expect(s, caps.transport.streaming and caps.human_in_the_loop.interrupts, str(caps))
+    # Each declaration holds against the real kernel: tool calls are streamed, reasoning too,
+    # and context reaches the model (scenario_context).
+    expect(s, caps.tools.supported and not caps.tools.client_provided, str(caps.tools))
+    st, ev = a.post(s, w.body("caps-tools", "please run bash"))
+    expect(s, st == 200 and any(e["type"] == "TOOL_CALL_START" for e in ev), f"no tool call streamed: {st}")
+    expect(s, caps.reasoning.supported and caps.reasoning.streaming, str(caps.reasoning))
+    st, ev = a.post(s, w.body("caps-think", "think about it"))
+    expect(s, st == 200 and any(e["type"].startswith("REASONING") for e in ev), f"no reasoning streamed: {st}")
+    expect(s, body["custom"]["iacCode"]["contextForwarded"] is True, str(body["custom"]))
 
 
 def scenario_history(a, w):
