@@ -109,7 +109,7 @@ pub(crate) fn write_str(s: &str, out: &mut Vec<u8>) {
     out.push(b'"');
     let mut rest = s.as_bytes();
     loop {
-        let (plain, tail) = rest.split_at(plain_prefix(rest).min(rest.len()));
+        let (plain, tail) = rest.split_at(crate::scan::json_plain_prefix(rest).min(rest.len()));
         out.extend_from_slice(plain);
         let Some((&b, after)) = tail.split_first() else {
             break;
@@ -127,32 +127,6 @@ pub(crate) fn write_str(s: &str, out: &mut Vec<u8>) {
         rest = after;
     }
     out.push(b'"');
-}
-
-/// How many leading bytes of `b` a JSON string holds as they are: none is `"`, `\` or a
-/// control byte (what a reader must look at and a writer must escape). Eight bytes a step,
-/// since most of a frame is ids and text with nothing to escape; the lowest flagged byte of
-/// a step is exact, since the borrows of the zero-byte test only run upwards.
-pub(crate) fn plain_prefix(b: &[u8]) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let zero = |y: u64| y.wrapping_sub(ONES) & !y & HIGH;
-    let mut i = 0;
-    while let Some(Ok(step)) = b.get(i..i + 8).map(<[u8; 8]>::try_from) {
-        let x = u64::from_le_bytes(step);
-        let hit = zero(x ^ (ONES * u64::from(b'"')))
-            | zero(x ^ (ONES * u64::from(b'\\')))
-            | (x.wrapping_sub(ONES * 0x20) & !x & HIGH);
-        if hit != 0 {
-            return i + (hit.trailing_zeros() / 8) as usize;
-        }
-        i += 8;
-    }
-    let rest = b.get(i..).unwrap_or_default();
-    i + rest
-        .iter()
-        .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
-        .unwrap_or(rest.len())
 }
 
 /// A JSON number as Python's `json.loads` then `json.dumps` render it: integers keep every
@@ -256,33 +230,6 @@ mod tests {
                         String::from_utf8(out).unwrap(),
                         serde_json::to_string(&s).unwrap()
                     );
-                }
-            }
-        }
-    }
-
-    /// The eight-at-a-time scan stops where a byte-at-a-time one does: each byte value it
-    /// must stop at (or pass) at every position of a step and of the tail, after plain
-    /// ASCII, UTF-8 or bytes just above each stop value.
-    #[test]
-    fn the_word_scan_stops_where_the_byte_scan_does() {
-        let naive = |b: &[u8]| {
-            b.iter()
-                .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
-                .unwrap_or(b.len())
-        };
-        let fills: [&[u8]; 4] = [b"a", "\u{e9}".as_bytes(), b"#", b"]"];
-        for fill in fills {
-            for len in 0..20 {
-                let mut base: Vec<u8> = fill.iter().copied().cycle().take(len).collect();
-                assert_eq!(plain_prefix(&base), naive(&base), "no stop in {base:?}");
-                for at in 0..len {
-                    for stop in (0u8..=0x20).chain([b'"', b'\\', 0x7f, 0x80, 0xff]) {
-                        let keep = base[at];
-                        base[at] = stop;
-                        assert_eq!(plain_prefix(&base), naive(&base), "{base:?}");
-                        base[at] = keep;
-                    }
                 }
             }
         }

@@ -26,6 +26,7 @@ mod notify;
 pub mod principal;
 pub(crate) mod rfc3339;
 pub mod routes;
+pub(crate) mod scan;
 pub mod server;
 mod signals;
 pub mod store;

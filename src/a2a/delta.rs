@@ -167,7 +167,7 @@ impl<'a> Reader<'a> {
                     from = self.i;
                 }
                 0..=0x1f => return None,
-                _ => self.i += 1 + crate::json::plain_prefix(b.get(self.i + 1..)?),
+                _ => self.i += 1 + crate::scan::json_plain_prefix(b.get(self.i + 1..)?),
             }
         }
     }

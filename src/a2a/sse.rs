@@ -183,26 +183,7 @@ impl SseParser {
 /// Capacity a line buffer keeps between lines.
 const LINE_KEEP: usize = 64 * 1024;
 
-/// The first CR or LF: eight bytes at a time (a frame is hundreds of bytes on one line).
-fn find_eol(b: &[u8]) -> Option<usize> {
-    const LO: u64 = 0x0101_0101_0101_0101;
-    const HI: u64 = 0x8080_8080_8080_8080;
-    let has_zero = |x: u64| x.wrapping_sub(LO) & !x & HI;
-    let mut i = 0;
-    while i + 8 <= b.len() {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&b[i..i + 8]);
-        let x = u64::from_le_bytes(w);
-        if has_zero(x ^ (LO * u64::from(b'\n'))) | has_zero(x ^ (LO * u64::from(b'\r'))) != 0 {
-            break;
-        }
-        i += 8;
-    }
-    b[i..]
-        .iter()
-        .position(|&c| c == b'\n' || c == b'\r')
-        .map(|p| i + p)
-}
+use crate::scan::eol as find_eol;
 
 /// The read buffer between bursts: below a text delta's size (the transport under it has
 /// its own buffer, so a frame in two pieces costs a copy, not a system call).
@@ -373,23 +354,6 @@ mod tests {
             p.push(&[b'a'; 40], &mut out),
             Err(SseError::TooLarge)
         ));
-    }
-
-    #[test]
-    fn eol_search_finds_the_first_cr_or_lf_anywhere() {
-        for len in 0..40 {
-            for at in 0..len {
-                for eol in [b'\n', b'\r'] {
-                    let mut v = vec![b'a'; len];
-                    v[at] = eol;
-                    if at + 1 < len {
-                        v[len - 1] = b'\n';
-                    }
-                    assert_eq!(find_eol(&v), Some(at), "len {len} at {at}");
-                }
-            }
-            assert_eq!(find_eol(&vec![0x8a; len]), None);
-        }
     }
 
     #[test]
