@@ -191,13 +191,9 @@ fn healthcheck(args: impl Iterator<Item = OsString>, env: &config::Environ) -> E
         }
     };
     let check = || -> Result<u16, String> {
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or("only http:// URLs are supported")?;
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, "/health"),
-        };
+        let (authority, path) =
+            crate::authority::http_url(&url).ok_or("only http:// URLs are supported")?;
+        let path = if path.is_empty() { "/health" } else { path };
         let addr = authority
             .to_socket_addrs()
             .map_err(|e| format!("{authority}: {e}"))?

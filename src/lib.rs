@@ -6,6 +6,7 @@ pub mod adapter;
 pub mod agui;
 pub mod app;
 pub mod auth;
+pub(crate) mod authority;
 pub mod catalog;
 pub mod cli;
 pub mod clock;

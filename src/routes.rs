@@ -177,10 +177,7 @@ impl HostRule {
         if *self == HostRule::Any {
             return true;
         }
-        let Some(name) = host
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(host_name)
-        else {
+        let Some(name) = host.and_then(crate::authority::host_name) else {
             return false;
         };
         match self {
@@ -189,36 +186,6 @@ impl HostRule {
             HostRule::Names(names) => names.contains(&name),
         }
     }
-}
-
-/// The name part of a `Host` value (RFC 9110 `uri-host [ ":" port ]`), lowercased;
-/// an IPv6 literal keeps its brackets. None when the value is malformed.
-fn host_name(h: &str) -> Option<String> {
-    let h = h.trim();
-    let (name, port) = if h.starts_with('[') {
-        let end = h.find(']')?;
-        (&h[..=end], &h[end + 1..])
-    } else {
-        match h.rfind(':') {
-            Some(i) => (&h[..i], &h[i..]),
-            None => (h, ""),
-        }
-    };
-    let port_ok = port.is_empty()
-        || port
-            .strip_prefix(':')
-            .is_some_and(|p| p.is_empty() || p.parse::<u16>().is_ok());
-    // One trailing dot names the DNS root (`localhost.`); more, or an empty label, is no name.
-    let name = name.strip_suffix('.').unwrap_or(name);
-    let empty_label = !name.starts_with('[') && name.split('.').any(str::is_empty);
-    if name.is_empty()
-        || empty_label
-        || !port_ok
-        || name.contains(|c: char| c.is_whitespace() || c == '@')
-    {
-        return None;
-    }
-    Some(name.to_ascii_lowercase())
 }
 
 /// Static configuration of the head checks.

@@ -83,42 +83,28 @@ pub enum Restore {
 pub(crate) fn loopback_base_url(raw: &str) -> Result<String, String> {
     const MSG: &str = "The AG-UI adapter may connect only to a loopback A2A HTTP(S) URL.";
     let raw = raw.trim();
-    let lower = raw.to_ascii_lowercase();
-    let rest_at = if lower.starts_with("http://") {
-        7
-    } else if lower.starts_with("https://") {
+    if raw
+        .get(..8)
+        .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
+    {
         return Err(format!(
             "{MSG} (https is not supported by this build: the kernel is on loopback, use http)"
         ));
-    } else {
-        return Err(MSG.into());
-    };
-    let rest = &raw[rest_at..];
-    let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let authority = &rest[..auth_end];
+    }
+    let (authority, tail) = crate::authority::http_url(raw).ok_or(MSG)?;
     if authority.contains('@') {
         return Err(format!("{MSG} (credentials in the URL are not allowed)"));
     }
-    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-        let close = v6.find(']').ok_or(MSG)?;
-        (&v6[..close], &v6[close + 1..])
-    } else {
-        match authority.rfind(':') {
-            Some(i) => (&authority[..i], &authority[i..]),
-            None => (authority, ""),
-        }
-    };
-    if !port.is_empty() {
-        let digits = port.strip_prefix(':').ok_or(MSG)?;
-        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || digits.len() > 5 {
-            return Err(format!("{MSG} (invalid port)"));
-        }
+    let (host, port) = crate::authority::split(authority.as_bytes()).ok_or(MSG)?;
+    if port.is_some_and(|p| p.is_empty() || !crate::authority::valid_port(p)) {
+        return Err(format!("{MSG} (invalid port)"));
     }
-    let host = host.to_ascii_lowercase();
-    if !matches!(host.as_str(), "127.0.0.1" | "localhost" | "::1") {
+    if !matches!(
+        host.to_ascii_lowercase().as_slice(),
+        b"127.0.0.1" | b"localhost" | b"[::1]"
+    ) {
         return Err(MSG.into());
     }
-    let tail = &rest[auth_end..];
     if tail.contains(['?', '#']) {
         return Err(format!("{MSG} (no query or fragment)"));
     }

@@ -1,6 +1,7 @@
 //! HTTP/1.1 request heads (httparse), body framing, a streaming chunked decoder and response
 //! writers. Pure functions over byte slices: no sockets, so every rule is unit- and fuzz-testable.
 
+use crate::authority;
 use crate::limits;
 
 /// Why a request cannot be served; each maps to one status and always closes the connection.
@@ -141,7 +142,9 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(RequestHead, usize)>, HttpError>
     match (hosts.next(), hosts.next()) {
         (None, _) if minor_version == 1 => return Err(HttpError::BadRequest),
         (Some(_), Some(_)) => return Err(HttpError::BadRequest),
-        (Some((_, v)), None) if !valid_host(v) => return Err(HttpError::BadRequest),
+        (Some((_, v)), None) if !authority::valid_host_header(trim_ows(v)) => {
+            return Err(HttpError::BadRequest);
+        }
         _ => {}
     }
     Ok(Some((
@@ -156,71 +159,6 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(RequestHead, usize)>, HttpError>
         },
         skip + used,
     )))
-}
-
-/// A `Host` value is `uri-host [ ":" port ]` (RFC 9110 §7.2, RFC 3986 §3.2.2): an IP literal
-/// in brackets or a reg-name of unreserved, sub-delim and percent-encoded characters, and a
-/// port of at most five digits that fits in 16 bits. An empty value is allowed (RFC 9112
-/// §3.2, a target without authority).
-pub(crate) fn valid_host(v: &[u8]) -> bool {
-    let v = trim_ows(v);
-    let (host, port) = if v.first() == Some(&b'[') {
-        let Some(end) = v.iter().position(|&b| b == b']') else {
-            return false;
-        };
-        let inner = &v[1..end];
-        if inner.is_empty()
-            || !inner
-                .iter()
-                .all(|b| b.is_ascii_hexdigit() || matches!(b, b':' | b'.'))
-        {
-            return false;
-        }
-        (&v[..=end], &v[end + 1..])
-    } else {
-        match v.iter().rposition(|&b| b == b':') {
-            Some(i) => (&v[..i], &v[i..]),
-            None => (v, &v[v.len()..]),
-        }
-    };
-    let reg_name = |h: &[u8]| {
-        h.iter().all(|&b| {
-            b.is_ascii_alphanumeric()
-                || matches!(
-                    b,
-                    b'-' | b'.'
-                        | b'_'
-                        | b'~'
-                        | b'%'
-                        | b'!'
-                        | b'$'
-                        | b'&'
-                        | b'\''
-                        | b'('
-                        | b')'
-                        | b'*'
-                        | b'+'
-                        | b','
-                        | b';'
-                        | b'='
-                )
-        })
-    };
-    let port_ok = match port {
-        [] => true,
-        [b':', digits @ ..] => {
-            digits.len() <= 5
-                && digits.iter().all(u8::is_ascii_digit)
-                && digits
-                    .iter()
-                    .fold(0u32, |n, &d| n * 10 + u32::from(d - b'0'))
-                    <= 65535
-        }
-        _ => false,
-    };
-    // A port needs a host before it (`:80` alone is no authority).
-    let named = !host.is_empty() || port.is_empty();
-    port_ok && named && (host.first() == Some(&b'[') || reg_name(host))
 }
 
 fn version_error(buf: &[u8]) -> HttpError {

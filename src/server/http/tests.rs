@@ -1,40 +1,6 @@
 use super::*;
 
 #[test]
-fn host_values_follow_rfc_3986_and_ports_fit_16_bits() {
-    for ok in [
-        "localhost",
-        "localhost:8000",
-        "LOCALHOST.",
-        "127.0.0.1:1",
-        "[::1]",
-        "[::1]:65535",
-        "a-b_c~d.example",
-        "",
-        "localhost:",
-        "localhost..",
-    ] {
-        assert!(valid_host(ok.as_bytes()), "{ok}");
-    }
-    for bad in [
-        "localhost:99999999999999999999",
-        "localhost:65536",
-        "localhost:8o",
-        "localhost@evil",
-        "local host",
-        "[::1",
-        "[]",
-        "[::1]x",
-        "[zz]",
-        ":80",
-        "a/b",
-        "a\u{7f}",
-    ] {
-        assert!(!valid_host(bad.as_bytes()), "{bad}");
-    }
-}
-
-#[test]
 fn two_host_fields_or_an_invalid_host_are_400_in_any_order() {
     for req in [
         &b"GET /health HTTP/1.1\r\nHost: localhost\r\nHost: evil.example\r\n\r\n"[..],
