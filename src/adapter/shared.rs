@@ -14,7 +14,7 @@ use super::upstream::Kernel;
 use super::winddown::WindDowns;
 use crate::a2a::client::A2aClient;
 use crate::config::AguiProtocol;
-use crate::kernel::watch::Readiness;
+use crate::app::Readiness;
 use crate::sync::lock;
 
 /// Everything the adapter's workers share.
@@ -40,7 +40,7 @@ pub struct Shared {
     /// A drain's grace ended: running runs end with `SERVER_SHUTTING_DOWN`.
     pub(crate) stopping: AtomicBool,
     /// Kernel readiness: runs kick a probe when a kernel call failed.
-    pub readiness: Arc<Readiness>,
+    pub readiness: Arc<dyn Readiness>,
     /// `--default-cwd`: the workspace of requests that carry no `iacCode` properties.
     pub(crate) default_cwd: Option<String>,
     /// Keys the `rosInvocationId` the server supplies with `default_cwd`
@@ -103,12 +103,12 @@ impl Shared {
             cancel_answer_bound: crate::limits::CANCEL_ANSWER_BOUND,
             disconnect_grace: crate::limits::DISCONNECT_GRACE,
             stopping: AtomicBool::new(false),
-            readiness: Arc::new(Readiness::default()),
+            readiness: Arc::new(crate::app::AlwaysReady),
         }
     }
 
     /// Share the readiness the health route reads.
-    pub fn with_readiness(mut self, r: Arc<Readiness>) -> Shared {
+    pub fn with_readiness(mut self, r: Arc<dyn Readiness>) -> Shared {
         self.readiness = r;
         self
     }

@@ -51,10 +51,13 @@ pub trait Readiness: Send + Sync {
     fn kernel_up(&self) -> bool;
     /// The state directory took the last probe's write.
     fn store_up(&self) -> bool;
+    /// A kernel call or a state write just failed: probe now, not at the next tick, so that
+    /// `/health` says so at once.
+    fn kick(&self) {}
 }
 
 /// A server with nothing to probe (tests, embedders).
-struct AlwaysReady;
+pub(crate) struct AlwaysReady;
 
 impl Readiness for AlwaysReady {
     fn kernel_up(&self) -> bool {

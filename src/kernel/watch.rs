@@ -46,6 +46,10 @@ impl crate::app::Readiness for Readiness {
     fn store_up(&self) -> bool {
         Readiness::store_up(self)
     }
+
+    fn kick(&self) {
+        Readiness::kick(self)
+    }
 }
 
 impl Readiness {
