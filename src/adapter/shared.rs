@@ -13,8 +13,8 @@ use super::threads::Registry;
 use super::upstream::Kernel;
 use super::winddown::WindDowns;
 use crate::a2a::client::A2aClient;
-use crate::config::AguiProtocol;
 use crate::app::Readiness;
+use crate::config::AguiProtocol;
 use crate::sync::lock;
 
 /// Everything the adapter's workers share.
@@ -27,6 +27,9 @@ pub struct Shared {
     pub(crate) protocol: AguiProtocol,
     /// Running executions, so the cancel route can stop them.
     pub(super) runs: Mutex<HashMap<String, Arc<RunControl>>>,
+    /// Signalled when a run leaves `runs` (it released its thread): admission waits on it
+    /// for a run whose client just left, instead of polling.
+    run_left: std::sync::Condvar,
     /// Tasks the kernel is still stopping, per thread (the next turn waits for them).
     pub(crate) wind_downs: Arc<WindDowns>,
     /// How long the next turn waits for them (`limits::WIND_DOWN_BOUND`).
@@ -99,6 +102,7 @@ impl Shared {
             thread_retention: std::time::Duration::ZERO,
             expired_at: Mutex::new(None),
             runs: Mutex::new(HashMap::new()),
+            run_left: std::sync::Condvar::new(),
             wind_down_bound: crate::limits::WIND_DOWN_BOUND,
             cancel_answer_bound: crate::limits::CANCEL_ANSWER_BOUND,
             disconnect_grace: crate::limits::DISCONNECT_GRACE,
@@ -200,24 +204,35 @@ impl Shared {
             .is_some_and(|c| Arc::ptr_eq(c, control))
         {
             runs.remove(execution_id);
+            self.run_left.notify_all();
         }
     }
 
     /// If the thread's active run has lost its client (or the server is stopping it), wait
     /// on this worker, bounded, until that run released the thread.
     pub(super) fn wait_for_departing_run(&self, slot: &super::threads::Slot) {
-        let deadline = self.env.now() + crate::limits::DEPARTING_RUN_WAIT;
-        loop {
-            let departing = lock(slot).as_ref().is_some_and(|t| {
-                t.active_run.is_some()
-                    && self
-                        .run_control(&t.doc.execution.execution_id)
-                        .is_some_and(|c| c.stopped.load(std::sync::atomic::Ordering::SeqCst))
-            });
-            if !departing || self.env.now() >= deadline {
+        let deadline = std::time::Instant::now() + crate::limits::DEPARTING_RUN_WAIT;
+        let Some(execution) = lock(slot)
+            .as_ref()
+            .filter(|t| t.active_run.is_some())
+            .map(|t| t.doc.execution.execution_id.clone())
+        else {
+            return;
+        };
+        // A stopped run releases its thread, then leaves `runs` and signals, under this lock.
+        let mut runs = lock(&self.runs);
+        while runs
+            .get(&execution)
+            .is_some_and(|c| c.stopped.load(std::sync::atomic::Ordering::SeqCst))
+        {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
                 return;
             }
-            std::thread::sleep(Duration::from_millis(5));
+            runs = match self.run_left.wait_timeout(runs, left) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
         }
     }
 
