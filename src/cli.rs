@@ -663,6 +663,7 @@ fn serve_with(
         heartbeat_interval: cfg.heartbeat_interval,
         max_connections: cfg.max_connections,
         shutdown_grace: cfg.shutdown_grace,
+        output_budget: cfg.output_budget,
         ..ServerConfig::default()
     };
     let server = Server::bind(addr, server_cfg, Arc::new(app), Arc::new(SystemClock))
