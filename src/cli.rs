@@ -331,6 +331,7 @@ pub(crate) fn capabilities_body(cfg: &Config, default_cwd: Option<&str>) -> Vec<
                     "maxRunBodyBytes": crate::limits::MAX_RUN_BODY,
                     "maxRuns": cfg.max_runs,
                     "maxConnections": cfg.max_connections,
+                    "outputBudgetBytes": cfg.output_budget,
                     "heartbeatIntervalSeconds": cfg.heartbeat_interval.as_secs(),
                     "disconnectGraceSeconds": cfg.disconnect_grace.as_secs(),
                     "replayRetentionSeconds": cfg.replay_retention.as_secs(),

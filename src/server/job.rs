@@ -68,7 +68,7 @@ impl Inbox {
 
     /// Bytes queued by all jobs that the loop has not taken.
     pub(crate) fn queued(&self) -> usize {
-        self.queued.load(Ordering::SeqCst)
+        self.queued.load(Ordering::Relaxed)
     }
 
     /// Jobs that queued something since the last call.
@@ -188,7 +188,7 @@ impl JobShared {
             n += 1;
         }
         q.bytes -= taken;
-        self.inbox.queued.fetch_sub(taken, Ordering::SeqCst);
+        self.inbox.queued.fetch_sub(taken, Ordering::Relaxed);
         // A quiet job (an event at a time) keeps no queue memory between its events: a
         // waiting stream holds none. A busy one keeps its ring.
         if n <= 1 && q.items.is_empty() && q.items.capacity() != 0 {
@@ -224,7 +224,7 @@ impl Drop for JobShared {
     fn drop(&mut self) {
         // Replies nobody will take (the connection closed first) leave the budget with the job.
         let q = self.queue.get_mut().unwrap_or_else(|e| e.into_inner());
-        self.inbox.queued.fetch_sub(q.bytes, Ordering::SeqCst);
+        self.inbox.queued.fetch_sub(q.bytes, Ordering::Relaxed);
     }
 }
 
@@ -275,7 +275,7 @@ impl Outbox {
         self.sent.set((status, bytes + reply.size() as u64));
         let hold = self.held.get() && matches!(reply, Reply::Event(_));
         q.bytes += reply.size();
-        s.inbox.queued.fetch_add(reply.size(), Ordering::SeqCst);
+        s.inbox.queued.fetch_add(reply.size(), Ordering::Relaxed);
         q.items.push_back(reply);
         if !q.notified && !hold {
             s.mark_ready(q);
