@@ -334,6 +334,7 @@ pub(crate) fn capabilities_body(cfg: &Config, default_cwd: Option<&str>) -> Vec<
                     "maxRunBodyBytes": crate::limits::MAX_RUN_BODY,
                     "maxRuns": cfg.max_runs,
                     "maxConnections": cfg.max_connections,
+                    "outputBudgetBytes": cfg.output_budget,
                     "heartbeatIntervalSeconds": cfg.heartbeat_interval.as_secs(),
                     "disconnectGraceSeconds": cfg.disconnect_grace.as_secs(),
                     "replayRetentionSeconds": cfg.replay_retention.as_secs(),
@@ -666,6 +667,7 @@ fn serve_with(
         heartbeat_interval: cfg.heartbeat_interval,
         max_connections: cfg.max_connections,
         shutdown_grace: cfg.shutdown_grace,
+        output_budget: cfg.output_budget,
         ..ServerConfig::default()
     };
     let server = Server::bind(addr, server_cfg, Arc::new(app), Arc::new(SystemClock))

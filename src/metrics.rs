@@ -106,6 +106,9 @@ pub struct Metrics {
     pub run_duration: Histogram,
     pub first_event: Histogram,
     pub replay_bytes: Gauge,
+    /// Output held for clients (unsent, plus queued by workers), and its budget.
+    pub output_buffered: Gauge,
+    pub output_budget: Gauge,
     pub subscribers: Gauge,
     pub kernel_up: Gauge,
     pub kernel_restarts: Counter,
@@ -129,6 +132,8 @@ pub static M: Metrics = Metrics {
     run_duration: Histogram::new(),
     first_event: Histogram::new(),
     replay_bytes: Gauge::new(0),
+    output_buffered: Gauge::new(0),
+    output_budget: Gauge::new(0),
     subscribers: Gauge::new(0),
     kernel_up: Gauge::new(1),
     kernel_restarts: Counter::new(),
@@ -286,6 +291,20 @@ pub fn render() -> String {
         "gauge",
         "Bytes held by the replay logs.",
         m.replay_bytes.get(),
+    );
+    scalar(
+        &mut o,
+        "iac_agui_output_buffered_bytes",
+        "gauge",
+        "Bytes of output held for clients: unsent, plus queued by runs for the server loop.",
+        m.output_buffered.get(),
+    );
+    scalar(
+        &mut o,
+        "iac_agui_output_budget_bytes",
+        "gauge",
+        "The output budget (--output-budget); past it new streams get 503 (reason output_budget).",
+        m.output_budget.get(),
     );
     scalar(
         &mut o,

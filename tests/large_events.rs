@@ -219,3 +219,144 @@ fn memory_goes_back_after_a_burst_of_large_events_without_a_new_request() {
         "RSS {now} KiB after the burst, idle was {idle} KiB (peak {peak} KiB)"
     );
 }
+
+/// Regression (issue 36, fault 2): output held for clients that stopped reading had no
+/// overall bound (30 paused readers of `big 10 10` were all admitted: RSS about 340 MiB, peak
+/// near 660 MiB). Past `--output-budget` a new run gets 503 `SERVER_BUSY` with `Retry-After`
+/// before any stream, small requests are still answered, the paused runs finish whole once
+/// their clients read, and new runs are admitted again.
+#[test]
+fn paused_readers_past_the_output_budget_get_new_runs_refused_until_they_read() {
+    const MIB: i64 = 1 << 20;
+    let budget = 8 * MIB;
+    let p = start_pair("output-budget", &["--output-budget", &budget.to_string()]);
+    let metric = |name: &str| -> i64 {
+        let r = raw(
+            p.addr,
+            b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".as_slice(),
+        );
+        assert_eq!(r.status, 200, "/metrics is answered");
+        r.text()
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} in /metrics"))
+    };
+    assert_eq!(metric("iac_agui_output_budget_bytes"), budget);
+    // A client that keeps up, on a run of small paced events (about 7.5 s): admitted before
+    // the budget is spent, it must not be paused with the readers that are behind.
+    let keeping_up = {
+        let (addr, body) = (p.addr, p.body("keeping-up", "r1", "pace 300 40"));
+        std::thread::spawn(move || post_json(addr, "/", &[], &body))
+    };
+    // Clients start `big 8 8` and stop reading after the head, one after another, until the
+    // output held for them passes the budget: each holds an 8 MiB event less what the
+    // sockets' buffers took (about 5 MiB of it here). Each is admitted while it is not past.
+    let mut paused = Vec::new();
+    let mut held = 0;
+    while held <= budget {
+        assert!(
+            paused.len() < 6,
+            "{held} bytes held for {} streams",
+            paused.len()
+        );
+        let mut s = TcpStream::connect(p.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        s.write_all(&request(
+            "POST",
+            "/",
+            &[
+                ("Content-Type", "application/json"),
+                ("Connection", "close"),
+            ],
+            &p.body(&format!("paused-{}", paused.len()), "r1", "big 8 8"),
+        ))
+        .unwrap();
+        let mut got = vec![0u8; 4096];
+        let n = s.read(&mut got).unwrap();
+        got.truncate(n);
+        assert!(
+            got.starts_with(b"HTTP/1.1 200"),
+            "admitted under the budget"
+        );
+        paused.push((s, got));
+        let before = held;
+        assert!(wait_until(Duration::from_secs(30), || {
+            metric("iac_agui_output_buffered_bytes") > before + MIB
+        }));
+        // The rest of the event arrives.
+        std::thread::sleep(Duration::from_millis(500));
+        held = metric("iac_agui_output_buffered_bytes");
+    }
+    // Each paused stream holds at most the watermark and one event (8 MiB of text) past it.
+    let per_stream = 9 * MIB + MIB;
+    assert!(
+        held <= budget + paused.len() as i64 * per_stream,
+        "{held} bytes held for {} streams",
+        paused.len()
+    );
+    // The next run is refused before any stream, politely.
+    let r = post_json(p.addr, "/", &[], &p.body("refused", "r1", "hello"));
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.error_code(), "SERVER_BUSY");
+    assert!(!r.error_message().is_empty());
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert!(
+        r.header("content-type")
+            .unwrap()
+            .starts_with("application/json")
+    );
+    assert!(metric("iac_agui_unavailable_responses_total{reason=\"output_budget\"}") >= 1);
+    // Small requests are still answered.
+    let health = raw(
+        p.addr,
+        b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".as_slice(),
+    );
+    assert_eq!(health.status, 200);
+    let threads = raw(p.addr, &request("GET", "/threads", &[], b""));
+    assert_eq!(threads.status, 200, "{}", threads.text());
+    // The run whose client keeps up finishes while the readers behind are still paused.
+    let r = keeping_up.join().unwrap();
+    assert_eq!(r.status, 200);
+    let events = sse_events(&r.body).0;
+    check_stream(&events).unwrap();
+    assert_eq!(last(&events)["type"], "RUN_FINISHED");
+    let text: String = events
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    assert!(text.contains("299@"), "every paced event arrived");
+    assert!(metric("iac_agui_output_buffered_bytes") > budget - budget / 8);
+    // The readers read again: both runs arrive whole, each with one terminal event.
+    let readers: Vec<_> = paused
+        .into_iter()
+        .map(|(mut s, mut got)| {
+            std::thread::spawn(move || {
+                let mut rest = Vec::new();
+                s.read_to_end(&mut rest).ok();
+                got.extend_from_slice(&rest);
+                got
+            })
+        })
+        .collect();
+    for r in readers {
+        let got = r.join().unwrap();
+        let text = String::from_utf8_lossy(&got);
+        let body_start = text.find("\r\n\r\n").unwrap() + 4;
+        let sse = got[body_start..].to_vec();
+        check_ids(&sse).unwrap();
+        check_big(&sse_events(&sse).0, 8, 8);
+    }
+    assert!(
+        wait_until(Duration::from_secs(10), || metric(
+            "iac_agui_output_buffered_bytes"
+        ) == 0),
+        "the output held for the finished runs is given back"
+    );
+    // And new runs are admitted again.
+    let r = post_json(p.addr, "/", &[], &p.body("after", "r1", "hello"));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let events = sse_events(&r.body).0;
+    check_stream(&events).unwrap();
+}

@@ -179,6 +179,17 @@ impl Handler for App {
             .with_header("retry-after", "1".into())
     }
 
+    fn opens_stream(&self, route: &Routed) -> bool {
+        // Cancels and thread routes answer with one small body: still served.
+        matches!(route.work, Work::Run | Work::Subscribe { .. })
+    }
+
+    fn over_output_budget(&self, head: &RequestHead) -> Response {
+        ApiError::new(Code::ServerBusy, Msg::ServerBusy)
+            .response(self.lang(head))
+            .with_header("retry-after", "1".into())
+    }
+
     fn begin_drain(&self) {
         self.draining.store(true, Ordering::SeqCst);
     }

@@ -103,6 +103,8 @@ pub(crate) struct Config {
     pub(crate) heartbeat_interval: Duration,
     pub(crate) max_connections: usize,
     pub(crate) max_runs: usize,
+    /// Output held for all clients together (`--output-budget`).
+    pub(crate) output_budget: usize,
     /// An upstream silent for this long (not even a keep-alive comment) is unavailable.
     pub(crate) a2a_idle_timeout: Duration,
     /// Serve only the demo kernel on this port (benchmarks, client tests).
@@ -153,6 +155,7 @@ impl Default for Config {
             heartbeat_interval: limits::HEARTBEAT_INTERVAL,
             max_connections: limits::MAX_CONNECTIONS,
             max_runs: limits::MAX_JOBS,
+            output_budget: limits::OUTPUT_BUDGET,
             a2a_idle_timeout: limits::A2A_IDLE_TIMEOUT,
             demo_kernel_only: None,
             allowed_hosts: None,
@@ -323,6 +326,9 @@ pub(crate) fn parse(
     }
     if let Some(v) = pick("max_runs") {
         c.max_runs = as_count("max_runs", v)?;
+    }
+    if let Some(v) = pick("output_budget") {
+        c.output_budget = as_count("output_budget", v)?;
     }
     if let Some(v) = pick("disconnect_grace") {
         c.disconnect_grace = as_seconds("disconnect_grace", v, true)?;

@@ -204,6 +204,13 @@ pub(crate) const OPTIONS: &[Opt] = &[
     .flag("max-runs", Some("N"))
     .default("2048"),
     opt(
+        "output_budget",
+        "Bytes of output all connections together may hold for clients that read slowly; past it \
+         new runs and re-attachments get 503 and runs whose client is behind stop reading upstream",
+    )
+    .flag("output-budget", Some("BYTES"))
+    .default("134217728"),
+    opt(
         "a2a_idle_timeout",
         "Upstream silence after which the kernel counts as unavailable",
     )

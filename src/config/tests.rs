@@ -180,3 +180,11 @@ fn every_flag_in_the_table_parses_and_the_help_names_it() {
     assert_eq!(c.max_runs, 7);
     assert!(run(&["--no-such-flag"], &[]).is_err());
 }
+
+#[test]
+fn the_output_budget_is_a_byte_count_of_at_least_one() {
+    assert_eq!(run(&[], &[]).unwrap().output_budget, limits::OUTPUT_BUDGET);
+    let c = run(&["--output-budget", "8388608"], &[]).unwrap();
+    assert_eq!(c.output_budget, 8 << 20);
+    assert!(run(&["--output-budget", "0"], &[]).is_err());
+}

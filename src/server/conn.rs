@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use mio::net::TcpStream;
 
+use super::budget::Share;
 use super::http::{ChunkedDecoder, RequestHead, Response};
 use super::job::{ConnId, JobShared};
 use super::out::OutBuf;
@@ -120,6 +121,8 @@ pub(crate) struct Conn<R> {
     pub(crate) read_deadline: Option<Instant>,
     /// The peer sent EOF.
     pub(crate) peer_eof: bool,
+    /// Its unsent output as the output budget counts it (synced after each flush).
+    pub(crate) share: Share,
 }
 
 impl<R> Conn<R> {
@@ -135,6 +138,7 @@ impl<R> Conn<R> {
             last_event: now,
             read_deadline: None,
             peer_eof: false,
+            share: Share::default(),
         }
     }
 

@@ -11,6 +11,7 @@ use std::time::Instant;
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 
+use super::budget::OutputBudget;
 use super::conn::{BodyRead, Conn, Reservation, State};
 use super::http::{self, ChunkError, ChunkedDecoder, Framing, Response};
 use super::job::{self, ConnId, Inbox, Reply, StopReason};
@@ -96,6 +97,10 @@ pub struct Server<H: Handler> {
     read_buf: Box<[u8]>,
     /// Bytes the bodies being read hold together (`ServerConfig::body_budget`).
     body_bytes: Arc<std::sync::atomic::AtomicUsize>,
+    /// Output held for clients (`ServerConfig::output_budget`).
+    budget: OutputBudget,
+    /// What this server last added to the `output_buffered` gauge (tests run several).
+    published: i64,
 }
 
 impl<H: Handler> Server<H> {
@@ -115,6 +120,10 @@ impl<H: Handler> Server<H> {
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let w = waker.clone();
+        let budget = OutputBudget::new(cfg.output_budget);
+        crate::metrics::M
+            .output_budget
+            .set(cfg.output_budget as i64);
         let inbox = Inbox::new(Box::new(move || {
             let _ = w.wake();
         }));
@@ -138,6 +147,8 @@ impl<H: Handler> Server<H> {
             scratch: Vec::with_capacity(limits::DRAIN_BATCH),
             read_buf: vec![0u8; limits::READ_CHUNK].into_boxed_slice(),
             body_bytes: Arc::default(),
+            budget,
+            published: 0,
         })
     }
 
@@ -194,12 +205,14 @@ impl<H: Handler> Server<H> {
             }
             self.process_ready();
             self.process_timers();
+            self.check_budget();
         }
         for slot in 0..self.conns.len() {
             if self.conns[slot].is_some() {
                 self.close(slot, "shutdown");
             }
         }
+        crate::metrics::M.output_buffered.add(-self.published);
         Ok(())
     }
 
@@ -240,6 +253,50 @@ impl<H: Handler> Server<H> {
 
     fn draining(&self) -> bool {
         self.drain.is_some()
+    }
+
+    /// Unsent output above which a connection's job gets no more replies taken and its
+    /// worker reads no further upstream: the watermark, and far less while the output budget
+    /// is spent (so every run with a client behind pauses, and clients that keep up do not).
+    fn out_limit(&self) -> usize {
+        let watermark = self.cfg.max_output_bytes / 2;
+        if self.budget.is_over() {
+            watermark.min(limits::OUTPUT_BEHIND)
+        } else {
+            watermark
+        }
+    }
+
+    /// Re-decide the output budget with what is held now and publish it; when it became
+    /// spent or available, mark or release every run by the new limit (a released job goes
+    /// back on the ready list, as the flush under the watermark does). True while spent.
+    fn check_budget(&mut self) -> bool {
+        let held = self.budget.held(self.inbox.queued());
+        let now = i64::try_from(held).unwrap_or(i64::MAX);
+        crate::metrics::M.output_buffered.add(now - self.published);
+        self.published = now;
+        if !self.budget.update(held) {
+            return self.budget.is_over();
+        }
+        if self.budget.is_over() {
+            log::warn!(
+                "output budget spent: {held} bytes held for clients (budget {}); new streams \
+                 get 503 and runs with a client behind stop reading upstream",
+                self.budget.limit()
+            );
+        } else {
+            log::info!("output budget available again: {held} bytes held for clients");
+        }
+        let limit = self.out_limit();
+        for conn in self.conns.iter().flatten() {
+            let Some(job) = conn.job() else { continue };
+            let behind = conn.pending_out() > limit;
+            job.set_congested(behind);
+            if !behind {
+                job.renotify();
+            }
+        }
+        self.budget.is_over()
     }
 
     fn begin_shutdown(&mut self) {
@@ -358,7 +415,9 @@ impl<H: Handler> Server<H> {
     fn drive(&mut self, slot: usize) {
         self.advance(slot);
         self.flush(slot);
-        if self.conn(slot).is_some() {
+        if let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) {
+            // Every change of a connection's output ends in a drive: count it here.
+            self.budget.set(&mut conn.share, conn.out.len());
             self.rearm(slot);
         }
     }
@@ -553,11 +612,20 @@ impl<H: Handler> Server<H> {
     }
 
     fn dispatch(&mut self, slot: usize, b: BodyRead<H::Route>) {
+        let keep_alive = b.head.keep_alive;
+        let head_only = b.head.method == "HEAD";
+        // The output budget is spent: no new stream until slow readers catch up (a body this
+        // far was small or within the body budget; the connection stays open).
+        if self.handler.opens_stream(&b.route) && self.check_budget() {
+            crate::metrics::M.unavailable.inc("output_budget");
+            let r = self.handler.over_output_budget(&b.head);
+            (self.cfg.access_log)(&b.head.method, b.head.raw_path(), r.status, r.body.len());
+            self.respond(slot, r, keep_alive, head_only);
+            return;
+        }
         let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
-        let keep_alive = b.head.keep_alive;
-        let head_only = b.head.method == "HEAD";
         let (job, outbox) = job::new_job(conn.id, self.cfg.job_queue_capacity, &self.inbox);
         conn.read_deadline = None;
         conn.state = State::Dispatched {
@@ -599,7 +667,7 @@ impl<H: Handler> Server<H> {
 
     fn flush(&mut self, slot: usize) {
         let now = self.clock.now();
-        let watermark = self.cfg.max_output_bytes / 2;
+        let limit = self.out_limit();
         let Some(conn) = self.conn(slot) else { return };
         let before = conn.pending_out();
         while !conn.out.is_empty() {
@@ -620,7 +688,7 @@ impl<H: Handler> Server<H> {
         conn.out.trim();
         let after = conn.pending_out();
         if let Some(job) = conn.job() {
-            job.set_congested(after > watermark);
+            job.set_congested(after > limit);
         }
         if matches!(conn.state, State::Closing) && after == 0 {
             if conn.peer_eof {
@@ -636,7 +704,7 @@ impl<H: Handler> Server<H> {
             conn.read_deadline = Some(now + limits::LINGER_TIME);
             return;
         }
-        if before > watermark && after <= watermark {
+        if before > limit && after <= limit {
             if let Some(job) = conn.job() {
                 job.renotify();
             }
@@ -651,6 +719,7 @@ impl<H: Handler> Server<H> {
         let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else {
             return;
         };
+        self.budget.release(std::mem::take(&mut conn.share));
         if let Some(job) = conn.job() {
             // The stream never reached its end: whoever produces it must learn the client is gone.
             job.stop(StopReason::ClientGone);

@@ -7,7 +7,7 @@
 //! through a flag plus hooks, which the worker uses to close its upstream socket at once.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use super::http::Response;
@@ -52,6 +52,9 @@ impl Reply {
 pub(crate) struct Inbox {
     ready: Mutex<Vec<Arc<JobShared>>>,
     waker: Box<dyn Fn() + Send + Sync>,
+    /// Bytes queued by all jobs and not taken by the loop yet (their share of the output
+    /// budget).
+    queued: AtomicUsize,
 }
 
 impl Inbox {
@@ -59,7 +62,13 @@ impl Inbox {
         Arc::new(Inbox {
             ready: Mutex::new(Vec::new()),
             waker,
+            queued: AtomicUsize::new(0),
         })
+    }
+
+    /// Bytes queued by all jobs that the loop has not taken.
+    pub(crate) fn queued(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
     }
 
     /// Jobs that queued something since the last call.
@@ -179,6 +188,7 @@ impl JobShared {
             n += 1;
         }
         q.bytes -= taken;
+        self.inbox.queued.fetch_sub(taken, Ordering::Relaxed);
         // A quiet job (an event at a time) keeps no queue memory between its events: a
         // waiting stream holds none. A busy one keeps its ring.
         if n <= 1 && q.items.is_empty() && q.items.capacity() != 0 {
@@ -207,6 +217,14 @@ impl JobShared {
         if !q.notified && (!q.items.is_empty() || q.closed) {
             self.mark_ready(q);
         }
+    }
+}
+
+impl Drop for JobShared {
+    fn drop(&mut self) {
+        // Replies nobody will take (the connection closed first) leave the budget with the job.
+        let q = self.queue.get_mut().unwrap_or_else(|e| e.into_inner());
+        self.inbox.queued.fetch_sub(q.bytes, Ordering::Relaxed);
     }
 }
 
@@ -257,6 +275,7 @@ impl Outbox {
         self.sent.set((status, bytes + reply.size() as u64));
         let hold = self.held.get() && matches!(reply, Reply::Event(_));
         q.bytes += reply.size();
+        s.inbox.queued.fetch_add(reply.size(), Ordering::Relaxed);
         q.items.push_back(reply);
         if !q.notified && !hold {
             s.mark_ready(q);
@@ -412,7 +431,6 @@ pub(crate) fn new_job(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicUsize;
     use std::time::Duration;
 
     fn inbox() -> (Arc<Inbox>, Arc<AtomicUsize>) {
@@ -448,6 +466,38 @@ mod tests {
         drop(out);
         let mut got = Vec::new();
         assert!(job.drain(100, usize::MAX, &mut got));
+    }
+
+    #[test]
+    fn queued_bytes_count_until_taken_or_dropped_with_the_job() {
+        let (inbox, _) = inbox();
+        let (job, out) = new_job(ID, 8, &inbox);
+        out.send(Reply::StartStream(Vec::new())).unwrap();
+        out.send(Reply::Event(vec![0; 1000].into())).unwrap();
+        out.send(Reply::Event(vec![0; 500].into())).unwrap();
+        assert_eq!(inbox.queued(), 1500);
+        let mut got = Vec::new();
+        job.drain(2, usize::MAX, &mut got);
+        assert_eq!(
+            inbox.queued(),
+            500,
+            "taken by the loop: the output counts it now"
+        );
+        let (other, other_out) = new_job(ID, 8, &inbox);
+        other_out.send(Reply::Event(vec![0; 70].into())).unwrap();
+        assert_eq!(inbox.queued(), 570);
+        drop(out);
+        drop(job);
+        // The ready list holds the job until the loop looks at it.
+        drop(inbox.take_ready());
+        assert_eq!(
+            inbox.queued(),
+            70,
+            "a closed connection's queue is given back"
+        );
+        drop((other, other_out));
+        drop(inbox.take_ready());
+        assert_eq!(inbox.queued(), 0);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! decides what each request head means and runs the work on its own threads, talking back
 //! through a [`job::Outbox`].
 
+pub(crate) mod budget;
 pub(crate) mod conn;
 pub mod event_loop;
 pub mod http;
@@ -33,6 +34,9 @@ pub struct ServerConfig {
     /// below which a body does not count.
     pub body_budget: usize,
     pub body_budget_exempt: usize,
+    /// Bytes all connections may hold for their clients together (`limits::OUTPUT_BUDGET`):
+    /// unsent output plus replies queued by workers.
+    pub output_budget: usize,
     /// Called for a request the loop answers itself (health, 404, 401, …): method, raw
     /// path, status, body bytes.
     pub access_log: fn(&str, &str, u16, usize),
@@ -52,6 +56,7 @@ impl Default for ServerConfig {
             shutdown_grace: limits::SHUTDOWN_GRACE,
             body_budget: limits::BODY_BUDGET,
             body_budget_exempt: limits::BODY_BUDGET_EXEMPT,
+            output_budget: limits::OUTPUT_BUDGET,
             access_log: |_, _, _, _| {},
         }
     }
@@ -99,6 +104,19 @@ pub trait Handler: Send + Sync + 'static {
     /// The answer for a request whose body would pass the body budget (sent before the body
     /// is read; the connection closes).
     fn over_body_budget(&self, _head: &RequestHead) -> Response {
+        Response::text(503, "Service Unavailable")
+    }
+
+    /// Whether a request would open a stream (a run, a re-attachment): while the output
+    /// budget is spent such requests get [`Handler::over_output_budget`] instead of a worker.
+    /// By default every dispatched request counts.
+    fn opens_stream(&self, _route: &Self::Route) -> bool {
+        true
+    }
+
+    /// The answer for a request refused because the output budget is spent (its body was
+    /// read: the connection may stay open).
+    fn over_output_budget(&self, _head: &RequestHead) -> Response {
         Response::text(503, "Service Unavailable")
     }
 

@@ -31,21 +31,22 @@ impl<H: Handler> Server<H> {
     /// event size closes a connection: above the watermark the loop stops taking replies,
     /// the job's bounded queue blocks its worker, the worker stops reading upstream, and TCP
     /// pushes back to the kernel. Only a client that takes no byte for the write-stall
-    /// timeout is dropped.
+    /// timeout is dropped. While the output budget is spent the limit is far lower
+    /// (`out_limit`).
     fn pump(&mut self, slot: usize, job: &Arc<JobShared>) {
-        let watermark = self.cfg.max_output_bytes / 2;
+        let limit = self.out_limit();
         loop {
             let Some(conn) = self.conn(slot) else { return };
             if !conn.job().is_some_and(|j| Arc::ptr_eq(j, job)) {
                 return;
             }
-            if conn.pending_out() > watermark {
+            if conn.pending_out() > limit {
                 // Taken off the ready list without draining: make it notifiable again, so the
                 // flush that brings the output under the watermark puts it back.
                 job.park();
                 return;
             }
-            let budget = watermark - conn.pending_out();
+            let budget = limit - conn.pending_out();
             let mut batch = std::mem::take(&mut self.scratch);
             batch.clear();
             let closed = job.drain(limits::DRAIN_BATCH, budget, &mut batch);
