@@ -116,6 +116,13 @@ pub struct Metrics {
     pub threads: Gauge,
     pub history_bytes: Gauge,
     pub history_write_failures: Counter,
+    /// What a run pays besides its events (issue 37): a worker thread started for a request,
+    /// a call handed to a call thread (and its answer handed back: two wake-ups), a worker
+    /// waking the loop; and fsyncs of the state store.
+    pub worker_starts: Counter,
+    pub call_handoffs: Counter,
+    pub loop_wakes: Counter,
+    pub fsyncs: Counter,
 }
 
 pub static M: Metrics = Metrics {
@@ -140,6 +147,10 @@ pub static M: Metrics = Metrics {
     threads: Gauge::new(0),
     history_bytes: Gauge::new(0),
     history_write_failures: Counter::new(),
+    worker_starts: Counter::new(),
+    call_handoffs: Counter::new(),
+    loop_wakes: Counter::new(),
+    fsyncs: Counter::new(),
 };
 
 fn head(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -223,6 +234,30 @@ pub fn render() -> String {
         "counter",
         "Conversation writes that failed (the run then ended with STATE_PERSISTENCE_FAILED).",
         c(m.history_write_failures.get()),
+    );
+    head(
+        &mut o,
+        "iac_agui_thread_handoffs_total",
+        "counter",
+        "Work moved between threads: worker started for a request, call handed to a call thread and back (counted once), worker waking the loop.",
+    );
+    for (kind, v) in [
+        ("worker_start", &m.worker_starts),
+        ("call", &m.call_handoffs),
+        ("loop_wake", &m.loop_wakes),
+    ] {
+        let _ = writeln!(
+            o,
+            "iac_agui_thread_handoffs_total{{kind=\"{kind}\"}} {}",
+            v.get()
+        );
+    }
+    scalar(
+        &mut o,
+        "iac_agui_fsyncs_total",
+        "counter",
+        "fsync calls of the state store (files and directories).",
+        c(m.fsyncs.get()),
     );
     labeled(
         &mut o,

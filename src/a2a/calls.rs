@@ -68,6 +68,7 @@ impl CallPool {
         if ON_CALL_THREAD.get() {
             return f();
         }
+        crate::metrics::M.call_handoffs.inc();
         let (tx, rx) = sync_channel(1);
         let job: Job = Box::new(move || {
             let answer = catch_unwind(AssertUnwindSafe(f));

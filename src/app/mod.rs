@@ -156,6 +156,7 @@ impl Handler for App {
         // Boxed: the thread's first frames (std's and this closure's) hold pointers, not the
         // request, for the stream's whole life (docs/performance.md, issue 26).
         let job = Box::new((slot, job, request));
+        crate::metrics::M.worker_starts.inc();
         let spawned = std::thread::Builder::new()
             .name("iac-agui-job".into())
             .stack_size(limits::WORKER_STACK_BYTES)

@@ -78,6 +78,7 @@ impl Inbox {
 
     fn notify(&self, job: Arc<JobShared>) {
         lock(&self.ready).push(job);
+        crate::metrics::M.loop_wakes.inc();
         (self.waker)();
     }
 }

@@ -161,7 +161,18 @@ fn write_new(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
         .open(path)?;
     f.write_all(bytes)?;
+    sync(&f)
+}
+
+/// fsync, counted (`iac_agui_fsyncs_total`: what fail-closed costs, docs/reliability.md).
+fn sync(f: &File) -> io::Result<()> {
+    crate::metrics::M.fsyncs.inc();
     f.sync_all()
+}
+
+/// fsync a directory, so that the entries made in it are durable.
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    sync(&File::open(dir)?)
 }
 
 /// Whether `path` names the file `held` (same device and inode).
@@ -278,7 +289,7 @@ impl FileStore {
         let _ = fs::remove_file(&tmp);
         write_new(&tmp, format!("{}\n", crate::ids::hex(&key)).as_bytes())
             .and_then(|()| fs::rename(&tmp, &path))
-            .and_then(|()| File::open(&self.root)?.sync_all())
+            .and_then(|()| sync_dir(&self.root))
             .map_err(|e| fail(&e))?;
         Ok(key.to_vec())
     }
@@ -393,7 +404,7 @@ impl FileStore {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e.into()),
             _ => {}
         }
-        File::open(self.threads_dir(&key.caller))?.sync_all()?;
+        sync_dir(&self.threads_dir(&key.caller))?;
         Ok(())
     }
 
@@ -509,7 +520,7 @@ impl FileStore {
         // The new entries are durable only once each parent's entry is.
         let mut d = dir.parent();
         while let Some(p) = d {
-            File::open(p)?.sync_all()?;
+            sync_dir(p)?;
             if p == self.root {
                 break;
             }
@@ -539,7 +550,7 @@ impl FileStore {
             write_new(&tmp, &bytes)?;
             fs::rename(&tmp, &target)?;
             // The rename is durable only once the directory entry is.
-            File::open(&dir)?.sync_all()?;
+            sync_dir(&dir)?;
             fs::set_permissions(&target, fs::Permissions::from_mode(0o600))?;
             Ok(())
         })();
