@@ -211,7 +211,7 @@ impl Shared {
     /// If the thread's active run has lost its client (or the server is stopping it), wait
     /// on this worker, bounded, until that run released the thread.
     pub(super) fn wait_for_departing_run(&self, slot: &super::threads::Slot) {
-        let deadline = std::time::Instant::now() + crate::limits::DEPARTING_RUN_WAIT;
+        let deadline = self.env.now() + crate::limits::DEPARTING_RUN_WAIT;
         let Some(execution) = lock(slot)
             .as_ref()
             .filter(|t| t.active_run.is_some())
@@ -225,7 +225,7 @@ impl Shared {
             .get(&execution)
             .is_some_and(|c| c.stopped.load(std::sync::atomic::Ordering::SeqCst))
         {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let left = deadline.saturating_duration_since(self.env.now());
             if left.is_zero() {
                 return;
             }
