@@ -188,6 +188,20 @@ mod tests {
         }
     }
 
+    /// An idle thread with interrupt `p` pending.
+    fn paused(env: &TestEnv) -> Thread {
+        let mut t = admit(None, &req("r0", "d0"), env).unwrap().thread;
+        t.active_run = None;
+        t.doc.execution.pending.push((
+            "p".into(),
+            PendingInput {
+                value: Default::default(),
+                sideband: false,
+            },
+        ));
+        t
+    }
+
     fn code(r: Result<Admitted, ApiError>) -> Code {
         r.err().map(|e| e.code).unwrap_or(Code::InternalError)
     }
@@ -263,15 +277,7 @@ mod tests {
         let mut g = req("r1", "d");
         g.guidance = true;
         assert_eq!(code(admit(None, &g, &env)), Code::ExecutionLost);
-        let mut t = admit(None, &req("r0", "d0"), &env).unwrap().thread;
-        t.active_run = None;
-        t.doc.execution.pending.push((
-            "p".into(),
-            PendingInput {
-                value: Default::default(),
-                sideband: false,
-            },
-        ));
+        let mut t = paused(&env);
         assert_eq!(
             code(admit(Some(&t), &req("r1", "d"), &env)),
             Code::ResumeRequired
@@ -298,15 +304,7 @@ mod tests {
     #[test]
     fn unknown_resume_ids_are_refused_before_the_stream_in_1_0_mode() {
         let env = TestEnv::new(0);
-        let mut t = admit(None, &req("r0", "d0"), &env).unwrap().thread;
-        t.active_run = None;
-        t.doc.execution.pending.push((
-            "p".into(),
-            PendingInput {
-                value: Default::default(),
-                sideband: false,
-            },
-        ));
+        let mut t = paused(&env);
         let exec = t.doc.execution.execution_id.clone();
         t.doc.applied.insert((exec, "done".into()), "digest".into());
         for (ids, unknown) in [

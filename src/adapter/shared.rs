@@ -67,20 +67,8 @@ impl Shared {
     ) -> Shared {
         let mut registry = registry;
         registry.set_calls(client.calls());
-        Shared::with_kernel(registry, Arc::new(client), env, roots, home, protocol)
-    }
-
-    /// Shared state over any kernel (the driver's unit tests use an in-memory one).
-    pub(crate) fn with_kernel(
-        registry: Registry,
-        kernel: Arc<dyn Kernel>,
-        env: Arc<dyn Env>,
-        roots: Vec<PathBuf>,
-        home: Option<String>,
-        protocol: AguiProtocol,
-    ) -> Shared {
-        let mut registry = registry;
         registry.set_clock(env.clone());
+        let kernel: Arc<dyn Kernel> = Arc::new(client);
         Shared {
             registry,
             kernel,
@@ -109,6 +97,13 @@ impl Shared {
             stopping: AtomicBool::new(false),
             readiness: Arc::new(crate::app::AlwaysReady),
         }
+    }
+
+    /// Another kernel than the A2A client (the driver's unit tests use an in-memory one).
+    #[cfg(test)]
+    pub(crate) fn with_kernel(mut self, kernel: Arc<dyn Kernel>) -> Shared {
+        self.kernel = kernel;
+        self
     }
 
     /// Share the readiness the health route reads.

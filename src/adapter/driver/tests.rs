@@ -205,14 +205,20 @@ impl Harness {
             (f.clone(), Arc::new(f))
         });
         let root = std::fs::canonicalize(std::env::temp_dir()).unwrap();
-        let shared = Shared::with_kernel(
+        // The client is never called: `kernel` answers instead.
+        let client = crate::a2a::client::A2aClient::new(crate::a2a::client::A2aConfig::new(
+            "http://127.0.0.1:9/".into(),
+            None,
+        ));
+        let shared = Shared::new(
             Registry::new(store),
-            kernel,
+            client,
             Arc::new(TestEnv::new(1_700_000_000_000)),
             vec![root.clone()],
             None,
             protocol,
-        );
+        )
+        .with_kernel(kernel);
         Harness {
             kernel: fake,
             store: mem,
@@ -221,6 +227,11 @@ impl Harness {
             },
             cwd: root.to_string_lossy().into_owned(),
         }
+    }
+
+    /// The kernel streams `frames` for the next `SendStreamingMessage`.
+    fn turn(&self, frames: Vec<Value>) {
+        self.script(vec![("SendStreamingMessage", Answer::Stream(frames))]);
     }
 
     fn script(&self, answers: Vec<(&'static str, Answer)>) {
@@ -372,16 +383,13 @@ fn interrupt_ids(events: &[Value]) -> Vec<String> {
 
 /// A first run that stops at `input`.
 fn interrupted_first_run(h: &Harness, input: Value) {
-    h.script(vec![(
-        "SendStreamingMessage",
-        Answer::Stream(vec![
-            task("TASK_STATE_SUBMITTED"),
-            status(
-                "TASK_STATE_INPUT_REQUIRED",
-                json!({"iacCodeSessionId": "sess-1", "input": input}),
-            ),
-        ]),
-    )]);
+    h.turn(vec![
+        task("TASK_STATE_SUBMITTED"),
+        status(
+            "TASK_STATE_INPUT_REQUIRED",
+            json!({"iacCodeSessionId": "sess-1", "input": input}),
+        ),
+    ]);
     let ev = h.run(h.body("r1", "go", None));
     assert_eq!(last(&ev)["outcome"]["type"], "interrupt");
 }
@@ -403,17 +411,14 @@ fn resume_preamble(iac: Value) -> Vec<(&'static str, Answer)> {
 #[test]
 fn a_new_turn_streams_text_and_retires_its_execution() {
     let h = Harness::new();
-    h.script(vec![(
-        "SendStreamingMessage",
-        Answer::Stream(vec![
-            task("TASK_STATE_SUBMITTED"),
-            text("Hello"),
-            status(
-                "TASK_STATE_COMPLETED",
-                json!({"iacCodeSessionId": "sess-1"}),
-            ),
-        ]),
-    )]);
+    h.turn(vec![
+        task("TASK_STATE_SUBMITTED"),
+        text("Hello"),
+        status(
+            "TASK_STATE_COMPLETED",
+            json!({"iacCodeSessionId": "sess-1"}),
+        ),
+    ]);
     let ev = h.run(h.body("r1", "hi", None));
     assert_eq!(
         types(&ev),
@@ -613,16 +618,13 @@ fn a_resume_delivers_the_permission_and_follows_the_turn() {
 #[test]
 fn a_mixed_resume_whose_first_answer_repeats_the_permission_ends_in_success() {
     let h = Harness::new();
-    h.script(vec![(
-        "SendStreamingMessage",
-        Answer::Stream(vec![
-            task("TASK_STATE_SUBMITTED"),
-            status(
-                "TASK_STATE_INPUT_REQUIRED",
-                json!({"iacCodeSessionId": "sess-1", "input": question("q1"), "pendingPermissions": [permission("p1")]}),
-            ),
-        ]),
-    )]);
+    h.turn(vec![
+        task("TASK_STATE_SUBMITTED"),
+        status(
+            "TASK_STATE_INPUT_REQUIRED",
+            json!({"iacCodeSessionId": "sess-1", "input": question("q1"), "pendingPermissions": [permission("p1")]}),
+        ),
+    ]);
     let ev = h.run(h.body("r1", "go", None));
     assert_eq!(interrupt_ids(&ev), ["q1", "p1"]);
     let mut script = resume_preamble(

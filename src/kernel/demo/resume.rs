@@ -27,16 +27,7 @@ pub(super) fn resume(
         )
     };
     if !known_ctx {
-        return respond(
-            &mut sock,
-            200,
-            &rpc_error(
-                &id,
-                -32602,
-                "Context does not match the task.",
-                "INVALID_PARAMS",
-            ),
-        );
+        return invalid_params(&mut sock, &id, "Context does not match the task.");
     }
     let ids = TaskIds {
         task_id: tid.clone(),
@@ -92,7 +83,7 @@ pub(super) fn resume(
     if pending.kind == "permission" {
         let mismatch = |sock: &mut TcpStream, id: &Value| {
             let e = "Permission response payload fields do not match schemaVersion 1.";
-            respond(sock, 200, &rpc_error(id, -32602, e, "INVALID_PARAMS"))
+            invalid_params(sock, id, e)
         };
         let Some(d) =
             data.filter(|d| d["kind"] == "permission" && d["inputId"] == pending.input["inputId"])
@@ -138,16 +129,7 @@ pub(super) fn resume(
     }
     // Question answers arrive as text.
     if text.trim().is_empty() {
-        return respond(
-            &mut sock,
-            200,
-            &rpc_error(
-                &id,
-                -32602,
-                "A2A server received empty input.",
-                "INVALID_PARAMS",
-            ),
-        );
+        return invalid_params(&mut sock, &id, "A2A server received empty input.");
     }
     {
         let mut tasks = lock(&shared.tasks);
@@ -182,4 +164,9 @@ pub(super) fn resume(
     finish_task(shared, &tid);
     let _ = sock.write_all(http::LAST_CHUNK);
     Ok(())
+}
+
+/// The kernel's refusal of a request's parameters (JSON-RPC `-32602`, plain JSON, HTTP 200).
+fn invalid_params(sock: &mut TcpStream, id: &Value, message: &str) -> std::io::Result<()> {
+    respond(sock, 200, &rpc_error(id, -32602, message, "INVALID_PARAMS"))
 }

@@ -133,16 +133,13 @@ fn a_cancel_that_wins_the_race_with_the_last_kernel_event_ends_the_run_cancelled
     // completion arrives; the run must then end cancelled, as the route said.
     let h = Harness::new();
     on_first_send_to_each_run(&h, |c| assert!(c.claim_cancel()));
-    h.script(vec![(
-        "SendStreamingMessage",
-        Answer::Stream(vec![
-            task("TASK_STATE_SUBMITTED"),
-            status(
-                "TASK_STATE_COMPLETED",
-                json!({"iacCodeSessionId": "sess-1"}),
-            ),
-        ]),
-    )]);
+    h.turn(vec![
+        task("TASK_STATE_SUBMITTED"),
+        status(
+            "TASK_STATE_COMPLETED",
+            json!({"iacCodeSessionId": "sess-1"}),
+        ),
+    ]);
     let ev = h.run(h.body("r1", "go", None));
     assert_eq!(last(&ev)["type"], "RUN_ERROR", "{ev:?}");
     assert_eq!(last(&ev)["code"], "CANCELLED", "{ev:?}");
