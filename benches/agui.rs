@@ -108,6 +108,39 @@ fn adapter(kernel: &Proc, extra: &[&str], dir: &str) -> Proc {
     )
 }
 
+/// RSS per thread of `n` threads with the workers' stack size, each blocked on a channel
+/// (this process's own RSS before and after; the threads then end).
+fn bare_thread_kib(n: usize) -> f64 {
+    let me = std::process::id();
+    let before = rss_kib(me);
+    let (hold, wait) = std::sync::mpsc::channel::<()>();
+    let wait = std::sync::Arc::new(std::sync::Mutex::new(wait));
+    let (ready_tx, ready) = std::sync::mpsc::channel::<()>();
+    let threads: Vec<_> = (0..n)
+        .map(|_| {
+            let (wait, ready_tx) = (wait.clone(), ready_tx.clone());
+            std::thread::Builder::new()
+                .stack_size(1024 * 1024)
+                .spawn(move || {
+                    let _ = ready_tx.send(());
+                    // Blocked until the sender goes (each takes the lock in turn, then waits).
+                    let _ = wait.lock().map(|w| w.recv());
+                })
+                .unwrap()
+        })
+        .collect();
+    for _ in 0..n {
+        let _ = ready.recv();
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let with = rss_kib(me);
+    drop(hold);
+    for t in threads {
+        let _ = t.join();
+    }
+    with.saturating_sub(before) as f64 / n as f64
+}
+
 fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
@@ -486,8 +519,8 @@ fn figures_before_memory(k: &Proc, add: &mut Add<'_>) {
     let (name, target, met) = if shipped() {
         (
             "shipped static binary size (MiB)",
-            "≤ 5 MiB",
-            Some(size <= 5 << 20),
+            "< 4 MiB",
+            Some(size < 4 << 20),
         )
     } else {
         (
@@ -572,15 +605,15 @@ fn figures_of_events(k: &Proc, a: &Proc, dir: &str, add: &mut Add<'_>) {
     add(
         "through iac-agui as a fraction of the direct read",
         format!("{:.1} %", 100.0 * through / direct),
-        "≥ 50 %",
-        Some(through / direct >= 0.5),
+        "≥ 80 %",
+        Some(through / direct >= 0.8),
         through / direct,
     );
     add(
         "adapter CPU per event (µs, user + system)",
         format!("{:.2}", per_event * 1e6),
-        "≤ 3 µs",
-        Some(per_event * 1e6 <= 3.0),
+        "≤ 1 µs",
+        Some(per_event * 1e6 <= 1.0),
         per_event * 1e6,
     );
 
@@ -611,11 +644,17 @@ fn figures_of_events(k: &Proc, a: &Proc, dir: &str, add: &mut Add<'_>) {
             p99,
         );
         let added = p99 - floor99;
+        // Issue 37's targets: 0.1 ms at 200 ev/s, 0.05 ms at 1 000.
+        let bound = if rate == 200 { 100.0 } else { 50.0 };
         add(
             &format!("p99 added over the floor at {rate} ev/s (µs)"),
             format!("{added:.0}"),
-            "≤ 100 µs",
-            Some(added <= 100.0),
+            if rate == 200 {
+                "≤ 100 µs"
+            } else {
+                "≤ 50 µs"
+            },
+            Some(added <= bound),
             added,
         );
         // What two more thread hand-offs add on this machine, nothing else done: the part
@@ -662,11 +701,11 @@ fn memory_figures(a: &Proc, dir: &str, add: &mut Add<'_>) {
             format!("{per:.1}"),
             // The target is set at 1 000, where the fixed part no longer weighs.
             if streams == 1000 {
-                "≤ 24 KiB"
+                "≤ 16 KiB"
             } else {
-                "(≤ 24 KiB at 1 000)"
+                "(≤ 16 KiB at 1 000)"
             },
-            (streams == 1000).then_some(per <= 24.0),
+            (streams == 1000).then_some(per <= 16.0),
             per,
         );
         if streams == 1000 {
@@ -694,6 +733,16 @@ fn memory_figures(a: &Proc, dir: &str, add: &mut Add<'_>) {
                 "≤ 12 KiB (3 pages)",
                 Some(median <= 12),
                 median as f64,
+            );
+            // The floor of a thread per run (the design card's blocking workers): what a bare
+            // thread with the worker's stack size holds while it waits, nothing else done.
+            let floor = bare_thread_kib(streams);
+            add(
+                "  a bare waiting thread, this machine's floor (KiB)",
+                format!("{floor:.1}"),
+                "the design's floor",
+                None,
+                floor,
             );
             add(
                 "concurrent streaming runs held",
