@@ -63,7 +63,10 @@ pub(crate) const JOB_QUEUE_CAPACITY: usize = 256;
 /// Bytes a worker may queue before it blocks (one reply of any size is always accepted).
 pub(crate) const JOB_QUEUE_BYTES: usize = 256 * 1024;
 /// Stack size of worker threads. Only touched pages count towards RSS, so this is a ceiling
-/// for recursion over bounded-depth JSON (deeper in debug builds), not a per-thread cost.
+/// for recursion over bounded-depth JSON (deeper in debug builds), not a per-thread cost. What
+/// a worker touches is kept to 3 pages by the call threads and by the `#[inline(never)]` on the
+/// deep, rare paths of a run (without those: 4 pages, 27.1 KiB per open stream against 23.5;
+/// issue 37, docs/performance.md).
 pub(crate) const WORKER_STACK_BYTES: usize = 1024 * 1024;
 /// Stack size of the small helper threads (a background `CancelTask`).
 pub(crate) const SMALL_WORKER_STACK_BYTES: usize = 128 * 1024;

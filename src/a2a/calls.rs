@@ -8,6 +8,10 @@
 //! worker's stack then only ever sees the shallow read → SSE parse → projection path
 //! (docs/performance.md, issue 26). Still blocking threads; the caller waits for the answer.
 //!
+//! Measured (issue 37, shipped build, K = 1 000): 23.5 KiB per open stream with the pool, 39.0
+//! without (one worker's resident stack 12 KiB against 28). Its cost: two wake-ups per call,
+//! 9 to 14 calls per run (`tests/handoffs.rs`), none per event.
+//!
 //! The pool grows on demand (a caller never waits for another run's slow call) and threads
 //! idle for [`IDLE_EXIT`] end, down to [`WARM`]: in-flight calls are bounded by the workers
 //! making them.

@@ -201,7 +201,9 @@ struct Located {
 
 /// The last delta frame read in full, while a burst of them is read (a text stream's frames
 /// differ in their text only: the same task, context, state, session, message and role).
-/// Empty between bursts: a waiting stream holds none of it.
+/// Empty between bursts: a waiting stream holds none of it. Measured (issue 37, shipped build):
+/// without it 2.8–3.35 µs per event and 0.25–0.31 of the direct read; with it 1.55–1.75 µs and
+/// 0.54–0.55 (docs/performance.md).
 #[derive(Default)]
 pub(crate) struct Template {
     frame: String,
