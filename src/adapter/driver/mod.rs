@@ -114,6 +114,10 @@ pub(crate) struct Run<'a, 's> {
     execution_id: String,
     /// A task id seen on the wire (even if its persistence failed), for cancellation.
     wire_task: Option<String>,
+    /// A new task id not saved yet: saved with the next save (the kernel names the session
+    /// in its next frame, so one save holds both), and before any event is sent (an event
+    /// may reveal it: the 0.1 message ids are `<taskId>-message`).
+    unsaved_task: Option<String>,
     session_emitted: bool,
     resume_accepted: bool,
     /// Set once an interrupt is committed or the terminal outcome is known: a disconnect
@@ -165,6 +169,7 @@ impl<'a, 's> Run<'a, 's> {
             context_id,
             execution_id,
             wire_task: None,
+            unsaved_task: None,
             session_emitted: false,
             resume_accepted: false,
             settled: false,
@@ -219,10 +224,15 @@ impl<'a, 's> Run<'a, 's> {
             RunKind::Resume => self.resume(),
             RunKind::New | RunKind::NextTurn => self.new_turn(),
         };
-        let end = match body {
+        // A task id noted but not saved yet (a turn that showed nothing) is saved before the
+        // run's end, or the run fails closed.
+        let end = match body.and_then(|end| self.save_task().map(|()| end)) {
             Ok(end) => end,
             Err(Stop::Client) => return self.on_disconnect(),
             Err(Stop::Fail(code, msg, cleanup)) => {
+                // A failed run's task id stays unsaved (and so unrevealed): an interrupt kept
+                // for later was saved with it.
+                self.unsaved_task = None;
                 if self.stream.client_gone() {
                     return self.on_disconnect();
                 }
@@ -280,12 +290,17 @@ impl<'a, 's> Run<'a, 's> {
     }
 
     fn send(&mut self, ev: &Stamped) -> Step<()> {
+        self.save_task()?;
         self.ops.record(&ev.event);
         self.stream.stamped_event(ev).map_err(|_| Stop::Client)
     }
 
     /// Send everything the mapper produced.
     fn flush(&mut self) -> Step<()> {
+        if !self.mapper.has_output() {
+            return Ok(());
+        }
+        self.save_task()?;
         let stream = &mut *self.stream;
         for ev in self.mapper.drain() {
             self.ops.record(&ev.event);
@@ -329,6 +344,13 @@ impl<'a, 's> Run<'a, 's> {
     fn persist_with(&self, sync: bool, f: impl FnOnce(&mut Thread)) -> Result<(), NotSaved> {
         let saved = self.sh.registry.update(&self.a.slot, |current| {
             let mut next = current?.clone();
+            // Not into an execution that has ended (its end cleared the task id).
+            if let Some(tid) = &self.unsaved_task
+                && next.doc.execution.execution_id == self.execution_id
+                && !next.doc.terminal.contains(&self.execution_id)
+            {
+                next.doc.execution.task_id = Some(tid.clone());
+            }
             f(&mut next);
             if sync {
                 self.sync_mapper(&mut next);
@@ -442,6 +464,8 @@ impl<'a, 's> Run<'a, 's> {
         if self.session_emitted {
             return Ok(());
         }
+        // Built from what is saved: a task id noted but not saved yet is saved first.
+        self.save_task()?;
         self.session_emitted = true;
         // Only what is durably written is revealed.
         let (task, sess, ros) = self

@@ -143,6 +143,11 @@ impl<'e> Mapper<'e> {
         self.out.drain(..)
     }
 
+    /// Whether events wait for `drain`.
+    pub(crate) fn has_output(&self) -> bool {
+        !self.out.is_empty()
+    }
+
     /// Give back the space `drain` kept (before a read that may wait: an idle stream holds
     /// none).
     pub(crate) fn release_spare(&mut self) {

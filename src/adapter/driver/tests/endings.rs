@@ -55,7 +55,11 @@ fn a_task_mapping_that_cannot_be_saved_fails_closed() {
     h.script(vec![
         (
             "SendStreamingMessage",
-            Answer::Stream(vec![task("TASK_STATE_SUBMITTED"), text("secret plan")]),
+            Answer::Stream(vec![
+                task("TASK_STATE_SUBMITTED"),
+                text("secret plan"),
+                status("TASK_STATE_COMPLETED", json!({})),
+            ]),
         ),
         (
             "CancelTask",
