@@ -68,6 +68,9 @@ pub(crate) const JOB_QUEUE_BYTES: usize = 256 * 1024;
 /// deep, rare paths of a run (without those: 4 pages, 27.1 KiB per open stream against 23.5;
 /// issue 37, docs/performance.md).
 pub(crate) const WORKER_STACK_BYTES: usize = 1024 * 1024;
+/// Frames nested at most this deep are read on the run's worker; deeper ones on a call thread
+/// (`EventStream::read_other`): the depth that keeps the worker's resident stack at 3 pages.
+pub(crate) const SHALLOW_FRAME_DEPTH: usize = 6;
 /// Stack size of the small helper threads (a background `CancelTask`).
 pub(crate) const SMALL_WORKER_STACK_BYTES: usize = 128 * 1024;
 /// Deepest JSON nesting accepted from clients and the kernel (serde_json's own limit is 128).

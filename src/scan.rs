@@ -57,6 +57,40 @@ pub(crate) fn json_plain_prefix(b: &[u8]) -> usize {
     )
 }
 
+/// Whether the JSON text `b` nests no deeper than `limit` arrays and objects (brackets inside
+/// strings do not count). A linear scan, far cheaper than the recursive read it decides on.
+pub(crate) fn json_depth_at_most(b: &[u8], limit: usize) -> bool {
+    let mut depth = 0usize;
+    let mut i = 0;
+    while let Some(&c) = b.get(i) {
+        match c {
+            b'"' => {
+                // Skip the string: plain runs eight bytes a step, escapes two bytes.
+                i += 1;
+                loop {
+                    i += json_plain_prefix(b.get(i..).unwrap_or_default());
+                    match b.get(i) {
+                        Some(b'\\') => i += 2,
+                        Some(b'"') | None => break,
+                        // A control byte: invalid JSON, the read will say so.
+                        Some(_) => i += 1,
+                    }
+                }
+            }
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return false;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,6 +147,24 @@ mod tests {
                         base[at] = keep;
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn depth_counts_brackets_outside_strings() {
+        for (text, depth) in [
+            (r#"{}"#, 1),
+            (r#"{"a":[1,{"b":2}]}"#, 3),
+            (r#"{"a":"[[[[{{{{"}"#, 1),
+            (r#"{"a":"\"[[[[\\"}"#, 1),
+            (r#"{"a":"\\","b":[[]]}"#, 3),
+            (r#"[[[[[[[[]]]]]]]]"#, 8),
+            ("", 0),
+        ] {
+            assert!(json_depth_at_most(text.as_bytes(), depth), "{text}");
+            if depth > 0 {
+                assert!(!json_depth_at_most(text.as_bytes(), depth - 1), "{text}");
             }
         }
     }

@@ -218,12 +218,17 @@ impl EventStream {
     /// call thread, so that the worker's resident stack stays that of the delta path for the
     /// stream's whole life; such frames are the few per turn (snapshots, tools, states), not
     /// the text. A frame of its own: the hand-over is not above the delta path.
+    ///
+    /// A shallow frame (the kernel's task and status frames nest 4 to 6 deep) is read here:
+    /// its recursion stays within the pages the delta path already holds, and a hand-off per
+    /// such frame was most of a run's call-thread trips (issue 37, docs/performance.md).
     #[inline(never)]
     fn read_other(&self, data: Vec<u8>) -> Result<Payload, A2aError> {
+        let shallow = crate::scan::json_depth_at_most(&data, limits::SHALLOW_FRAME_DEPTH);
         let read = move || json_of(&data).map(Payload::from_value);
         match &self.calls {
-            Some(calls) => calls.run(read),
-            None => read(),
+            Some(calls) if !shallow => calls.run(read),
+            _ => read(),
         }
     }
 
