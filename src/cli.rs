@@ -634,7 +634,6 @@ fn serve_with(
         .with_server_key(server_key)
         .with_history(cfg.history, cfg.thread_retention),
     );
-    start_replay_expiry(Arc::downgrade(&shared), cfg.replay_retention)?;
     let backend: Arc<dyn Backend> = Arc::new(AguiBackend {
         shared: shared.clone(),
     });
@@ -670,12 +669,13 @@ fn serve_with(
         output_budget: cfg.output_budget,
         ..ServerConfig::default()
     };
-    let server = Server::bind(addr, server_cfg, Arc::new(app), Arc::new(SystemClock))
+    let mut server = Server::bind(addr, server_cfg, Arc::new(app), Arc::new(SystemClock))
         .map_err(StartError::io(format!("listen on {addr}")))?;
     let local = server.local_addr();
     signals.set(server.shutdown_handle());
+    housekeeping(&mut server, &shared, &cfg);
     if !cfg.idle_shutdown.is_zero() {
-        start_idle_monitor(cfg.idle_shutdown, shared, jobs, server.shutdown_handle())?;
+        idle_monitor(&mut server, cfg.idle_shutdown, shared, jobs);
     }
     // One stable line that scripts and tests can wait for.
     crate::logging::ready(None, VERSION, &format!("http://{local}"));
@@ -688,63 +688,70 @@ fn serve_with(
     Ok(())
 }
 
-/// Finished runs' replay logs go when their retention ends, on a timer of their own (not at
-/// the next request), so an idle server gives their memory back.
-fn start_replay_expiry(
-    shared: std::sync::Weak<Shared>,
-    retention: std::time::Duration,
-) -> Result<(), StartError> {
-    let tick = (retention / 4).clamp(
+/// On the loop's own timers: finished runs' replay logs go when their retention ends (not at
+/// the next request), so an idle server gives their memory back; threads idle past
+/// `--thread-retention` are deleted, on a thread of their own for that round (it reads every
+/// stored conversation), one round at a time.
+fn housekeeping<H: crate::server::Handler>(
+    server: &mut Server<H>,
+    shared: &Arc<Shared>,
+    cfg: &Config,
+) {
+    let tick = (cfg.replay_retention / 4).clamp(
         std::time::Duration::from_millis(250),
         crate::limits::REPLAY_EXPIRY_TICK,
     );
-    std::thread::Builder::new()
-        .name("iac-agui-replay-expiry".into())
-        .stack_size(64 * 1024)
-        .spawn(move || {
-            loop {
-                std::thread::sleep(tick);
-                let Some(sh) = shared.upgrade() else { return };
-                sh.replay.purge_expired();
-                sh.expire_threads();
+    let weak = Arc::downgrade(shared);
+    let expiring = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let retention = !cfg.thread_retention.is_zero();
+    server.every(tick, move || {
+        let Some(sh) = weak.upgrade() else {
+            return false;
+        };
+        sh.replay.purge_expired();
+        if retention && !expiring.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let done = expiring.clone();
+            let spawned = std::thread::Builder::new()
+                .name("iac-agui-expiry".into())
+                .stack_size(crate::limits::WORKER_STACK_BYTES)
+                .spawn(move || {
+                    sh.expire_threads();
+                    done.store(false, std::sync::atomic::Ordering::SeqCst);
+                });
+            if let Err(e) = spawned {
+                log::warn!("thread expiry not run this round: {e}");
+                expiring.store(false, std::sync::atomic::Ordering::SeqCst);
             }
-        })
-        .map(|_| ())
-        .map_err(StartError::io("start the replay expiry timer"))
+        }
+        false
+    });
 }
 
 /// Reference §8.3: exit when no loaded thread has an active run or a pending interrupt, no
-/// request is in flight, and nothing happened for `idle`.
-fn start_idle_monitor(
+/// request is in flight, and nothing happened for `idle` (checked on the loop's timer).
+fn idle_monitor<H: crate::server::Handler>(
+    server: &mut Server<H>,
     idle: std::time::Duration,
     shared: Arc<Shared>,
     jobs: Arc<std::sync::atomic::AtomicUsize>,
-    handle: crate::server::ShutdownHandle,
-) -> Result<(), StartError> {
+) {
     let tick = (idle / 4).clamp(
         std::time::Duration::from_millis(100),
         std::time::Duration::from_secs(5),
     );
-    std::thread::Builder::new()
-        .name("iac-agui-idle".into())
-        .stack_size(64 * 1024)
-        .spawn(move || {
-            loop {
-                std::thread::sleep(tick);
-                let quiet = jobs.load(std::sync::atomic::Ordering::SeqCst) == 0
-                    && shared.registry.quiescent()
-                    && shared
-                        .env
-                        .now()
-                        .saturating_duration_since(shared.registry.last_activity())
-                        >= idle;
-                if quiet {
-                    log::info!("idle for {idle:?}: shutting down");
-                    handle.shutdown();
-                    return;
-                }
-            }
-        })
-        .map(|_| ())
-        .map_err(StartError::io("start the idle monitor"))
+    let mut said = false;
+    server.every(tick, move || {
+        let quiet = jobs.load(std::sync::atomic::Ordering::SeqCst) == 0
+            && shared.registry.quiescent()
+            && shared
+                .env
+                .now()
+                .saturating_duration_since(shared.registry.last_activity())
+                >= idle;
+        if quiet && !said {
+            said = true;
+            log::info!("idle for {idle:?}: shutting down");
+        }
+        quiet
+    });
 }
