@@ -243,23 +243,6 @@ impl TokenFile {
             Err(e) => log::error!("auth tokens not reloaded, the previous ones stay in use: {e}"),
         }
     }
-
-    /// Check the file for changes every `tick` on a thread of its own, for as long as the
-    /// server holds the file.
-    pub fn watch(self: &Arc<Self>, tick: std::time::Duration) -> std::io::Result<()> {
-        let weak = Arc::downgrade(self);
-        std::thread::Builder::new()
-            .name("iac-agui-tokens".into())
-            .stack_size(64 * 1024)
-            .spawn(move || {
-                loop {
-                    std::thread::sleep(tick);
-                    let Some(f) = weak.upgrade() else { return };
-                    f.reload_if_changed();
-                }
-            })
-            .map(|_| ())
-    }
 }
 
 fn read_bounded(path: &Path) -> std::io::Result<String> {

@@ -546,8 +546,6 @@ fn identity(
         if file.table().is_empty() {
             log::warn!("{} lists no tokens: every request gets 401", path.display());
         }
-        file.watch(crate::limits::TOKENS_FILE_TICK)
-            .map_err(StartError::io("start the tokens file watcher"))?;
         let f = file.clone();
         signals.on_reload(Box::new(move || f.reload_logged()));
         return Ok(Identity::Tokens(file));
@@ -650,6 +648,10 @@ fn serve_with(
              can reach it can run the agent (set IAC_CODE_AGUI_AUTH_TOKEN)"
         );
     }
+    let tokens = match &routes.identity {
+        crate::auth::Identity::Tokens(f) => Some(f.clone()),
+        _ => None,
+    };
     let app = App::new(routes, backend, cfg.max_runs).with_readiness(ready);
     let jobs = app.active_jobs();
     let server_cfg = ServerConfig {
@@ -674,6 +676,14 @@ fn serve_with(
     let local = server.local_addr();
     signals.set(server.shutdown_handle());
     housekeeping(&mut server, &shared, &cfg);
+    if let Some(file) = tokens {
+        // A change is read within a tick (a stat each time; the read, ≤ 1 MiB, only after
+        // the operator changed the file).
+        server.every(crate::limits::TOKENS_FILE_TICK, move || {
+            file.reload_if_changed();
+            false
+        });
+    }
     if !cfg.idle_shutdown.is_zero() {
         idle_monitor(&mut server, cfg.idle_shutdown, shared, jobs);
     }
