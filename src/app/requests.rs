@@ -275,40 +275,11 @@ fn identity(obj: &serde_json::Map<String, Value>, key: &str) -> Result<String, B
 /// with an optional BOM, no NaN/Infinity, nesting at most [`limits::MAX_JSON_DEPTH`].
 pub fn parse_json(body: &[u8]) -> Option<Value> {
     let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
-    if json_depth_exceeds(body, limits::MAX_JSON_DEPTH) {
+    // A linear pre-scan: hostile nesting is refused before the recursive parser runs.
+    if !crate::scan::json_depth_at_most(body, limits::MAX_JSON_DEPTH) {
         return None;
     }
     serde_json::from_slice(body).ok()
-}
-
-/// A linear pre-scan so that hostile nesting is refused before any recursive parser runs.
-pub(crate) fn json_depth_exceeds(bytes: &[u8], max: usize) -> bool {
-    let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for &b in bytes {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > max {
-                    return true;
-                }
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    false
 }
 
 impl ApiError {
