@@ -453,8 +453,9 @@ impl<H: Handler> Server<H> {
         self.advance(slot);
         self.flush(slot);
         if let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) {
-            // Every change of a connection's output ends in a drive: count it here.
-            self.budget.set(&mut conn.share, conn.out.len());
+            // Every change of a connection's output ends in a drive: count it here, as held
+            // in memory (a frame being written stays whole until its last byte is out).
+            self.budget.set(&mut conn.share, conn.out.held());
             self.rearm(slot);
         }
     }

@@ -48,6 +48,12 @@ impl OutBuf {
         self.len
     }
 
+    /// Bytes held: the unsent ones and the sent part of the segment being written (a large
+    /// event's frame stays whole until its last byte is out).
+    pub(crate) fn held(&self) -> usize {
+        self.len + self.pos
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -234,6 +240,27 @@ mod tests {
             o.spare.capacity() > 0,
             "a burst keeps its run for the next one"
         );
+    }
+
+    /// The output budget counts what a connection holds: a large frame partly written is
+    /// still held whole (issue 36, fault 2).
+    #[test]
+    fn a_frame_partly_written_is_held_whole() {
+        let big: Frame = Arc::new(vec![b'x'; SHARE_FROM + 1000]);
+        let mut o = OutBuf::default();
+        o.push_piece(big.clone(), false);
+        let mut w = Trickle {
+            got: Vec::new(),
+            max: 600,
+        };
+        o.write_to(&mut w).unwrap();
+        assert!(o.len() < big.len(), "some was written");
+        assert_eq!(o.held(), big.len());
+        while !o.is_empty() {
+            o.write_to(&mut w).unwrap();
+        }
+        o.trim();
+        assert_eq!(o.held(), 0);
     }
 
     #[test]
