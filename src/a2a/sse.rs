@@ -4,6 +4,7 @@
 //! `\n`, events dispatched on a blank line, a leading BOM ignored. Lines and events are bounded:
 //! an oversized event is a protocol error, never unbounded memory.
 
+use crate::buffers::{Pace, settle};
 use std::collections::VecDeque;
 use std::io::{self, Read};
 
@@ -123,18 +124,15 @@ impl SseParser {
     /// Before a read that may block for long: no partial line is held, so its buffer need not
     /// be (the next partial line allocates one).
     fn release_line(&mut self) {
-        if self.line.is_empty() && self.line.capacity() != 0 {
-            self.line = Vec::new();
-        }
+        settle(&mut self.line, Pace::Quiet, 0);
     }
 
     /// Give the line buffer back for the next partial line.
     fn keep_line(&mut self, mut line: Vec<u8>) {
         line.clear();
         // A large event must not keep its line's memory for the rest of the run.
-        if line.capacity() <= LINE_KEEP {
-            self.line = line;
-        }
+        settle(&mut line, Pace::Burst, LINE_KEEP);
+        self.line = line;
     }
 
     fn end_line(&mut self, line: &[u8], out: &mut VecDeque<SseEvent>) -> Result<(), SseError> {
@@ -254,8 +252,8 @@ impl<R: Read> SseReader<R> {
             }
             self.parser.release_line();
             // Between bursts the ring of parsed events goes too (a flood keeps it).
-            if self.buf.len() == READ_MIN && self.queue.capacity() != 0 {
-                self.queue = VecDeque::new();
+            if self.buf.len() == READ_MIN {
+                settle(&mut self.queue, Pace::Quiet, 0);
             }
             let n = match self.inner.read(&mut self.buf) {
                 Ok(n) => n,

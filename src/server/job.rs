@@ -192,9 +192,12 @@ impl JobShared {
         self.inbox.queued.fetch_sub(taken, Ordering::Relaxed);
         // A quiet job (an event at a time) keeps no queue memory between its events: a
         // waiting stream holds none. A busy one keeps its ring.
-        if n <= 1 && q.items.is_empty() && q.items.capacity() != 0 {
-            q.items = VecDeque::new();
-        }
+        let pace = if n <= 1 {
+            crate::buffers::Pace::Quiet
+        } else {
+            crate::buffers::Pace::Burst
+        };
+        crate::buffers::settle(&mut q.items, pace, usize::MAX);
         if taken > budget {
             // The output will be above the watermark once these are written into it: say
             // so before a waiting worker looks (the flush that brings it down clears it).

@@ -145,14 +145,19 @@ impl OutBuf {
 
     /// All written: shrink the segment ring back.
     pub(crate) fn trim(&mut self) {
-        // Written segments are already gone (`consume`); only the ring's capacity is left.
-        if self.len == 0 && self.segs.capacity() > 8 {
-            self.segs.shrink_to(8);
-        }
-        // A quiet connection (an event or a heartbeat at a time) does not keep a spare run
-        // between writes: an idle stream holds no output memory. A busy one keeps it.
-        if self.len == 0 && self.written < QUIET {
-            self.spare = Vec::new();
+        use crate::buffers::{Pace, settle};
+        // Written segments are already gone (`consume`): the ring is empty once all is out.
+        // A quiet connection (an event or a heartbeat at a time) keeps neither the ring nor a
+        // spare run between writes (an idle stream holds no output memory); a busy one keeps
+        // both, a ring of at most 8 and a run of at most `SPARE_MAX`.
+        if self.len == 0 {
+            let pace = if self.written < QUIET {
+                Pace::Quiet
+            } else {
+                Pace::Burst
+            };
+            settle(&mut self.segs, pace, 8);
+            settle(&mut self.spare, pace, SPARE_MAX);
         }
         self.written = 0;
     }

@@ -151,9 +151,7 @@ impl<'e> Mapper<'e> {
     /// Give back the space `drain` kept (before a read that may wait: an idle stream holds
     /// none).
     pub(crate) fn release_spare(&mut self) {
-        if self.out.is_empty() {
-            self.out = Vec::new();
-        }
+        crate::buffers::settle(&mut self.out, crate::buffers::Pace::Quiet, 0);
     }
 
     fn emit(&mut self, event: Event) {
