@@ -26,6 +26,27 @@ fn memory(pid: u32) -> (u64, u64) {
     (field("VmHWM:"), field("VmRSS:"))
 }
 
+/// Start a run and read only its first answer bytes (the head): a client that then stops
+/// reading. The socket and what it read.
+fn open_and_pause(addr: std::net::SocketAddr, body: &[u8]) -> (TcpStream, Vec<u8>) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(&request(
+        "POST",
+        "/",
+        &[
+            ("Content-Type", "application/json"),
+            ("Connection", "close"),
+        ],
+        body,
+    ))
+    .unwrap();
+    let mut got = vec![0u8; 4096];
+    let n = s.read(&mut got).unwrap();
+    got.truncate(n);
+    (s, got)
+}
+
 fn check_big(events: &[Value], text_mib: usize, tool_mib: usize) {
     check_stream(events).unwrap();
     assert_eq!(
@@ -104,21 +125,7 @@ fn a_reader_that_pauses_for_10_s_gets_the_whole_stream_with_bounded_memory() {
     let r = post_json(p.addr, "/", &[], &p.body("big", "warm", "big 8 4"));
     assert_eq!(r.status, 200);
     let (base_peak, before) = memory(pid);
-    let mut s = TcpStream::connect(p.addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    s.write_all(&request(
-        "POST",
-        "/",
-        &[
-            ("Content-Type", "application/json"),
-            ("Connection", "close"),
-        ],
-        &p.body("big", "r2", "big 8 4"),
-    ))
-    .unwrap();
-    let mut got = vec![0u8; 4096];
-    let n = s.read(&mut got).unwrap();
-    got.truncate(n);
+    let (mut s, mut got) = open_and_pause(p.addr, &p.body("big", "r2", "big 8 4"));
     // The client stops reading; the server must neither drop it nor buffer without bound.
     // What it holds is read in the second half of the pause: by then the producer has long
     // reached its wait, while in the first seconds a loaded machine may still be building
@@ -260,21 +267,10 @@ fn paused_readers_past_the_output_budget_get_new_runs_refused_until_they_read() 
             "{held} bytes held for {} streams",
             paused.len()
         );
-        let mut s = TcpStream::connect(p.addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        s.write_all(&request(
-            "POST",
-            "/",
-            &[
-                ("Content-Type", "application/json"),
-                ("Connection", "close"),
-            ],
+        let (s, got) = open_and_pause(
+            p.addr,
             &p.body(&format!("paused-{}", paused.len()), "r1", "big 8 8"),
-        ))
-        .unwrap();
-        let mut got = vec![0u8; 4096];
-        let n = s.read(&mut got).unwrap();
-        got.truncate(n);
+        );
         assert!(
             got.starts_with(b"HTTP/1.1 200"),
             "admitted under the budget"
