@@ -65,7 +65,7 @@ pub(crate) const JOB_QUEUE_BYTES: usize = 256 * 1024;
 /// Stack size of worker threads. Only touched pages count towards RSS, so this is a ceiling
 /// for recursion over bounded-depth JSON (deeper in debug builds), not a per-thread cost. What
 /// a worker touches is kept to 3 pages by the call threads and by the `#[inline(never)]` on the
-/// deep, rare paths of a run (without those: 4 pages, 27.1 KiB per open stream against 23.5;
+/// driver's deep, rare stages (without those: 4 pages, 27.3 KiB per open stream against 23.3;
 /// issue 37, docs/performance.md).
 pub(crate) const WORKER_STACK_BYTES: usize = 1024 * 1024;
 /// Frames nested at most this deep are read on the run's worker; deeper ones on a call thread

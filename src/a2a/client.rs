@@ -217,12 +217,11 @@ impl EventStream {
     /// as the frame is nested (up to limits::MAX_JSON_DEPTH levels of ~650 B each). On a
     /// call thread, so that the worker's resident stack stays that of the delta path for the
     /// stream's whole life; such frames are the few per turn (snapshots, tools, states), not
-    /// the text. A frame of its own: the hand-over is not above the delta path.
+    /// the text.
     ///
     /// A shallow frame (the kernel's task and status frames nest 4 to 6 deep) is read here:
     /// its recursion stays within the pages the delta path already holds, and a hand-off per
     /// such frame was most of a run's call-thread trips (issue 37, docs/performance.md).
-    #[inline(never)]
     fn read_other(&self, data: Vec<u8>) -> Result<Payload, A2aError> {
         let shallow = crate::scan::json_depth_at_most(&data, limits::SHALLOW_FRAME_DEPTH);
         let read = move || json_of(&data).map(Payload::from_value);
@@ -242,9 +241,7 @@ impl EventStream {
         }
     }
 
-    /// The next non-empty `data` of the upstream stream. Never inlined: the read path's
-    /// frames are then not under the payload's JSON read, the deepest of a worker's paths.
-    #[inline(never)]
+    /// The next non-empty `data` of the upstream stream.
     fn next_data(&mut self) -> Result<Option<Vec<u8>>, A2aError> {
         let Some(reader) = self.reader.as_mut() else {
             return Ok(None);
@@ -291,7 +288,6 @@ fn trim_ascii(b: &[u8]) -> &[u8] {
     b.trim_ascii()
 }
 
-#[inline(never)]
 fn json_of(data: &[u8]) -> Result<Value, A2aError> {
     serde_json::from_slice(trim_ascii(data))
         .map_err(|e| A2aError::Protocol(format!("an upstream event is not JSON: {e}")))

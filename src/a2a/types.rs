@@ -357,7 +357,6 @@ impl Payload {
     /// [`Payload::from_delta_frame`] against the last delta frame of the burst: a frame that
     /// is that one with another text is read by checking the rest is the same bytes (the
     /// text is the only part read). A frame read in full becomes the template.
-    #[inline(never)]
     pub(crate) fn read_delta(data: Vec<u8>, template: &mut Template) -> Result<Payload, Vec<u8>> {
         // The whole frame is checked for UTF-8, as the `Value` read would.
         let frame = String::from_utf8(data).map_err(std::string::FromUtf8Error::into_bytes)?;
@@ -385,7 +384,6 @@ impl Payload {
     }
 
     /// Classify a JSON-RPC response or stream item (reference §4.5, with the REC for errors).
-    #[inline(never)]
     pub fn from_value(mut v: Value) -> Payload {
         if let Some(err) = v.get("error").filter(|e| e.is_object())
             && v.get("result").is_none()

@@ -388,9 +388,7 @@ fn unknown_interrupt(e: ApiError, id: &str, lang: i18n::Lang) -> Response {
     e.response_with(lang, extra)
 }
 
-/// `admit` on a call thread (a frame of its own: the hand-over's channel is not kept under
-/// the run).
-#[inline(never)]
+/// `admit` on a call thread.
 fn admit_on_call_thread(sh: &Arc<Shared>, req: RunRequest) -> Result<Box<Admitted>, Box<Response>> {
     let shared = sh.clone();
     sh.registry
@@ -398,9 +396,7 @@ fn admit_on_call_thread(sh: &Arc<Shared>, req: RunRequest) -> Result<Box<Admitte
         .run(move || admit(&shared, req).map_err(Box::new))
 }
 
-/// The run on its worker: its state on the heap, each stage in its own frame, so the frames
-/// under the blocked read stay few and small.
-#[inline(never)]
+/// The run on its worker, its state on the heap.
 fn drive(sh: &Shared, stream: &mut RunStream<'_>, admitted: Box<Admitted>) {
     Run::boxed(sh, stream, admitted).run();
 }

@@ -195,9 +195,7 @@ impl Registry {
         Ok(Some(r))
     }
 
-    /// Save `t` on a call thread, then make it current. A frame of its own, with the thread
-    /// moved by pointer: saves happen under a run's pump, the deepest of a worker's paths.
-    #[inline(never)]
+    /// Save `t` on a call thread, then make it current (the thread moved by pointer).
     fn save_as_current(
         &self,
         current: &mut Option<Thread>,
