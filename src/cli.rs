@@ -713,13 +713,14 @@ fn housekeeping<H: crate::server::Handler>(
     );
     let weak = Arc::downgrade(shared);
     let expiring = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let retention = !cfg.thread_retention.is_zero();
     server.every(tick, move || {
         let Some(sh) = weak.upgrade() else {
             return false;
         };
         sh.replay.purge_expired();
-        if retention && !expiring.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        // A thread only when a round is due, and one round at a time.
+        if !expiring.load(std::sync::atomic::Ordering::SeqCst) && sh.thread_expiry_due() {
+            expiring.store(true, std::sync::atomic::Ordering::SeqCst);
             let done = expiring.clone();
             let spawned = std::thread::Builder::new()
                 .name("iac-agui-expiry".into())

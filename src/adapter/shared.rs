@@ -131,24 +131,29 @@ impl Shared {
         self
     }
 
-    /// Delete the threads idle past `--thread-retention`, at most every half retention and
-    /// at most once a minute (the caller's timer ticks more often).
-    pub fn expire_threads(&self) {
+    /// Whether a round of thread expiry is due (and, if so, counted as begun): with a
+    /// `--thread-retention`, at most every half retention and at most once a minute (the
+    /// caller's timer ticks more often). Cheap: the loop asks it.
+    pub fn thread_expiry_due(&self) -> bool {
         if self.thread_retention.is_zero() {
-            return;
+            return false;
         }
         let now = self.env.now();
-        {
-            let mut last = lock(&self.expired_at);
-            let every = (self.thread_retention / 2).clamp(
-                std::time::Duration::from_secs(1),
-                crate::limits::THREAD_EXPIRY_EVERY,
-            );
-            if last.is_some_and(|t| now.saturating_duration_since(t) < every) {
-                return;
-            }
-            *last = Some(now);
+        let mut last = lock(&self.expired_at);
+        let every = (self.thread_retention / 2).clamp(
+            std::time::Duration::from_secs(1),
+            crate::limits::THREAD_EXPIRY_EVERY,
+        );
+        if last.is_some_and(|t| now.saturating_duration_since(t) < every) {
+            return false;
         }
+        *last = Some(now);
+        true
+    }
+
+    /// Delete the threads idle past `--thread-retention` (a round `thread_expiry_due` began;
+    /// it reads every stored conversation).
+    pub fn expire_threads(&self) {
         let cutoff = self
             .env
             .now_ms()

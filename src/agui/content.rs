@@ -105,7 +105,6 @@ pub fn user_message_as(
     let parts = match m.get("content") {
         Some(Value::String(s)) => vec![json!({"text": s})],
         Some(Value::Array(items)) => {
-            let before = skipped.len();
             let mut skip = |part: usize, kind: &str, reason: SkipReason| {
                 skipped.push(Skipped {
                     message_id: Some(message_id.clone()),
@@ -115,7 +114,8 @@ pub fn user_message_as(
                 });
             };
             let parts = to_parts(items, v1.then_some(&mut skip as _))?;
-            if parts.is_empty() && !items.is_empty() && skipped.len() > before {
+            // Every part left out (media here, unknown types by the envelope): nothing to send.
+            if v1 && parts.is_empty() && !items.is_empty() {
                 return Err(Msg::NothingTheAgentTakes);
             }
             parts
@@ -451,6 +451,16 @@ mod tests {
         let only = json!([{"type":"audio","source":{"type":"data","value":"AAAA","mimeType":"audio/wav"}}]);
         assert_eq!(
             user_message_as(&user(only), AguiProtocol::V1_0, &mut Vec::new()),
+            Err(Msg::NothingTheAgentTakes)
+        );
+        // Regression: parts of unknown types only (listed by the envelope, not here) went to
+        // the kernel as an empty message.
+        assert_eq!(
+            user_message_as(
+                &user(json!([{"type":"hologram"}])),
+                AguiProtocol::V1_0,
+                &mut Vec::new()
+            ),
             Err(Msg::NothingTheAgentTakes)
         );
         // Broken data of a type the kernel takes is still the client's error.

@@ -36,15 +36,15 @@ use crate::errors::Code;
 use crate::i18n::Lang;
 use crate::sync::lock;
 
-/// The kernel's own English text for a backup that is still synchronising; the reference
-/// translates exactly this sentence and passes any other through.
 /// AG-UI 1.0 mode: the request's messages and parts the run goes on without, each
-/// `{"messageId","part","type","reason"}` (docs/protocol.md, "Request content").
+/// `{"messageId","part","type","reason"}` (docs/protocol.md, deviation 70).
 pub(crate) const SKIPPED_EVENT: &str = "iac-code.input.skipped.v1";
 
 /// JSON-RPC "invalid params": how the kernel refuses an answer it will not take.
 const INVALID_PARAMS: i64 = -32602;
 
+/// The kernel's own English text for a backup that is still synchronising; the reference
+/// translates exactly this sentence and passes any other through.
 const BACKUP_NOT_READY_EN: &str = "Session backup is still synchronizing. Retry after 3 seconds.";
 
 /// Why a durable change of the thread did not happen (the run then fails closed).

@@ -240,10 +240,11 @@ impl Run<'_, '_> {
                 // Nothing more in this burst: the task id is durable before a read that waits,
                 // unless the kernel is about to name the thread's first session (its next
                 // frame, at once): then one save takes both.
-                let session_known = self
-                    .with_thread(|t| t.doc.session_id.is_some())
-                    .unwrap_or(true);
-                if session_known {
+                if self.unsaved_task.is_some()
+                    && self
+                        .with_thread(|t| t.doc.session_id.is_some())
+                        .unwrap_or(true)
+                {
                     self.save_task()?;
                 }
                 self.mapper.release_spare();
