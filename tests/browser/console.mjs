@@ -123,15 +123,37 @@ try {
 
   await step("Stop ends a slow run as cancelled", async () => {
     const n = await ends();
+    const answers = await page.$$eval("#log .msg.assistant", (x) => x.length);
     await send("slow please");
     await page.waitForFunction(() => !document.querySelector("#stop").disabled, { timeout: 10000 });
-    // Wait until some text streamed (the session event, with the execution id, came first).
-    await page.waitForFunction(() => [...document.querySelectorAll("#log .msg.assistant")].pop()?.textContent.length > 0, { timeout: 10000 });
+    // Wait until this run's text streamed (its session event, with the execution id, came first).
+    await page.waitForFunction((k) => {
+      const a = document.querySelectorAll("#log .msg.assistant");
+      return a.length > k && a[a.length - 1].textContent.length > 0;
+    }, { timeout: 10000 }, answers);
     await page.click("#stop");
     await finished(n + 1);
     const state = await page.$eval("#state", (e) => e.textContent);
     if (state !== "cancelled") fail("stop", `state ${state}`);
     await shot("06-stopped");
+  });
+
+  // Regression: a Stop pressed before the run's session event did nothing, and the run ran on.
+  await step("Stop pressed at once, before the run names its execution, still cancels it", async () => {
+    const n = await ends();
+    // Both clicks in one task: the run exists, its execution id cannot have arrived yet.
+    const early = await page.evaluate(() => {
+      document.querySelector("#input").value = "slow please";
+      document.querySelector("#send").click();
+      const stop = document.querySelector("#stop");
+      const enabled = !stop.disabled;
+      stop.click();
+      return enabled;
+    });
+    if (!early) fail("stop-early", "Stop was not enabled right after Send");
+    await finished(n + 1);
+    const state = await page.$eval("#state", (e) => e.textContent);
+    if (state !== "cancelled") fail("stop-early", `state ${state}`);
   });
 
   const turns = () => page.evaluate(() => ({
