@@ -170,13 +170,18 @@ impl Reader {
 
     fn fill(&mut self) -> bool {
         let mut tmp = [0u8; 65536];
-        match self.sock.read(&mut tmp) {
-            Ok(0) => false,
-            Ok(n) => {
-                self.buf.extend_from_slice(&tmp[..n]);
-                true
+        loop {
+            match self.sock.read(&mut tmp) {
+                Ok(0) => return false,
+                Ok(n) => {
+                    self.buf.extend_from_slice(&tmp[..n]);
+                    return true;
+                }
+                // A signal meant for the server under test (it shares this process) can land
+                // on this thread: not an error of the read.
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => panic!("read failed: {e}"),
             }
-            Err(e) => panic!("read failed: {e}"),
         }
     }
 
@@ -286,6 +291,7 @@ impl Reader {
             match self.sock.read(&mut tmp) {
                 Ok(0) => return true,
                 Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
                 Err(_) => return false,
             }
