@@ -331,7 +331,7 @@ pub fn render() -> String {
         &mut o,
         "iac_agui_output_buffered_bytes",
         "gauge",
-        "Bytes of output held for clients: unsent, plus queued by runs for the server loop.",
+        "Bytes held for clients: unsent output, output queued by runs for the server loop, and large upstream events being read.",
         m.output_buffered.get(),
     );
     scalar(

@@ -284,10 +284,11 @@ fn paused_readers_past_the_output_budget_get_new_runs_refused_until_they_read() 
         std::thread::sleep(Duration::from_millis(500));
         held = metric("iac_agui_output_buffered_bytes");
     }
-    // Each paused stream holds at most the watermark and one event (8 MiB of text) past it.
+    // Each paused stream holds at most the watermark and one event (8 MiB of text) past it;
+    // the one large event being read when the budget was passed counts three times its size.
     let per_stream = 9 * MIB + MIB;
     assert!(
-        held <= budget + paused.len() as i64 * per_stream,
+        held <= budget + paused.len() as i64 * per_stream + 3 * 8 * MIB,
         "{held} bytes held for {} streams",
         paused.len()
     );
@@ -355,4 +356,100 @@ fn paused_readers_past_the_output_budget_get_new_runs_refused_until_they_read() 
     assert_eq!(r.status, 200, "{}", r.text());
     let events = sse_events(&r.body).0;
     check_stream(&events).unwrap();
+}
+
+/// Regression (issue 36, fault 2): runs that all arrive at once were all admitted (nothing was
+/// held yet) and each read its large event whole for a client that had stopped reading: 30
+/// of `big 10 10` sent together held 350 MB of output with a 128 MiB budget. Large upstream
+/// events are now read against the same budget: the runs beyond it wait for room before
+/// reading theirs (backpressure reaches the kernel), and every run still arrives whole once
+/// its client reads.
+#[test]
+fn paused_readers_that_arrive_at_once_stay_within_the_output_budget() {
+    const MIB: i64 = 1 << 20;
+    const RUNS: usize = 8;
+    let budget = 16 * MIB;
+    let p = start_pair(
+        "output-budget-burst",
+        &["--output-budget", &budget.to_string()],
+    );
+    let metric = |name: &str| -> i64 {
+        let r = raw(
+            p.addr,
+            b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".as_slice(),
+        );
+        r.text()
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} in /metrics"))
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let (_, idle) = memory(p.adapter.id());
+    let openers: Vec<_> = (0..RUNS)
+        .map(|i| {
+            let (addr, body) = (p.addr, p.body(&format!("burst-{i}"), "r1", "big 8 8"));
+            std::thread::spawn(move || open_and_pause(addr, &body))
+        })
+        .collect();
+    let paused: Vec<_> = openers.into_iter().map(|t| t.join().unwrap()).collect();
+    for (_, got) in &paused {
+        assert!(
+            got.starts_with(b"HTTP/1.1 200"),
+            "all admitted: nothing was held yet"
+        );
+    }
+    // Let every run read what it may (the held output stops changing).
+    let mut last = -1;
+    assert!(wait_until(Duration::from_secs(30), || {
+        std::thread::sleep(Duration::from_millis(700));
+        let now = metric("iac_agui_output_buffered_bytes");
+        let settled = now == last && now > 0;
+        last = now;
+        settled
+    }));
+    let (peak, now) = memory(p.adapter.id());
+    eprintln!(
+        "held {last} peak +{} KiB now +{} KiB",
+        peak - idle,
+        now - idle
+    );
+    // Within the budget plus the one large event the oldest reader may finish past it
+    // (three times its 8 MiB while it is read and projected), not one event per run.
+    let bound = budget + 3 * 8 * MIB + 2 * MIB;
+    assert!(
+        last <= bound,
+        "{last} bytes held for {RUNS} paused streams (bound {bound})"
+    );
+    // The process too: one event read per run (measured +121 MiB) is far past this.
+    let grew = (peak - idle) as i64 * 1024;
+    assert!(
+        grew <= bound + 28 * MIB,
+        "peak RSS +{grew} bytes (bound {bound} + 28 MiB)"
+    );
+    let readers: Vec<_> = paused
+        .into_iter()
+        .map(|(mut s, mut got)| {
+            std::thread::spawn(move || {
+                let mut rest = Vec::new();
+                s.read_to_end(&mut rest).ok();
+                got.extend_from_slice(&rest);
+                got
+            })
+        })
+        .collect();
+    for r in readers {
+        let got = r.join().unwrap();
+        let text = String::from_utf8_lossy(&got);
+        let body_start = text.find("\r\n\r\n").unwrap() + 4;
+        let sse = got[body_start..].to_vec();
+        check_ids(&sse).unwrap();
+        check_big(&sse_events(&sse).0, 8, 8);
+    }
+    assert!(
+        wait_until(Duration::from_secs(10), || metric(
+            "iac_agui_output_buffered_bytes"
+        ) == 0),
+        "what the runs held is given back"
+    );
 }

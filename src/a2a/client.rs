@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::calls::CallPool;
-use super::sse::{SseError, SseReader};
+use super::sse::{ReadGates, SseError, SseReader};
 use super::transport::LeanConnector;
 use super::types::{Payload, Template};
 use crate::ids;
@@ -170,6 +170,7 @@ impl A2aClient {
             agent,
             cfg: self.cfg.clone(),
             calls: self.calls.clone(),
+            gates: None,
         }
     }
 }
@@ -182,6 +183,8 @@ pub struct Session {
     agent: ureq::Agent,
     cfg: Arc<A2aConfig>,
     calls: CallPool,
+    /// Each stream's large events wait for memory here (`None`: they do not wait).
+    gates: Option<ReadGates>,
 }
 
 /// A stream of JSON-RPC payloads from a streaming method.
@@ -268,6 +271,14 @@ impl EventStream {
         }
     }
 
+    /// The events returned so far are handled: give back the memory a large one held (see
+    /// [`super::sse::ReadGate`]). Before a wait that may be long (a client behind).
+    pub(crate) fn settle_gate(&mut self) {
+        if let Some(r) = self.reader.as_mut() {
+            let _ = r.settle_gate();
+        }
+    }
+
     /// The next payload is already in hand (no upstream read needed to get it).
     pub fn has_ready(&self) -> bool {
         !self.ready.is_empty() || self.reader.as_ref().is_some_and(SseReader::has_ready)
@@ -294,6 +305,11 @@ fn json_of(data: &[u8]) -> Result<Value, A2aError> {
 }
 
 impl Session {
+    /// Streams opened from now on read large events only once `gates` has room for them.
+    pub(crate) fn gate_reads(&mut self, gates: ReadGates) {
+        self.gates = Some(gates);
+    }
+
     /// A closure that aborts this session's I/O from another thread (blocked reads return).
     pub fn aborter(&self) -> Box<dyn FnOnce() + Send> {
         let agent = self.agent.clone();
@@ -409,8 +425,12 @@ impl Session {
             )));
         }
         let reader: Box<dyn Read + Send> = Box::new(resp.into_body().into_reader());
+        let mut reader = SseReader::new(reader, self.cfg.max_event_bytes);
+        if let Some(gates) = &self.gates {
+            reader.set_gate(gates());
+        }
         Ok(EventStream {
-            reader: Some(SseReader::new(reader, self.cfg.max_event_bytes)),
+            reader: Some(reader),
             ready: VecDeque::new(),
             calls: Some(self.calls.clone()),
             template: Template::default(),

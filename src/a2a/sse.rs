@@ -121,6 +121,11 @@ impl SseParser {
         Ok(())
     }
 
+    /// Bytes of the event being read (its partial line and data so far).
+    fn partial(&self) -> usize {
+        self.line.len() + self.data.len()
+    }
+
     /// Before a read that may block for long: no partial line is held, so its buffer need not
     /// be (the next partial line allocates one).
     fn release_line(&mut self) {
@@ -190,9 +195,41 @@ const READ_MIN: usize = 256;
 /// the loop.
 const READ_MAX: usize = crate::limits::A2A_READ_BIG;
 
+/// Memory for the event being read, granted before its bytes are read (the server's output
+/// budget: issue 36, fault 2). One per reader; dropping it gives back what it holds.
+pub(crate) trait ReadGate: Send {
+    /// Hold `bytes` in all: more waits until they fit, less gives the rest back at once.
+    /// False: stop reading (the run is stopping).
+    fn hold(&mut self, bytes: usize) -> bool;
+}
+
+/// Makes a [`ReadGate`] for each stream a run reads.
+pub(crate) type ReadGates = std::sync::Arc<dyn Fn() -> Box<dyn ReadGate> + Send + Sync>;
+
+/// A partial event this large asks the gate before more is read: smaller ones never wait.
+const GATE_FROM: usize = 256 * 1024;
+/// Held in steps of this much (one gate call per step of a large event).
+const GATE_STEP: usize = 1024 * 1024;
+/// What an event costs while it is read and projected, per byte: its bytes, the JSON read
+/// of them and the framed event for the client.
+const GATE_COST: usize = 3;
+
+/// What the gate must hold for a partial event of `partial` bytes.
+fn gate_need(partial: usize) -> usize {
+    if partial < GATE_FROM {
+        0
+    } else {
+        partial
+            .saturating_mul(GATE_COST)
+            .next_multiple_of(GATE_STEP)
+    }
+}
+
 /// Pull reader over any `Read` (the upstream response body).
 pub(crate) struct SseReader<R> {
     inner: R,
+    /// With what it holds now.
+    gate: Option<(Box<dyn ReadGate>, usize)>,
     parser: SseParser,
     queue: VecDeque<SseEvent>,
     /// Read buffer: doubled up to `READ_MAX` while reads fill it (a flood: each read is one
@@ -208,6 +245,7 @@ impl<R: Read> SseReader<R> {
     pub(crate) fn new(inner: R, max_event: usize) -> SseReader<R> {
         SseReader {
             inner,
+            gate: None,
             parser: SseParser::new(max_event),
             queue: VecDeque::new(),
             buf: vec![0u8; READ_MIN],
@@ -235,6 +273,35 @@ impl<R: Read> SseReader<R> {
         }
     }
 
+    /// Ask `gate` before reading a large event's bytes.
+    pub(crate) fn set_gate(&mut self, gate: Box<dyn ReadGate>) {
+        self.gate = Some((gate, 0));
+    }
+
+    /// Hold what the events in hand need: called before a read (more, waiting for room) and
+    /// when the next event is asked for, the one before it handled (less).
+    pub(crate) fn settle_gate(&mut self) -> Result<(), SseError> {
+        let Some((gate, held)) = self.gate.as_mut() else {
+            return Ok(());
+        };
+        let partial = self.parser.partial();
+        if *held == 0 && partial < GATE_FROM {
+            return Ok(());
+        }
+        // What is in hand: the partial event and those parsed but not yet returned.
+        let pending = partial + self.queue.iter().map(|e| e.data.len()).sum::<usize>();
+        let need = gate_need(pending);
+        if need != *held {
+            if !gate.hold(need) {
+                return Err(SseError::Io(io::Error::other(
+                    "stopped while waiting for memory to read a large event",
+                )));
+            }
+            *held = need;
+        }
+        Ok(())
+    }
+
     /// Events already parsed from bytes in hand: the next one needs no read.
     pub(crate) fn has_ready(&self) -> bool {
         !self.queue.is_empty()
@@ -243,6 +310,7 @@ impl<R: Read> SseReader<R> {
     /// The next event, `Ok(None)` at the end of the stream. An incomplete final event (no
     /// blank line before EOF) is discarded, as the WHATWG rules say.
     pub(crate) fn next_event(&mut self) -> Result<Option<SseEvent>, SseError> {
+        self.settle_gate()?;
         loop {
             if let Some(ev) = self.queue.pop_front() {
                 return Ok(Some(ev));
@@ -251,6 +319,8 @@ impl<R: Read> SseReader<R> {
                 return Ok(None);
             }
             self.parser.release_line();
+            // A large partial event waits for room before it grows.
+            self.settle_gate()?;
             // Between bursts the ring of parsed events goes too (a flood keeps it).
             if self.buf.len() == READ_MIN {
                 settle(&mut self.queue, Pace::Quiet, 0);
@@ -353,6 +423,61 @@ mod tests {
             p.push(&[b'a'; 40], &mut out),
             Err(SseError::TooLarge)
         ));
+    }
+
+    /// Records what a reader holds, and refuses past `max` (a run stopping).
+    struct Recorder(std::sync::Arc<std::sync::Mutex<Vec<usize>>>, usize);
+
+    impl ReadGate for Recorder {
+        fn hold(&mut self, bytes: usize) -> bool {
+            self.0.lock().unwrap().push(bytes);
+            bytes <= self.1
+        }
+    }
+
+    #[test]
+    fn a_large_event_holds_the_gate_while_it_is_read_and_gives_it_back_once_handled() {
+        let big = format!("data: {}\n\n", "x".repeat(3 * GATE_STEP));
+        let input = format!("data: small\n\n{big}data: after\n\n");
+        let pieces: VecDeque<Vec<u8>> = input
+            .as_bytes()
+            .chunks(64 * 1024)
+            .map(<[u8]>::to_vec)
+            .collect();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut r = SseReader::new(Pieces(pieces), 8 * GATE_STEP);
+        r.set_gate(Box::new(Recorder(log.clone(), usize::MAX)));
+        assert_eq!(r.next_event().unwrap().unwrap().data, b"small");
+        assert!(log.lock().unwrap().is_empty(), "small events never ask");
+        assert_eq!(r.next_event().unwrap().unwrap().data.len(), 3 * GATE_STEP);
+        {
+            let held = log.lock().unwrap();
+            // Asked from GATE_FROM on, in steps, before the bytes were read, never less.
+            assert!(
+                held.len() >= 2 && held.windows(2).all(|w| w[0] < w[1]),
+                "{held:?}"
+            );
+            assert_eq!(held[0], (GATE_FROM * GATE_COST).next_multiple_of(GATE_STEP));
+            assert!(*held.last().unwrap() >= 3 * (3 * GATE_STEP - 64 * 1024));
+        }
+        // The big event is handled once the next one is asked for: its memory goes back.
+        assert_eq!(r.next_event().unwrap().unwrap().data, b"after");
+        assert_eq!(log.lock().unwrap().last(), Some(&0));
+        assert_eq!(r.gate.as_ref().unwrap().1, 0);
+    }
+
+    #[test]
+    fn a_refused_gate_stops_the_read() {
+        let input = format!("data: {}\n\n", "x".repeat(2 * GATE_STEP));
+        let pieces: VecDeque<Vec<u8>> = input
+            .as_bytes()
+            .chunks(64 * 1024)
+            .map(<[u8]>::to_vec)
+            .collect();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut r = SseReader::new(Pieces(pieces), 8 * GATE_STEP);
+        r.set_gate(Box::new(Recorder(log, 0)));
+        assert!(matches!(r.next_event(), Err(SseError::Io(_))));
     }
 
     #[test]

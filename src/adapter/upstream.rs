@@ -5,6 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::a2a::client::{A2aClient, A2aError, EventStream, Restore, Session};
+use crate::a2a::sse::ReadGates;
 use crate::a2a::types::Payload;
 use crate::agui::input::{IacProps, RareProps};
 use crate::i18n::Lang;
@@ -25,6 +26,8 @@ pub(crate) trait Upstream: Send {
     fn pipeline_state(&self, task_id: &str, after: i64) -> Result<Option<Value>, A2aError>;
     /// A closure that aborts this session's I/O from another thread (blocked reads return).
     fn aborter(&self) -> Box<dyn FnOnce() + Send>;
+    /// Streams opened from now on read large events only once `gates` has room.
+    fn gate_reads(&mut self, _gates: ReadGates) {}
 }
 
 /// Where sessions come from. A fresh session is also used for best-effort cancels, because a
@@ -68,6 +71,9 @@ impl Upstream for Session {
     }
     fn aborter(&self) -> Box<dyn FnOnce() + Send> {
         Session::aborter(self)
+    }
+    fn gate_reads(&mut self, gates: ReadGates) {
+        Session::gate_reads(self, gates);
     }
 }
 

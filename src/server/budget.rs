@@ -46,6 +46,11 @@ impl OutputBudget {
         self.unsent -= share.0;
     }
 
+    /// Unsent output of all connections.
+    pub(crate) fn unsent(&self) -> usize {
+        self.unsent
+    }
+
     /// Unsent output plus `queued` (the workers' queues): the bytes held for clients.
     pub(crate) fn held(&self, queued: usize) -> usize {
         self.unsent.saturating_add(queued)

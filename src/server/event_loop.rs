@@ -136,6 +136,7 @@ impl<H: Handler> Server<H> {
         let inbox = Inbox::new(Box::new(move || {
             let _ = w.wake();
         }));
+        inbox.set_output_budget(cfg.output_budget);
         Ok(Server {
             poll,
             listener: Some(listener),
@@ -308,7 +309,13 @@ impl<H: Handler> Server<H> {
     /// spent or available, mark or release every run by the new limit (a released job goes
     /// back on the ready list, as the flush under the watermark does). True while spent.
     fn check_budget(&mut self) -> bool {
-        let held = self.budget.held(self.inbox.queued());
+        // Large upstream events being read count too: runs that all start at once wait for
+        // room to read theirs (`job::RunReads`) and new streams are refused meanwhile.
+        self.inbox.counted_unsent(self.budget.unsent());
+        let held = self
+            .budget
+            .held(self.inbox.queued())
+            .saturating_add(self.inbox.reading());
         let now = i64::try_from(held).unwrap_or(i64::MAX);
         crate::metrics::M.output_buffered.add(now - self.published);
         self.published = now;

@@ -55,6 +55,25 @@ pub(crate) struct Inbox {
     /// Bytes queued by all jobs and not taken by the loop yet (their share of the output
     /// budget).
     queued: AtomicUsize,
+    /// Large upstream events being read, against the output budget ([`RunReads`]).
+    reads: Mutex<Reads>,
+    room: Condvar,
+    /// Readers waiting in `room` (the loop wakes them only when there are some).
+    read_waiters: AtomicUsize,
+    /// Unsent output of all connections as the loop last counted it.
+    unsent: AtomicUsize,
+    /// The output budget (`usize::MAX`: none).
+    limit: AtomicUsize,
+}
+
+/// What the large upstream reads of all runs hold.
+#[derive(Debug, Default)]
+struct Reads {
+    held: usize,
+    /// The readers holding or waiting, oldest first: the oldest may always go on while the
+    /// budget is not spent, so readers that each hold part of what they need never all wait.
+    readers: std::collections::BTreeSet<u64>,
+    next: u64,
 }
 
 impl Inbox {
@@ -63,7 +82,32 @@ impl Inbox {
             ready: Mutex::new(Vec::new()),
             waker,
             queued: AtomicUsize::new(0),
+            reads: Mutex::new(Reads::default()),
+            room: Condvar::new(),
+            read_waiters: AtomicUsize::new(0),
+            unsent: AtomicUsize::new(0),
+            limit: AtomicUsize::new(usize::MAX),
         })
+    }
+
+    /// The output budget large upstream reads are held against.
+    pub(crate) fn set_output_budget(&self, limit: usize) {
+        self.limit.store(limit, Ordering::Relaxed);
+    }
+
+    /// The loop counted the connections' unsent output: readers waiting for room try again
+    /// when it fell.
+    pub(crate) fn counted_unsent(&self, unsent: usize) {
+        let before = self.unsent.swap(unsent, Ordering::Relaxed);
+        if unsent < before && self.read_waiters.load(Ordering::Relaxed) > 0 {
+            let _r = lock(&self.reads);
+            self.room.notify_all();
+        }
+    }
+
+    /// Bytes held by large upstream events being read (part of what the budget counts).
+    pub(crate) fn reading(&self) -> usize {
+        lock(&self.reads).held
     }
 
     /// Bytes queued by all jobs that the loop has not taken.
@@ -242,6 +286,79 @@ pub struct Outbox {
     held: std::cell::Cell<bool>,
 }
 
+/// One upstream stream's large event, held against the output budget: output for clients
+/// and events being read share one budget, so runs that all start at once wait here for
+/// their large events instead of each reading one whole (issue 36, fault 2: 30 paused
+/// readers of `big 10 10` sent at once held 350 MB of output).
+struct RunReads {
+    job: Arc<JobShared>,
+    /// Whether a stop of the job ends its run (a client gone while a disconnect grace holds
+    /// the run does not).
+    ends_run: StopsRun,
+    ticket: Option<u64>,
+    held: usize,
+}
+
+/// Whether a stop of a job ends its run.
+pub(crate) type StopsRun = Arc<dyn Fn(StopReason) -> bool + Send + Sync>;
+
+/// How often a reader waiting for room looks at its run's stop flag.
+const READ_WAIT_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
+impl crate::a2a::sse::ReadGate for RunReads {
+    fn hold(&mut self, bytes: usize) -> bool {
+        let inbox = &self.job.inbox;
+        let mut r = lock(&inbox.reads);
+        if bytes <= self.held {
+            r.held -= self.held - bytes;
+            self.held = bytes;
+            if bytes == 0
+                && let Some(t) = self.ticket.take()
+            {
+                r.readers.remove(&t);
+            }
+            if inbox.read_waiters.load(Ordering::Relaxed) > 0 {
+                inbox.room.notify_all();
+            }
+            return true;
+        }
+        let ticket = *self.ticket.get_or_insert_with(|| {
+            r.next += 1;
+            let t = r.next;
+            r.readers.insert(t);
+            t
+        });
+        let more = bytes - self.held;
+        loop {
+            let limit = inbox.limit.load(Ordering::Relaxed);
+            let out = inbox.unsent.load(Ordering::Relaxed) + inbox.queued();
+            let fits = out.saturating_add(r.held).saturating_add(more) <= limit;
+            let oldest = r.readers.first() == Some(&ticket);
+            if fits || (oldest && out <= limit - limit / 8) {
+                r.held += more;
+                self.held = bytes;
+                return true;
+            }
+            if self.job.stop_reason().is_some_and(|r| (self.ends_run)(r)) {
+                return false;
+            }
+            inbox.read_waiters.fetch_add(1, Ordering::Relaxed);
+            r = inbox
+                .room
+                .wait_timeout(r, READ_WAIT_POLL)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+            inbox.read_waiters.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for RunReads {
+    fn drop(&mut self) {
+        crate::a2a::sse::ReadGate::hold(self, 0);
+    }
+}
+
 /// Returned by [`Outbox::send`] when the loop stopped the job (client gone or shutdown).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stopped;
@@ -289,6 +406,20 @@ impl Outbox {
 
     pub(crate) fn stop_reason(&self) -> Option<StopReason> {
         self.shared.stop_reason()
+    }
+
+    /// Gates for the run's upstream streams: their large events wait for room in the output
+    /// budget ([`RunReads`]) until a stop that `ends_run` says ends the run.
+    pub(crate) fn read_gates(&self, ends_run: StopsRun) -> crate::a2a::sse::ReadGates {
+        let job = self.shared.clone();
+        Arc::new(move || {
+            Box::new(RunReads {
+                job: job.clone(),
+                ends_run: ends_run.clone(),
+                ticket: None,
+                held: 0,
+            })
+        })
     }
 
     /// Wait while the client's connection is above its output watermark (or until the job
@@ -452,6 +583,59 @@ mod tests {
         slot: 3,
         generation: 1,
     };
+
+    type Gate = Box<dyn crate::a2a::sse::ReadGate>;
+
+    /// `gate.hold(bytes)` on a thread: whether it returned within `wait`, and what.
+    fn hold_within(
+        mut gate: Gate,
+        bytes: usize,
+        wait: Duration,
+    ) -> (Option<bool>, std::thread::JoinHandle<(bool, Gate)>) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = std::thread::spawn(move || {
+            let r = gate.hold(bytes);
+            let _ = tx.send(r);
+            (r, gate)
+        });
+        (rx.recv_timeout(wait).ok(), t)
+    }
+
+    #[test]
+    fn large_reads_wait_for_room_in_the_output_budget_the_oldest_first() {
+        const MIB: usize = 1 << 20;
+        let (inbox, _) = inbox();
+        inbox.set_output_budget(16 * MIB);
+        let (ja, a) = new_job(ID, 8, &inbox);
+        let (jb, b) = new_job(ID, 8, &inbox);
+        let stops: StopsRun = Arc::new(|_| true);
+        let (mut ga, gb) = (a.read_gates(stops.clone())(), b.read_gates(stops)());
+        assert!(ga.hold(6 * MIB));
+        // Output held for paused clients fills the rest: B's read would pass the budget.
+        inbox.counted_unsent(8 * MIB);
+        let (got, tb) = hold_within(gb, 4 * MIB, Duration::from_millis(300));
+        assert_eq!(got, None, "B waits: 8 + 6 + 4 MiB is past 16");
+        assert_eq!(inbox.reading(), 6 * MIB);
+        // A, the oldest reader, goes on past the budget while it is not spent (14 of 16):
+        // readers that each hold part of an event never all wait for each other.
+        assert!(ga.hold(12 * MIB));
+        // A's event is handled: its memory goes back and B reads.
+        assert!(ga.hold(0));
+        let (granted, gb) = tb.join().unwrap();
+        assert!(granted);
+        assert_eq!(inbox.reading(), 4 * MIB);
+        // B is the oldest now, but the budget is spent (15 of 16 held by output): it waits,
+        // until its run is stopped.
+        inbox.counted_unsent(15 * MIB);
+        let (got, tb) = hold_within(gb, 8 * MIB, Duration::from_millis(300));
+        assert_eq!(got, None);
+        jb.stop(StopReason::ClientGone);
+        let (granted, gb) = tb.join().unwrap();
+        assert!(!granted, "a stopped run reads no more");
+        drop(gb);
+        assert_eq!(inbox.reading(), 0, "a dropped gate gives back what it held");
+        drop(ja);
+    }
 
     #[test]
     fn one_wake_per_burst() {

@@ -141,8 +141,9 @@ impl<'a, 's> Run<'a, 's> {
         sh: &'a Shared,
         stream: &'a mut RunStream<'s>,
         a: RunArgs,
-        session: Box<dyn Upstream>,
+        mut session: Box<dyn Upstream>,
     ) -> Run<'a, 's> {
+        session.gate_reads(stream.read_gates());
         let (context_id, execution_id, steps, digests) = {
             let g = lock(&a.slot);
             let t = g.as_ref().map(|t| &t.doc);

@@ -248,6 +248,8 @@ impl Run<'_, '_> {
                     self.save_task()?;
                 }
                 self.mapper.release_spare();
+                // A large event's memory goes back before a wait for a client behind.
+                st.settle_gate();
                 self.stream.before_read();
             }
             let p = match st.next_payload() {

@@ -45,6 +45,14 @@ impl<'a> Emitter<'a> {
     }
 }
 
+/// Where a big frame's generated text goes ([`Emitter::streamed`]).
+pub(super) const BIG_MARK: &str = "@@iac-agui-demo-big@@";
+
+/// What subscribers and the task's history get in place of `mib` MiB of generated text.
+fn big_note(mib: u64) -> String {
+    format!("({mib} MiB of generated text)")
+}
+
 /// The stream must end now (cancelled, or the client went away).
 pub(super) struct Stop;
 
@@ -160,6 +168,69 @@ impl Emitter<'_> {
             left -= k;
         }
         Ok(())
+    }
+
+    /// A `WORKING` status whose one string `BIG_MARK` (in the message or in `iac`) is `line`
+    /// repeated to `mib` MiB, generated while it is written ([`Emitter::streamed`]). The task's
+    /// history keeps a note in place of the text.
+    pub(super) fn big_status(
+        &mut self,
+        message: Option<Value>,
+        iac: Value,
+        line: &str,
+        mib: u64,
+    ) -> Result<(), Stop> {
+        self.pause(self.delay)?;
+        let mut st = json!({"state": "TASK_STATE_WORKING"});
+        if let Some(m) = &message {
+            st["message"] = m.clone();
+            let note =
+                serde_json::to_string(m)
+                    .unwrap_or_default()
+                    .replacen(BIG_MARK, &big_note(mib), 1);
+            if let Some(t) = lock(&self.shared.tasks).get_mut(&self.task_id) {
+                t.history
+                    .push(serde_json::from_str(&note).unwrap_or(Value::Null));
+            }
+        }
+        let upd = json!({"statusUpdate": {"taskId": self.task_id, "contextId": self.context_id, "status": st, "metadata": {"iac_code": iac}}});
+        self.streamed(upd, line, mib)
+    }
+
+    /// Write a frame whose string `BIG_MARK` is `line` repeated to `mib` MiB, 64 KiB per
+    /// chunk as it is generated. The demo kernel runs in the server's process: a frame built
+    /// whole (value, serialization, framing, chunk: four copies) held 40 MiB of the server's
+    /// memory per `big 10 10` whose client stopped reading (issue 36, fault 2). Subscribers
+    /// get the frame with a note in place of the text.
+    fn streamed(&mut self, result: Value, line: &str, mib: u64) -> Result<(), Stop> {
+        let v = json!({"result": result, "id": self.req_id, "jsonrpc": "2.0"});
+        let whole = serde_json::to_string(&v).unwrap_or_default();
+        let Some((head, tail)) = whole.split_once(BIG_MARK) else {
+            return self.raw(whole.as_bytes());
+        };
+        if let Some(t) = lock(&self.shared.tasks).get_mut(&self.task_id)
+            && !t.subscribers.is_empty()
+        {
+            let noted = format!("{head}{}{tail}", big_note(mib));
+            let nv: Value = serde_json::from_str(&noted).unwrap_or(Value::Null);
+            t.subscribers.retain(|s| s.try_send(nv.clone()).is_ok());
+        }
+        let quoted = serde_json::to_string(line).unwrap_or_default();
+        let escaped = quoted.get(1..quoted.len() - 1).unwrap_or("");
+        let per_chunk = ((64 * 1024) / escaped.len().max(1)).max(1);
+        let chunk = escaped.repeat(per_chunk);
+        let mut left = ((mib as usize) << 20) / line.len().max(1);
+        left = left.max(1);
+        write_chunk(self.sock, format!("data: {head}").as_bytes()).map_err(|_| Stop)?;
+        while left > 0 {
+            if self.cancel.load(Ordering::SeqCst) {
+                return Err(Stop);
+            }
+            let k = left.min(per_chunk);
+            write_chunk(self.sock, &chunk.as_bytes()[..escaped.len() * k]).map_err(|_| Stop)?;
+            left -= k;
+        }
+        write_chunk(self.sock, format!("{tail}\r\n\r\n").as_bytes()).map_err(|_| Stop)
     }
 
     pub(super) fn meta(&mut self, iac: Value) -> Result<(), Stop> {

@@ -90,12 +90,6 @@ pub(super) fn choose(text: &str, run_mode: Option<&str>) -> Script {
     Script::Plain
 }
 
-/// `line` repeated to `mib` MiB (whole lines, at least one).
-fn big_text(line: &str, mib: u64) -> String {
-    let n = ((mib as usize) << 20) / line.len().max(1);
-    line.repeat(n.max(1))
-}
-
 pub(super) fn run_script(em: &mut Emitter<'_>, script: Script, text: &str) -> Result<(), Stop> {
     let pipeline = matches!(script, Script::Pipeline | Script::PipelineSlow);
     if !pipeline {
@@ -167,12 +161,12 @@ pub(super) fn run_script(em: &mut Emitter<'_>, script: Script, text: &str) -> Re
             let tool = format!("call_{}", &ids::hex32()[..8]);
             em.meta(json!({"tool": {"name": "bash", "toolUseId": tool, "status": "started"}}))?;
             em.meta(json!({"tool": {"name": "bash", "toolUseId": tool, "status": "input_complete", "toolInput": {"command": "terraform plan"}}}))?;
-            let result = big_text(
-                "resource \"alicloud_instance\" \"web\" { # planned\n",
-                tool_mib,
-            );
-            em.meta(json!({"tool": {"name": "bash", "toolUseId": tool, "status": "completed", "result": result}}))?;
-            em.text(&big_text("The plan adds these resources. ", text_mib))?;
+            let iac = em.with_session(json!({"tool": {"name": "bash", "toolUseId": tool, "status": "completed", "result": BIG_MARK}}));
+            let line = "resource \"alicloud_instance\" \"web\" { # planned\n";
+            em.big_status(None, iac, line, tool_mib)?;
+            let m = em.msg("message", BIG_MARK);
+            let iac = em.with_session(json!({}));
+            em.big_status(Some(m), iac, "The plan adds these resources. ", text_mib)?;
             em.usage(100.0, 10.0)?;
             em.finish_turn("")
         }
