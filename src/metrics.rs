@@ -109,6 +109,7 @@ pub struct Metrics {
     /// Output held for clients (unsent, plus queued by workers), and its budget.
     pub output_buffered: Gauge,
     pub output_budget: Gauge,
+    pub reads_waiting: Gauge,
     pub subscribers: Gauge,
     pub kernel_up: Gauge,
     pub kernel_restarts: Counter,
@@ -141,6 +142,7 @@ pub static M: Metrics = Metrics {
     replay_bytes: Gauge::new(0),
     output_buffered: Gauge::new(0),
     output_budget: Gauge::new(0),
+    reads_waiting: Gauge::new(0),
     subscribers: Gauge::new(0),
     kernel_up: Gauge::new(1),
     kernel_restarts: Counter::new(),
@@ -340,6 +342,13 @@ pub fn render() -> String {
         "gauge",
         "The output budget (--output-budget); past it new streams get 503 (reason output_budget).",
         m.output_budget.get(),
+    );
+    scalar(
+        &mut o,
+        "iac_agui_reads_waiting_for_memory",
+        "gauge",
+        "Runs waiting for room in the output budget before reading a large upstream event.",
+        m.reads_waiting.get(),
     );
     scalar(
         &mut o,

@@ -326,6 +326,35 @@ fn cancelling_a_slow_stream() {
     assert!(matches!(s.cancel_task(&tid).unwrap(), Payload::Error(e) if e.code == Some(-32002)));
 }
 
+/// Regression: the demo writes its big frames while it generates them, and a cancel that
+/// came in the middle left the frame unfinished, so the CANCELED frame was glued to it: one
+/// event of invalid JSON, and no cancel seen.
+#[test]
+fn a_cancel_in_the_middle_of_a_big_frame_keeps_every_frame_whole() {
+    let (_k, c) = kernel();
+    let s = c.session();
+    let mut st = s
+        .send_streaming_message(message("big 12 12", None, None))
+        .unwrap();
+    let Some(Payload::Event(first)) = st.next_payload().unwrap() else {
+        panic!()
+    };
+    let tid = first.task_id().unwrap().to_string();
+    // Not reading: the kernel blocks in its first big frame (24 MiB, past the socket buffers).
+    std::thread::sleep(Duration::from_millis(300));
+    let Payload::Event(r) = c.session().cancel_task(&tid).unwrap() else {
+        panic!()
+    };
+    assert_eq!(r.state(), Some(TaskState::Canceled));
+    let mut last = None;
+    while let Some(p) = st.next_payload().expect("every frame is whole JSON") {
+        if let Payload::Event(e) = p {
+            last = e.state();
+        }
+    }
+    assert_eq!(last, Some(TaskState::Canceled));
+}
+
 #[test]
 fn subscribe_to_a_live_task() {
     let (_k, c) = kernel();

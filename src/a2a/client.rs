@@ -7,6 +7,7 @@
 use std::collections::VecDeque;
 use std::io::Read;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -171,6 +172,7 @@ impl A2aClient {
             cfg: self.cfg.clone(),
             calls: self.calls.clone(),
             gates: None,
+            aborted: Arc::new(AtomicBool::new(false)),
         }
     }
 }
@@ -185,6 +187,8 @@ pub struct Session {
     calls: CallPool,
     /// Each stream's large events wait for memory here (`None`: they do not wait).
     gates: Option<ReadGates>,
+    /// Set by the aborter: a stream waiting for memory gives up.
+    aborted: Arc<AtomicBool>,
 }
 
 /// A stream of JSON-RPC payloads from a streaming method.
@@ -313,7 +317,15 @@ impl Session {
     /// A closure that aborts this session's I/O from another thread (blocked reads return).
     pub fn aborter(&self) -> Box<dyn FnOnce() + Send> {
         let agent = self.agent.clone();
-        Box::new(move || agent.shutdown())
+        let aborted = self.aborted.clone();
+        let wake = self.gates.as_ref().map(|g| g.wake.clone());
+        Box::new(move || {
+            aborted.store(true, Ordering::SeqCst);
+            if let Some(wake) = wake {
+                wake();
+            }
+            agent.shutdown()
+        })
     }
 
     fn url(&self, path: &str) -> String {
@@ -427,7 +439,7 @@ impl Session {
         let reader: Box<dyn Read + Send> = Box::new(resp.into_body().into_reader());
         let mut reader = SseReader::new(reader, self.cfg.max_event_bytes);
         if let Some(gates) = &self.gates {
-            reader.set_gate(gates());
+            reader.set_gate((gates.make)(self.aborted.clone()));
         }
         Ok(EventStream {
             reader: Some(reader),

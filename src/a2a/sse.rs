@@ -7,6 +7,8 @@
 use crate::buffers::{Pace, settle};
 use std::collections::VecDeque;
 use std::io::{self, Read};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,8 +205,14 @@ pub(crate) trait ReadGate: Send {
     fn hold(&mut self, bytes: usize) -> bool;
 }
 
-/// Makes a [`ReadGate`] for each stream a run reads.
-pub(crate) type ReadGates = std::sync::Arc<dyn Fn() -> Box<dyn ReadGate> + Send + Sync>;
+/// What a session's streams wait on for memory.
+#[derive(Clone)]
+pub(crate) struct ReadGates {
+    /// A gate for one stream; it gives up once the flag (the session's "aborted") is set.
+    pub(crate) make: Arc<dyn Fn(Arc<AtomicBool>) -> Box<dyn ReadGate> + Send + Sync>,
+    /// Wake the gates waiting for room so they look at their flags (the session is aborted).
+    pub(crate) wake: Arc<dyn Fn() + Send + Sync>,
+}
 
 /// A partial event this large asks the gate before more is read: smaller ones never wait.
 const GATE_FROM: usize = 256 * 1024;
@@ -212,7 +220,7 @@ const GATE_FROM: usize = 256 * 1024;
 const GATE_STEP: usize = 1024 * 1024;
 /// What an event costs while it is read and projected, per byte: its bytes, the JSON read
 /// of them and the framed event for the client.
-const GATE_COST: usize = 3;
+pub(crate) const GATE_COST: usize = 3;
 
 /// What the gate must hold for a partial event of `partial` bytes.
 fn gate_need(partial: usize) -> usize {

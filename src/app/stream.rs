@@ -187,11 +187,7 @@ impl<'a> RunStream<'a> {
     /// Gates for the run's upstream streams (their large events wait for room in the output
     /// budget).
     pub(crate) fn read_gates(&self) -> crate::a2a::sse::ReadGates {
-        // A client gone while the tap's disconnect grace holds the run does not end it.
-        let tap = self.tap.clone();
-        self.outbox.read_gates(Arc::new(move |r| {
-            r == StopReason::Shutdown || !tap.as_ref().is_some_and(|t| t.holds_run())
-        }))
+        self.outbox.read_gates()
     }
 
     /// Before an upstream read: flush held events and wait while the client is behind (see

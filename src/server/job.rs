@@ -98,11 +98,16 @@ impl Inbox {
     /// The loop counted the connections' unsent output: readers waiting for room try again
     /// when it fell.
     pub(crate) fn counted_unsent(&self, unsent: usize) {
-        let before = self.unsent.swap(unsent, Ordering::Relaxed);
-        if unsent < before && self.read_waiters.load(Ordering::Relaxed) > 0 {
-            let _r = lock(&self.reads);
-            self.room.notify_all();
+        let before = self.unsent.swap(unsent, Ordering::SeqCst);
+        if unsent < before && self.read_waiters.load(Ordering::SeqCst) > 0 {
+            self.wake_readers();
         }
+    }
+
+    /// Wake the readers waiting for room (under the lock they wait with: none misses it).
+    fn wake_readers(&self) {
+        let _r = lock(&self.reads);
+        self.room.notify_all();
     }
 
     /// Bytes held by large upstream events being read (part of what the budget counts).
@@ -291,23 +296,22 @@ pub struct Outbox {
 /// their large events instead of each reading one whole (issue 36, fault 2: 30 paused
 /// readers of `big 10 10` sent at once held 350 MB of output).
 struct RunReads {
-    job: Arc<JobShared>,
-    /// Whether a stop of the job ends its run (a client gone while a disconnect grace holds
-    /// the run does not).
-    ends_run: StopsRun,
+    inbox: Arc<Inbox>,
+    /// The session was aborted (client gone and no grace holds the run, cancel, shutdown):
+    /// stop waiting. Its aborter wakes the waiting gates.
+    aborted: Arc<AtomicBool>,
     ticket: Option<u64>,
     held: usize,
 }
 
-/// Whether a stop of a job ends its run.
-pub(crate) type StopsRun = Arc<dyn Fn(StopReason) -> bool + Send + Sync>;
-
-/// How often a reader waiting for room looks at its run's stop flag.
-const READ_WAIT_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+/// How often a reader waiting for room looks again without being woken (a safety net: the
+/// loop wakes readers when output goes out, gates when they give memory back, aborters when
+/// their session ends).
+const READ_WAIT_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl crate::a2a::sse::ReadGate for RunReads {
     fn hold(&mut self, bytes: usize) -> bool {
-        let inbox = &self.job.inbox;
+        let inbox = &*self.inbox;
         let mut r = lock(&inbox.reads);
         if bytes <= self.held {
             r.held -= self.held - bytes;
@@ -317,7 +321,7 @@ impl crate::a2a::sse::ReadGate for RunReads {
             {
                 r.readers.remove(&t);
             }
-            if inbox.read_waiters.load(Ordering::Relaxed) > 0 {
+            if inbox.read_waiters.load(Ordering::SeqCst) > 0 {
                 inbox.room.notify_all();
             }
             return true;
@@ -329,27 +333,43 @@ impl crate::a2a::sse::ReadGate for RunReads {
             t
         });
         let more = bytes - self.held;
-        loop {
-            let limit = inbox.limit.load(Ordering::Relaxed);
-            let out = inbox.unsent.load(Ordering::Relaxed) + inbox.queued();
+        // Counted before the first look at the output: the loop, which lowers it and then
+        // looks at this count, either sees this reader or is seen by it (no lost wake-up).
+        inbox.read_waiters.fetch_add(1, Ordering::SeqCst);
+        let mut waited = false;
+        let granted = loop {
+            let limit = inbox.limit.load(Ordering::SeqCst);
+            let out = inbox.unsent.load(Ordering::SeqCst) + inbox.queued();
             let fits = out.saturating_add(r.held).saturating_add(more) <= limit;
             let oldest = r.readers.first() == Some(&ticket);
             if fits || (oldest && out <= limit - limit / 8) {
                 r.held += more;
                 self.held = bytes;
-                return true;
+                break true;
             }
-            if self.job.stop_reason().is_some_and(|r| (self.ends_run)(r)) {
-                return false;
+            if self.aborted.load(Ordering::SeqCst) {
+                break false;
             }
-            inbox.read_waiters.fetch_add(1, Ordering::Relaxed);
+            if !waited {
+                waited = true;
+                crate::metrics::M.reads_waiting.add(1);
+                log::debug!(
+                    "a large upstream event waits for {more} bytes of room in the output \
+                     budget ({out} bytes held for clients, {} for events being read)",
+                    r.held
+                );
+            }
             r = inbox
                 .room
                 .wait_timeout(r, READ_WAIT_POLL)
                 .map(|(g, _)| g)
                 .unwrap_or_else(|e| e.into_inner().0);
-            inbox.read_waiters.fetch_sub(1, Ordering::Relaxed);
+        };
+        inbox.read_waiters.fetch_sub(1, Ordering::SeqCst);
+        if waited {
+            crate::metrics::M.reads_waiting.add(-1);
         }
+        granted
     }
 }
 
@@ -409,17 +429,21 @@ impl Outbox {
     }
 
     /// Gates for the run's upstream streams: their large events wait for room in the output
-    /// budget ([`RunReads`]) until a stop that `ends_run` says ends the run.
-    pub(crate) fn read_gates(&self, ends_run: StopsRun) -> crate::a2a::sse::ReadGates {
-        let job = self.shared.clone();
-        Arc::new(move || {
-            Box::new(RunReads {
-                job: job.clone(),
-                ends_run: ends_run.clone(),
-                ticket: None,
-                held: 0,
-            })
-        })
+    /// budget ([`RunReads`]) until their session is aborted.
+    pub(crate) fn read_gates(&self) -> crate::a2a::sse::ReadGates {
+        let inbox = self.shared.inbox.clone();
+        let waker = inbox.clone();
+        crate::a2a::sse::ReadGates {
+            make: Arc::new(move |aborted| {
+                Box::new(RunReads {
+                    inbox: inbox.clone(),
+                    aborted,
+                    ticket: None,
+                    held: 0,
+                })
+            }),
+            wake: Arc::new(move || waker.wake_readers()),
+        }
     }
 
     /// Wait while the client's connection is above its output watermark (or until the job
@@ -585,56 +609,83 @@ mod tests {
     };
 
     type Gate = Box<dyn crate::a2a::sse::ReadGate>;
+    type Held = std::sync::mpsc::Receiver<(bool, Gate)>;
 
-    /// `gate.hold(bytes)` on a thread: whether it returned within `wait`, and what.
-    fn hold_within(
-        mut gate: Gate,
-        bytes: usize,
-        wait: Duration,
-    ) -> (Option<bool>, std::thread::JoinHandle<(bool, Gate)>) {
+    /// `gate.hold(bytes)` on a thread: its answer if it came within `wait`, else the channel
+    /// it will come on.
+    fn hold_within(mut gate: Gate, bytes: usize, wait: Duration) -> Result<(bool, Gate), Held> {
         let (tx, rx) = std::sync::mpsc::channel();
-        let t = std::thread::spawn(move || {
+        std::thread::spawn(move || {
             let r = gate.hold(bytes);
-            let _ = tx.send(r);
-            (r, gate)
+            let _ = tx.send((r, gate));
         });
-        (rx.recv_timeout(wait).ok(), t)
+        rx.recv_timeout(wait).map_err(|_| rx)
     }
+
+    /// Well under `READ_WAIT_POLL`: an answer this fast came from a wake-up, not the poll.
+    const WOKEN: Duration = Duration::from_millis(500);
+    const WAITS: Duration = Duration::from_millis(300);
 
     #[test]
     fn large_reads_wait_for_room_in_the_output_budget_the_oldest_first() {
         const MIB: usize = 1 << 20;
         let (inbox, _) = inbox();
         inbox.set_output_budget(16 * MIB);
-        let (ja, a) = new_job(ID, 8, &inbox);
-        let (jb, b) = new_job(ID, 8, &inbox);
-        let stops: StopsRun = Arc::new(|_| true);
-        let (mut ga, gb) = (a.read_gates(stops.clone())(), b.read_gates(stops)());
-        assert!(ga.hold(6 * MIB));
+        let (_ja, a) = new_job(ID, 8, &inbox);
+        let (_jb, b) = new_job(ID, 8, &inbox);
+        let (gates_a, gates_b) = (a.read_gates(), b.read_gates());
+        let never = || Arc::new(AtomicBool::new(false));
+        let (ga, gb) = ((gates_a.make)(never()), (gates_b.make)(never()));
+        let (granted, ga) = hold_within(ga, 6 * MIB, WOKEN).unwrap();
+        assert!(granted);
         // Output held for paused clients fills the rest: B's read would pass the budget.
         inbox.counted_unsent(8 * MIB);
-        let (got, tb) = hold_within(gb, 4 * MIB, Duration::from_millis(300));
-        assert_eq!(got, None, "B waits: 8 + 6 + 4 MiB is past 16");
+        let rb = hold_within(gb, 4 * MIB, WAITS)
+            .err()
+            .expect("B waits: 8 + 6 + 4 > 16");
         assert_eq!(inbox.reading(), 6 * MIB);
         // A, the oldest reader, goes on past the budget while it is not spent (14 of 16):
         // readers that each hold part of an event never all wait for each other.
-        assert!(ga.hold(12 * MIB));
-        // A's event is handled: its memory goes back and B reads.
-        assert!(ga.hold(0));
-        let (granted, gb) = tb.join().unwrap();
+        let (granted, ga) = hold_within(ga, 12 * MIB, WAITS).expect("the oldest goes on");
+        assert!(granted);
+        // A's event is handled: its memory goes back and B, woken, reads.
+        let (_, ga) = hold_within(ga, 0, WOKEN).unwrap();
+        let (granted, gb) = rb.recv_timeout(WOKEN).expect("B is woken");
         assert!(granted);
         assert_eq!(inbox.reading(), 4 * MIB);
-        // B is the oldest now, but the budget is spent (15 of 16 held by output): it waits,
-        // until its run is stopped.
+        // B is the oldest now, but the budget is spent (15 of 16 held by output): it waits
+        // until the loop counts output going out.
         inbox.counted_unsent(15 * MIB);
-        let (got, tb) = hold_within(gb, 8 * MIB, Duration::from_millis(300));
-        assert_eq!(got, None);
-        jb.stop(StopReason::ClientGone);
-        let (granted, gb) = tb.join().unwrap();
-        assert!(!granted, "a stopped run reads no more");
-        drop(gb);
-        assert_eq!(inbox.reading(), 0, "a dropped gate gives back what it held");
-        drop(ja);
+        let rb = hold_within(gb, 8 * MIB, WAITS)
+            .err()
+            .expect("spent: even the oldest waits");
+        inbox.counted_unsent(2 * MIB);
+        let (granted, gb) = rb.recv_timeout(WOKEN).expect("woken by the loop's count");
+        assert!(granted);
+        drop((ga, gb));
+        assert_eq!(inbox.reading(), 0, "dropped gates give back what they held");
+    }
+
+    #[test]
+    fn an_aborted_session_stops_its_reads_waiting_for_room() {
+        const MIB: usize = 1 << 20;
+        let (inbox, _) = inbox();
+        inbox.set_output_budget(4 * MIB);
+        inbox.counted_unsent(4 * MIB);
+        let (_j, out) = new_job(ID, 8, &inbox);
+        let gates = out.read_gates();
+        let aborted = Arc::new(AtomicBool::new(false));
+        let g = (gates.make)(aborted.clone());
+        let r = hold_within(g, 2 * MIB, WAITS)
+            .err()
+            .expect("spent: it waits");
+        // What the session's aborter does (cancel, client gone, shutdown).
+        aborted.store(true, Ordering::SeqCst);
+        (gates.wake)();
+        let (granted, g) = r.recv_timeout(WOKEN).expect("woken by the aborter");
+        assert!(!granted, "an aborted session reads no more");
+        drop(g);
+        assert_eq!(inbox.reading(), 0);
     }
 
     #[test]

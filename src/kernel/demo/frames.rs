@@ -45,8 +45,11 @@ impl<'a> Emitter<'a> {
     }
 }
 
-/// Where a big frame's generated text goes ([`Emitter::streamed`]).
-pub(super) const BIG_MARK: &str = "@@iac-agui-demo-big@@";
+/// Where a big frame's generated text goes ([`Emitter::streamed`]): unique per frame, so no
+/// id or text that came from a client can be taken for it.
+pub(super) fn big_mark() -> String {
+    format!("@@big-{}@@", ids::hex32())
+}
 
 /// What subscribers and the task's history get in place of `mib` MiB of generated text.
 fn big_note(mib: u64) -> String {
@@ -170,13 +173,14 @@ impl Emitter<'_> {
         Ok(())
     }
 
-    /// A `WORKING` status whose one string `BIG_MARK` (in the message or in `iac`) is `line`
+    /// A `WORKING` status whose one string `mark` (in the message or in `iac`) is `line`
     /// repeated to `mib` MiB, generated while it is written ([`Emitter::streamed`]). The task's
-    /// history keeps a note in place of the text.
+    /// last message and history keep a note in place of the text.
     pub(super) fn big_status(
         &mut self,
         message: Option<Value>,
         iac: Value,
+        mark: &str,
         line: &str,
         mib: u64,
     ) -> Result<(), Stop> {
@@ -187,25 +191,26 @@ impl Emitter<'_> {
             let note =
                 serde_json::to_string(m)
                     .unwrap_or_default()
-                    .replacen(BIG_MARK, &big_note(mib), 1);
+                    .replacen(mark, &big_note(mib), 1);
+            let note: Value = serde_json::from_str(&note).unwrap_or(Value::Null);
             if let Some(t) = lock(&self.shared.tasks).get_mut(&self.task_id) {
-                t.history
-                    .push(serde_json::from_str(&note).unwrap_or(Value::Null));
+                t.last_message = Some(note.clone());
+                t.history.push(note);
             }
         }
         let upd = json!({"statusUpdate": {"taskId": self.task_id, "contextId": self.context_id, "status": st, "metadata": {"iac_code": iac}}});
-        self.streamed(upd, line, mib)
+        self.streamed(upd, mark, line, mib)
     }
 
-    /// Write a frame whose string `BIG_MARK` is `line` repeated to `mib` MiB, 64 KiB per
-    /// chunk as it is generated. The demo kernel runs in the server's process: a frame built
-    /// whole (value, serialization, framing, chunk: four copies) held 40 MiB of the server's
-    /// memory per `big 10 10` whose client stopped reading (issue 36, fault 2). Subscribers
-    /// get the frame with a note in place of the text.
-    fn streamed(&mut self, result: Value, line: &str, mib: u64) -> Result<(), Stop> {
+    /// Write a frame whose string `mark` is `line` repeated to `mib` MiB, 64 KiB per chunk
+    /// as it is generated. The demo kernel runs in the server's process: a frame built whole
+    /// (value, serialization, framing, chunk: four copies) held 40 MiB of the server's memory
+    /// per `big 10 10` whose client stopped reading (issue 36, fault 2). Subscribers get the
+    /// frame with a note in place of the text. A cancel cuts the text short, never the frame.
+    fn streamed(&mut self, result: Value, mark: &str, line: &str, mib: u64) -> Result<(), Stop> {
         let v = json!({"result": result, "id": self.req_id, "jsonrpc": "2.0"});
         let whole = serde_json::to_string(&v).unwrap_or_default();
-        let Some((head, tail)) = whole.split_once(BIG_MARK) else {
+        let Some((head, tail)) = whole.split_once(mark) else {
             return self.raw(whole.as_bytes());
         };
         if let Some(t) = lock(&self.shared.tasks).get_mut(&self.task_id)
@@ -219,18 +224,20 @@ impl Emitter<'_> {
         let escaped = quoted.get(1..quoted.len() - 1).unwrap_or("");
         let per_chunk = ((64 * 1024) / escaped.len().max(1)).max(1);
         let chunk = escaped.repeat(per_chunk);
-        let mut left = ((mib as usize) << 20) / line.len().max(1);
-        left = left.max(1);
+        let mut left = (((mib as usize) << 20) / line.len().max(1)).max(1);
         write_chunk(self.sock, format!("data: {head}").as_bytes()).map_err(|_| Stop)?;
+        let mut cancelled = false;
         while left > 0 {
             if self.cancel.load(Ordering::SeqCst) {
-                return Err(Stop);
+                cancelled = true;
+                break;
             }
             let k = left.min(per_chunk);
             write_chunk(self.sock, &chunk.as_bytes()[..escaped.len() * k]).map_err(|_| Stop)?;
             left -= k;
         }
-        write_chunk(self.sock, format!("{tail}\r\n\r\n").as_bytes()).map_err(|_| Stop)
+        write_chunk(self.sock, format!("{tail}\r\n\r\n").as_bytes()).map_err(|_| Stop)?;
+        if cancelled { Err(Stop) } else { Ok(()) }
     }
 
     pub(super) fn meta(&mut self, iac: Value) -> Result<(), Stop> {

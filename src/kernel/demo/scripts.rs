@@ -161,12 +161,20 @@ pub(super) fn run_script(em: &mut Emitter<'_>, script: Script, text: &str) -> Re
             let tool = format!("call_{}", &ids::hex32()[..8]);
             em.meta(json!({"tool": {"name": "bash", "toolUseId": tool, "status": "started"}}))?;
             em.meta(json!({"tool": {"name": "bash", "toolUseId": tool, "status": "input_complete", "toolInput": {"command": "terraform plan"}}}))?;
-            let iac = em.with_session(json!({"tool": {"name": "bash", "toolUseId": tool, "status": "completed", "result": BIG_MARK}}));
+            let mark = big_mark();
+            let iac = em.with_session(json!({"tool": {"name": "bash", "toolUseId": tool, "status": "completed", "result": mark}}));
             let line = "resource \"alicloud_instance\" \"web\" { # planned\n";
-            em.big_status(None, iac, line, tool_mib)?;
-            let m = em.msg("message", BIG_MARK);
+            em.big_status(None, iac, &mark, line, tool_mib)?;
+            let mark = big_mark();
+            let m = em.msg("message", &mark);
             let iac = em.with_session(json!({}));
-            em.big_status(Some(m), iac, "The plan adds these resources. ", text_mib)?;
+            em.big_status(
+                Some(m),
+                iac,
+                &mark,
+                "The plan adds these resources. ",
+                text_mib,
+            )?;
             em.usage(100.0, 10.0)?;
             em.finish_turn("")
         }
