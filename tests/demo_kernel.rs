@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use iac_agui::a2a::client::{A2aClient, A2aConfig, Restore, Session};
+use iac_agui::a2a::client::{A2aClient, A2aConfig, EventStream, Restore, Session};
 use iac_agui::a2a::types::{A2aEvent, Kind, Payload, TaskState};
 use iac_agui::kernel::demo::{DemoConfig, DemoKernel};
 use serde_json::{Value, json};
@@ -295,17 +295,21 @@ fn failed_task() {
     assert!(evs.iter().any(|e| e.state() == Some(TaskState::Failed)));
 }
 
+/// A new task's stream, its first frame read, and the task's id.
+fn started(s: &Session, text: &str) -> (EventStream, String) {
+    let mut st = s.send_streaming_message(message(text, None, None)).unwrap();
+    let Some(Payload::Event(first)) = st.next_payload().unwrap() else {
+        panic!("the task frame")
+    };
+    let tid = first.task_id().unwrap().to_string();
+    (st, tid)
+}
+
 #[test]
 fn cancelling_a_slow_stream() {
     let (_k, c) = kernel();
     let s = c.session();
-    let mut st = s
-        .send_streaming_message(message("slow please", None, None))
-        .unwrap();
-    let Some(Payload::Event(first)) = st.next_payload().unwrap() else {
-        panic!()
-    };
-    let tid = first.task_id().unwrap().to_string();
+    let (mut st, tid) = started(&s, "slow please");
     let c2 = c.clone();
     let t2 = tid.clone();
     let canceller = std::thread::spawn(move || {
@@ -333,13 +337,7 @@ fn cancelling_a_slow_stream() {
 fn a_cancel_in_the_middle_of_a_big_frame_keeps_every_frame_whole() {
     let (_k, c) = kernel();
     let s = c.session();
-    let mut st = s
-        .send_streaming_message(message("big 12 12", None, None))
-        .unwrap();
-    let Some(Payload::Event(first)) = st.next_payload().unwrap() else {
-        panic!()
-    };
-    let tid = first.task_id().unwrap().to_string();
+    let (mut st, tid) = started(&s, "big 12 12");
     // Not reading: the kernel blocks in its first big frame (24 MiB, past the socket buffers).
     std::thread::sleep(Duration::from_millis(300));
     let Payload::Event(r) = c.session().cancel_task(&tid).unwrap() else {
