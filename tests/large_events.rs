@@ -47,6 +47,44 @@ fn open_and_pause(addr: std::net::SocketAddr, body: &[u8]) -> (TcpStream, Vec<u8
     (s, got)
 }
 
+/// A gauge or counter from the adapter's `/metrics`.
+fn metric(addr: std::net::SocketAddr, name: &str) -> i64 {
+    let r = raw(
+        addr,
+        b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".as_slice(),
+    );
+    assert_eq!(r.status, 200, "/metrics is answered");
+    r.text()
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} in /metrics"))
+}
+
+/// Paused clients (from `open_and_pause`) read again, all at once: each stream arrives whole,
+/// numbered, with one terminal event.
+fn read_on_whole(paused: Vec<(TcpStream, Vec<u8>)>, text_mib: usize, tool_mib: usize) {
+    let readers: Vec<_> = paused
+        .into_iter()
+        .map(|(mut s, mut got)| {
+            std::thread::spawn(move || {
+                let mut rest = Vec::new();
+                s.read_to_end(&mut rest).ok();
+                got.extend_from_slice(&rest);
+                got
+            })
+        })
+        .collect();
+    for r in readers {
+        let got = r.join().unwrap();
+        let text = String::from_utf8_lossy(&got);
+        let body_start = text.find("\r\n\r\n").unwrap() + 4;
+        let sse = got[body_start..].to_vec();
+        check_ids(&sse).unwrap();
+        check_big(&sse_events(&sse).0, text_mib, tool_mib);
+    }
+}
+
 fn check_big(events: &[Value], text_mib: usize, tool_mib: usize) {
     check_stream(events).unwrap();
     assert_eq!(
@@ -181,17 +219,7 @@ fn memory_goes_back_after_a_burst_of_large_events_without_a_new_request() {
         "big-memory",
         &["--replay-retention", "2", "--disconnect-grace", "30"],
     );
-    let metric = |name: &str| -> u64 {
-        let r = raw(
-            p.addr,
-            b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".as_slice(),
-        );
-        r.text()
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{name} ")))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap()
-    };
+    let metric = |name: &str| metric(p.addr, name);
     std::thread::sleep(Duration::from_millis(300));
     let (_, idle) = memory(p.adapter.id());
     for round in 0..2 {
@@ -237,18 +265,7 @@ fn paused_readers_past_the_output_budget_get_new_runs_refused_until_they_read() 
     const MIB: i64 = 1 << 20;
     let budget = 8 * MIB;
     let p = start_pair("output-budget", &["--output-budget", &budget.to_string()]);
-    let metric = |name: &str| -> i64 {
-        let r = raw(
-            p.addr,
-            b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".as_slice(),
-        );
-        assert_eq!(r.status, 200, "/metrics is answered");
-        r.text()
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{name} ")))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("{name} in /metrics"))
-    };
+    let metric = |name: &str| metric(p.addr, name);
     assert_eq!(metric("iac_agui_output_budget_bytes"), budget);
     // A client that keeps up, on a run of small paced events (about 7.5 s): admitted before
     // the budget is spent, it must not be paused with the readers that are behind.
@@ -326,25 +343,7 @@ fn paused_readers_past_the_output_budget_get_new_runs_refused_until_they_read() 
     assert!(text.contains("299@"), "every paced event arrived");
     assert!(metric("iac_agui_output_buffered_bytes") > budget - budget / 8);
     // The readers read again: both runs arrive whole, each with one terminal event.
-    let readers: Vec<_> = paused
-        .into_iter()
-        .map(|(mut s, mut got)| {
-            std::thread::spawn(move || {
-                let mut rest = Vec::new();
-                s.read_to_end(&mut rest).ok();
-                got.extend_from_slice(&rest);
-                got
-            })
-        })
-        .collect();
-    for r in readers {
-        let got = r.join().unwrap();
-        let text = String::from_utf8_lossy(&got);
-        let body_start = text.find("\r\n\r\n").unwrap() + 4;
-        let sse = got[body_start..].to_vec();
-        check_ids(&sse).unwrap();
-        check_big(&sse_events(&sse).0, 8, 8);
-    }
+    read_on_whole(paused, 8, 8);
     assert!(
         wait_until(Duration::from_secs(10), || metric(
             "iac_agui_output_buffered_bytes"
@@ -373,17 +372,7 @@ fn paused_readers_that_arrive_at_once_stay_within_the_output_budget() {
         "output-budget-burst",
         &["--output-budget", &budget.to_string()],
     );
-    let metric = |name: &str| -> i64 {
-        let r = raw(
-            p.addr,
-            b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".as_slice(),
-        );
-        r.text()
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{name} ")))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("{name} in /metrics"))
-    };
+    let metric = |name: &str| metric(p.addr, name);
     std::thread::sleep(Duration::from_millis(300));
     let (_, idle) = memory(p.adapter.id());
     let openers: Vec<_> = (0..RUNS)
@@ -427,25 +416,7 @@ fn paused_readers_that_arrive_at_once_stay_within_the_output_budget() {
         grew <= bound + 28 * MIB,
         "peak RSS +{grew} bytes (bound {bound} + 28 MiB)"
     );
-    let readers: Vec<_> = paused
-        .into_iter()
-        .map(|(mut s, mut got)| {
-            std::thread::spawn(move || {
-                let mut rest = Vec::new();
-                s.read_to_end(&mut rest).ok();
-                got.extend_from_slice(&rest);
-                got
-            })
-        })
-        .collect();
-    for r in readers {
-        let got = r.join().unwrap();
-        let text = String::from_utf8_lossy(&got);
-        let body_start = text.find("\r\n\r\n").unwrap() + 4;
-        let sse = got[body_start..].to_vec();
-        check_ids(&sse).unwrap();
-        check_big(&sse_events(&sse).0, 8, 8);
-    }
+    read_on_whole(paused, 8, 8);
     assert!(
         wait_until(Duration::from_secs(10), || metric(
             "iac_agui_output_buffered_bytes"

@@ -279,7 +279,7 @@ impl EventStream {
     /// [`super::sse::ReadGate`]). Before a wait that may be long (a client behind).
     pub(crate) fn settle_gate(&mut self) {
         if let Some(r) = self.reader.as_mut() {
-            let _ = r.settle_gate();
+            r.settle_gate();
         }
     }
 

@@ -220,7 +220,7 @@ const GATE_FROM: usize = 256 * 1024;
 const GATE_STEP: usize = 1024 * 1024;
 /// What an event costs while it is read and projected, per byte: its bytes, the JSON read
 /// of them and the framed event for the client.
-pub(crate) const GATE_COST: usize = 3;
+const GATE_COST: usize = 3;
 
 /// What the gate must hold for a partial event of `partial` bytes.
 fn gate_need(partial: usize) -> usize {
@@ -286,9 +286,14 @@ impl<R: Read> SseReader<R> {
         self.gate = Some((gate, 0));
     }
 
-    /// Hold what the events in hand need: called before a read (more, waiting for room) and
-    /// when the next event is asked for, the one before it handled (less).
-    pub(crate) fn settle_gate(&mut self) -> Result<(), SseError> {
+    /// Give back what the events in hand no longer need: the events returned so far are
+    /// handled. Never waits: the caller may hold events its client has not been sent yet.
+    pub(crate) fn settle_gate(&mut self) {
+        let _ = self.fit_gate(false);
+    }
+
+    /// Hold what the events in hand need: before a read, more (waiting for room) or less.
+    fn fit_gate(&mut self, before_read: bool) -> Result<(), SseError> {
         let Some((gate, held)) = self.gate.as_mut() else {
             return Ok(());
         };
@@ -299,7 +304,7 @@ impl<R: Read> SseReader<R> {
         // What is in hand: the partial event and those parsed but not yet returned.
         let pending = partial + self.queue.iter().map(|e| e.data.len()).sum::<usize>();
         let need = gate_need(pending);
-        if need != *held {
+        if need < *held || (need > *held && before_read) {
             if !gate.hold(need) {
                 return Err(SseError::Io(io::Error::other(
                     "stopped while waiting for memory to read a large event",
@@ -318,7 +323,7 @@ impl<R: Read> SseReader<R> {
     /// The next event, `Ok(None)` at the end of the stream. An incomplete final event (no
     /// blank line before EOF) is discarded, as the WHATWG rules say.
     pub(crate) fn next_event(&mut self) -> Result<Option<SseEvent>, SseError> {
-        self.settle_gate()?;
+        self.settle_gate();
         loop {
             if let Some(ev) = self.queue.pop_front() {
                 return Ok(Some(ev));
@@ -328,7 +333,7 @@ impl<R: Read> SseReader<R> {
             }
             self.parser.release_line();
             // A large partial event waits for room before it grows.
-            self.settle_gate()?;
+            self.fit_gate(true)?;
             // Between bursts the ring of parsed events goes too (a flood keeps it).
             if self.buf.len() == READ_MIN {
                 settle(&mut self.queue, Pace::Quiet, 0);
@@ -433,6 +438,12 @@ mod tests {
         ));
     }
 
+    /// A reader of `input` that arrives 64 KiB per read (events up to 8 gate steps).
+    fn in_64_kib_reads(input: &str) -> SseReader<Pieces> {
+        let pieces = input.as_bytes().chunks(64 * 1024).map(<[u8]>::to_vec);
+        SseReader::new(Pieces(pieces.collect()), 8 * GATE_STEP)
+    }
+
     /// Records what a reader holds, and refuses past `max` (a run stopping).
     struct Recorder(std::sync::Arc<std::sync::Mutex<Vec<usize>>>, usize);
 
@@ -447,13 +458,8 @@ mod tests {
     fn a_large_event_holds_the_gate_while_it_is_read_and_gives_it_back_once_handled() {
         let big = format!("data: {}\n\n", "x".repeat(3 * GATE_STEP));
         let input = format!("data: small\n\n{big}data: after\n\n");
-        let pieces: VecDeque<Vec<u8>> = input
-            .as_bytes()
-            .chunks(64 * 1024)
-            .map(<[u8]>::to_vec)
-            .collect();
         let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let mut r = SseReader::new(Pieces(pieces), 8 * GATE_STEP);
+        let mut r = in_64_kib_reads(&input);
         r.set_gate(Box::new(Recorder(log.clone(), usize::MAX)));
         assert_eq!(r.next_event().unwrap().unwrap().data, b"small");
         assert!(log.lock().unwrap().is_empty(), "small events never ask");
@@ -477,13 +483,8 @@ mod tests {
     #[test]
     fn a_refused_gate_stops_the_read() {
         let input = format!("data: {}\n\n", "x".repeat(2 * GATE_STEP));
-        let pieces: VecDeque<Vec<u8>> = input
-            .as_bytes()
-            .chunks(64 * 1024)
-            .map(<[u8]>::to_vec)
-            .collect();
         let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let mut r = SseReader::new(Pieces(pieces), 8 * GATE_STEP);
+        let mut r = in_64_kib_reads(&input);
         r.set_gate(Box::new(Recorder(log, 0)));
         assert!(matches!(r.next_event(), Err(SseError::Io(_))));
     }

@@ -60,6 +60,8 @@ pub(crate) struct Inbox {
     room: Condvar,
     /// Readers waiting in `room` (the loop wakes them only when there are some).
     read_waiters: AtomicUsize,
+    /// `reads.held`, for the loop to read without the lock.
+    reading: AtomicUsize,
     /// Unsent output of all connections as the loop last counted it.
     unsent: AtomicUsize,
     /// The output budget (`usize::MAX`: none).
@@ -85,6 +87,7 @@ impl Inbox {
             reads: Mutex::new(Reads::default()),
             room: Condvar::new(),
             read_waiters: AtomicUsize::new(0),
+            reading: AtomicUsize::new(0),
             unsent: AtomicUsize::new(0),
             limit: AtomicUsize::new(usize::MAX),
         })
@@ -112,7 +115,7 @@ impl Inbox {
 
     /// Bytes held by large upstream events being read (part of what the budget counts).
     pub(crate) fn reading(&self) -> usize {
-        lock(&self.reads).held
+        self.reading.load(Ordering::SeqCst)
     }
 
     /// Bytes queued by all jobs that the loop has not taken.
@@ -315,6 +318,7 @@ impl crate::a2a::sse::ReadGate for RunReads {
         let mut r = lock(&inbox.reads);
         if bytes <= self.held {
             r.held -= self.held - bytes;
+            inbox.reading.store(r.held, Ordering::SeqCst);
             self.held = bytes;
             if bytes == 0
                 && let Some(t) = self.ticket.take()
@@ -344,6 +348,7 @@ impl crate::a2a::sse::ReadGate for RunReads {
             let oldest = r.readers.first() == Some(&ticket);
             if fits || (oldest && out <= limit - limit / 8) {
                 r.held += more;
+                inbox.reading.store(r.held, Ordering::SeqCst);
                 self.held = bytes;
                 break true;
             }
