@@ -5,7 +5,7 @@ mod common;
 
 use iac_agui::clock::ManualClock;
 use std::io::{Read, Write};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -52,6 +52,23 @@ impl Backend for Scripted {
                 stream.start().unwrap();
                 stream.event(&Self::event(1, 0)).unwrap();
                 panic!("scripted panic inside the stream");
+            }
+            // Hold `bytes` of the output budget as a large upstream read does, say whether it
+            // was granted, then keep it until the client goes.
+            "hold" => {
+                stream.start().unwrap();
+                let mut gate = (stream.read_gates().make)(Arc::new(AtomicBool::new(false)));
+                let granted = gate.hold(b["bytes"].as_u64().unwrap_or(0) as usize);
+                if stream.event(&Self::event(u64::from(granted), 0)).is_err() {
+                    return;
+                }
+                let flag = stream.stop_flag();
+                for _ in 0..4000 {
+                    if flag.is_stopped() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
             }
             "no-terminal" => {
                 stream.start().unwrap();
@@ -411,6 +428,62 @@ fn bodies_past_the_body_budget_get_503_before_they_are_read() {
             .response(false)
             .is_some_and(|r| r.status != 503)
     }));
+}
+
+/// Regression (issue 36, fault 2): while large upstream reads waited for room, what was held
+/// stayed just under the output budget, so the loop saw it available and admitted new streams
+/// (30 paused readers of `big 10 10`, 0.3 s apart, were all admitted in some runs). New streams
+/// are refused until the reads have room; small requests are still answered.
+#[test]
+fn new_streams_are_refused_while_a_large_read_waits_for_room() {
+    const MIB: usize = 1 << 20;
+    let cfg = ServerConfig {
+        output_budget: 4 * MIB,
+        ..ServerConfig::default()
+    };
+    let (srv, _) = server_with(None, cfg);
+    let open = |bytes: usize| {
+        let mut r = Reader::new(srv.connect());
+        let body = json!({"script": "hold", "bytes": bytes}).to_string();
+        r.sock
+            .write_all(&request(
+                "POST",
+                "/",
+                &[("Content-Type", "application/json")],
+                body.as_bytes(),
+            ))
+            .unwrap();
+        assert_eq!(r.head().unwrap().0, 200);
+        r
+    };
+    let granted = |r: &mut Reader| {
+        let event = r.chunk().unwrap();
+        String::from_utf8_lossy(&event).contains(r#""timestamp":1,"#)
+    };
+    let small_run = || post_json(srv.addr, "/", &[], br#"{"count":1}"#);
+    // 3 of 4 MiB held: the budget is not spent, and a small run is admitted.
+    let mut first = open(3 * MIB);
+    assert!(granted(&mut first));
+    assert_eq!(small_run().status, 200);
+    // 2 MiB more does not fit: that read waits, and new streams get 503 meanwhile.
+    let mut second = open(2 * MIB);
+    let refused = wait_until(Duration::from_secs(5), || small_run().status == 503);
+    assert!(
+        refused,
+        "a new stream was admitted while a read waited for room"
+    );
+    let r = small_run();
+    assert_eq!(r.status, 503);
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert_eq!(
+        raw(srv.addr, &request("GET", "/health", &[], b"")).status,
+        200
+    );
+    // The first client goes: its room is given back, the waiting read gets it, and new
+    // streams are admitted again.
+    drop(first);
+    assert!(granted(&mut second));
+    assert!(wait_until(Duration::from_secs(5), || small_run().status == 200));
 }
 
 #[test]

@@ -199,7 +199,7 @@ const READ_MAX: usize = crate::limits::A2A_READ_BIG;
 
 /// Memory for the event being read, granted before its bytes are read (the server's output
 /// budget: issue 36, fault 2). One per reader; dropping it gives back what it holds.
-pub(crate) trait ReadGate: Send {
+pub trait ReadGate: Send {
     /// Hold `bytes` in all: more waits until they fit, less gives the rest back at once.
     /// False: stop reading (the run is stopping).
     fn hold(&mut self, bytes: usize) -> bool;
@@ -207,11 +207,11 @@ pub(crate) trait ReadGate: Send {
 
 /// What a session's streams wait on for memory.
 #[derive(Clone)]
-pub(crate) struct ReadGates {
+pub struct ReadGates {
     /// A gate for one stream; it gives up once the flag (the session's "aborted") is set.
-    pub(crate) make: Arc<dyn Fn(Arc<AtomicBool>) -> Box<dyn ReadGate> + Send + Sync>,
+    pub make: Arc<dyn Fn(Arc<AtomicBool>) -> Box<dyn ReadGate> + Send + Sync>,
     /// Wake the gates waiting for room so they look at their flags (the session is aborted).
-    pub(crate) wake: Arc<dyn Fn() + Send + Sync>,
+    pub wake: Arc<dyn Fn() + Send + Sync>,
 }
 
 /// A partial event this large asks the gate before more is read: smaller ones never wait.

@@ -186,7 +186,7 @@ impl<'a> RunStream<'a> {
 
     /// Gates for the run's upstream streams (their large events wait for room in the output
     /// budget).
-    pub(crate) fn read_gates(&self) -> crate::a2a::sse::ReadGates {
+    pub fn read_gates(&self) -> crate::a2a::sse::ReadGates {
         self.outbox.read_gates()
     }
 

@@ -20,6 +20,7 @@ use super::timers::{Clock, SystemClock, TimerSet};
 use super::{Handler, HeadDecision, Request, ServerConfig};
 use crate::limits;
 
+mod budget;
 mod deadlines;
 mod replies;
 
@@ -291,56 +292,6 @@ impl<H: Handler> Server<H> {
         if stop && self.shutdown_flag.load(Ordering::SeqCst) == 0 {
             self.shutdown_flag.fetch_add(1, Ordering::SeqCst);
         }
-    }
-
-    /// Unsent output above which a connection's job gets no more replies taken and its
-    /// worker reads no further upstream: the watermark, and far less while the output budget
-    /// is spent (so every run with a client behind pauses, and clients that keep up do not).
-    fn out_limit(&self) -> usize {
-        let watermark = self.cfg.max_output_bytes / 2;
-        if self.budget.is_over() {
-            watermark.min(limits::OUTPUT_BEHIND)
-        } else {
-            watermark
-        }
-    }
-
-    /// Re-decide the output budget with what is held now and publish it; when it became
-    /// spent or available, mark or release every run by the new limit (a released job goes
-    /// back on the ready list, as the flush under the watermark does). True while spent.
-    fn check_budget(&mut self) -> bool {
-        // Large upstream events being read count too: runs that all start at once wait for
-        // room to read theirs (`job::RunReads`) and new streams are refused meanwhile.
-        self.inbox.counted_unsent(self.budget.unsent());
-        let held = self
-            .budget
-            .held(self.inbox.queued())
-            .saturating_add(self.inbox.reading());
-        let now = i64::try_from(held).unwrap_or(i64::MAX);
-        crate::metrics::M.output_buffered.add(now - self.published);
-        self.published = now;
-        if !self.budget.update(held) {
-            return self.budget.is_over();
-        }
-        if self.budget.is_over() {
-            log::warn!(
-                "output budget spent: {held} bytes held for clients (budget {}); new streams \
-                 get 503 and runs with a client behind stop reading upstream",
-                self.budget.limit()
-            );
-        } else {
-            log::info!("output budget available again: {held} bytes held for clients");
-        }
-        let limit = self.out_limit();
-        for conn in self.conns.iter().flatten() {
-            let Some(job) = conn.job() else { continue };
-            let behind = conn.pending_out() > limit;
-            job.set_congested(behind);
-            if !behind {
-                job.renotify();
-            }
-        }
-        self.budget.is_over()
     }
 
     fn begin_shutdown(&mut self) {
@@ -659,9 +610,9 @@ impl<H: Handler> Server<H> {
     fn dispatch(&mut self, slot: usize, b: BodyRead<H::Route>) {
         let keep_alive = b.head.keep_alive;
         let head_only = b.head.method == "HEAD";
-        // The output budget is spent: no new stream until slow readers catch up (a body this
-        // far was small or within the body budget; the connection stays open).
-        if self.handler.opens_stream(&b.route) && self.check_budget() {
+        // No new stream until slow readers catch up (a body this far was small or within the
+        // body budget; the connection stays open).
+        if self.handler.opens_stream(&b.route) && self.refuses_streams() {
             crate::metrics::M.unavailable.inc("output_budget");
             let r = self.handler.over_output_budget(&b.head);
             (self.cfg.access_log)(&b.head.method, b.head.raw_path(), r.status, r.body.len());

@@ -64,6 +64,8 @@ pub(crate) struct Inbox {
     read_waiters: AtomicUsize,
     /// `reads.held`, for the loop to read without the lock.
     reading: AtomicUsize,
+    /// Readers that found no room and wait for it (new streams are refused meanwhile).
+    starved: AtomicUsize,
     /// Unsent output of all connections as the loop last counted it.
     unsent: AtomicUsize,
     /// The output budget (`usize::MAX`: none).
@@ -90,6 +92,7 @@ impl Inbox {
             room: Condvar::new(),
             read_waiters: AtomicUsize::new(0),
             reading: AtomicUsize::new(0),
+            starved: AtomicUsize::new(0),
             unsent: AtomicUsize::new(0),
             limit: AtomicUsize::new(usize::MAX),
         })
@@ -118,6 +121,12 @@ impl Inbox {
     /// Bytes held by large upstream events being read (part of what the budget counts).
     pub(crate) fn reading(&self) -> usize {
         self.reading.load(Ordering::SeqCst)
+    }
+
+    /// Some large upstream event waits for room in the output budget: the budget is as good
+    /// as spent even while what is held stays just under it.
+    pub(crate) fn reads_starved(&self) -> bool {
+        self.starved.load(Ordering::SeqCst) > 0
     }
 
     /// Bytes queued by all jobs that the loop has not taken.
@@ -356,6 +365,7 @@ impl crate::a2a::sse::ReadGate for RunReads {
             }
             if !waited {
                 waited = true;
+                inbox.starved.fetch_add(1, Ordering::SeqCst);
                 crate::metrics::M.reads_waiting.add(1);
                 log::debug!(
                     "a large upstream event waits for {more} bytes of room in the output \
@@ -371,6 +381,7 @@ impl crate::a2a::sse::ReadGate for RunReads {
         };
         inbox.read_waiters.fetch_sub(1, Ordering::SeqCst);
         if waited {
+            inbox.starved.fetch_sub(1, Ordering::SeqCst);
             crate::metrics::M.reads_waiting.add(-1);
         }
         granted
