@@ -217,6 +217,17 @@ impl<'a, 's> Run<'a, 's> {
                 .store(true, std::sync::atomic::Ordering::SeqCst)
         }));
         *lock(&self.a.control.abort) = Some(self.session.aborter());
+        // A panic ends the exchange with `RUN_ERROR INTERNAL_ERROR` (the app's `catch_unwind`),
+        // but the thread must not stay held by a run that no longer exists: every later turn
+        // would be `THREAD_BUSY` until a restart.
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.stages()));
+        if let Err(panic) = ran {
+            self.after_panic();
+            std::panic::resume_unwind(panic);
+        }
+    }
+
+    fn stages(&mut self) {
         if self.stream.start().is_err() {
             return self.on_disconnect();
         }
@@ -695,6 +706,21 @@ impl<'a, 's> Run<'a, 's> {
         // thread free (the reference releases after writing it, a race).
         self.release();
         let _ = self.stream.terminal(&ev.to_json());
+    }
+
+    /// After a panic: fail closed (the task is cancelled, the execution retired, nothing left
+    /// pending) and the thread released.
+    #[inline(never)]
+    fn after_panic(&mut self) {
+        log::error!(
+            "run {} panicked: its task is cancelled and its thread released",
+            self.a.run_id
+        );
+        if self.a.kind != RunKind::Guidance {
+            self.cancel_task_best_effort();
+            let _ = self.mark_terminal(true);
+        }
+        self.release();
     }
 
     fn release(&self) {

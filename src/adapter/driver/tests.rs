@@ -690,3 +690,28 @@ fn new_interrupts_found_by_the_snapshot_end_the_resume_listing_all() {
 }
 
 mod endings;
+
+/// Regression (outside review of issue 36, fault 6): a panic inside a run became its one
+/// `RUN_ERROR`, but the thread stayed held by the dead run, so every later turn got
+/// `409 THREAD_BUSY` until a restart. Now the run fails closed and frees its thread.
+#[test]
+fn a_run_that_panics_frees_its_thread_for_the_next_turn() {
+    let h = Harness::new();
+    *lock(&h.kernel.on_first_send) = Some(Box::new(|| panic!("scripted panic inside a run")));
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        h.run(h.body("r1", "hi", None))
+    }));
+    assert!(panicked.is_err(), "the scripted panic reached the run");
+    let doc = h.doc();
+    assert!(
+        doc.terminal.contains(&doc.execution.execution_id),
+        "retired"
+    );
+    h.turn(vec![
+        task("TASK_STATE_SUBMITTED"),
+        text("Hello again"),
+        status("TASK_STATE_COMPLETED", json!({})),
+    ]);
+    let ev = h.run(h.body("r2", "again", None));
+    assert_eq!(last(&ev)["outcome"]["type"], "success", "{ev:?}");
+}
