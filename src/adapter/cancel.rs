@@ -49,6 +49,8 @@ pub(crate) fn cancel(sh: &Shared, req: CancelRequest) -> Response {
     // One read decides and writes: the checks see the state the write replaces (a copy taken
     // before could be a turn behind).
     let mut decision = Decision::NotFound;
+    // This call made the claim (cancels of one thread are serialised by its lock).
+    let mut claimed_here = false;
     let saved = sh.registry.update(&slot, |current| {
         let doc = &current?.doc;
         match sh.registry.live_thread(exec) {
@@ -70,9 +72,12 @@ pub(crate) fn cancel(sh: &Shared, req: CancelRequest) -> Response {
         }
         // A streaming run that already decided its own end (its terminal event is on its
         // way) is not cancelled any more: say so instead of contradicting the stream.
-        if control.as_ref().is_some_and(|c| !c.claim_cancel()) {
-            decision = Decision::AlreadyTerminal;
-            return None;
+        if let Some(c) = control.as_ref() {
+            claimed_here = c.end_open();
+            if !c.claim_cancel() {
+                decision = Decision::AlreadyTerminal;
+                return None;
+            }
         }
         decision = Decision::Cancel {
             task_id: doc.execution.task_id.clone(),
@@ -98,6 +103,10 @@ pub(crate) fn cancel(sh: &Shared, req: CancelRequest) -> Response {
     };
     if let Err(e) = saved {
         log::error!("cancel {exec}: {e}");
+        // Not cancelled: the run must not end `CANCELLED` after the client was told so.
+        if let Some(c) = control.as_ref().filter(|_| claimed_here) {
+            c.unclaim_cancel();
+        }
         return ApiError::new(Code::StateUnavailable, Msg::StateUnavailable).response(req.lang);
     }
     sh.registry.live_remove(exec);

@@ -275,6 +275,20 @@ impl RunControl {
         }
     }
 
+    /// Neither the run nor a cancel has claimed the end yet.
+    pub(crate) fn end_open(&self) -> bool {
+        self.end.load(std::sync::atomic::Ordering::SeqCst) == END_OPEN
+    }
+
+    /// Take back a cancel's claim whose save failed: the route answered an error, so the run
+    /// ends as it would have (its own end, not `CANCELLED`).
+    pub(crate) fn unclaim_cancel(&self) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let _ = self
+            .end
+            .compare_exchange(END_CANCELLED, END_OPEN, SeqCst, SeqCst);
+    }
+
     /// The run claims its own end. False when the cancel route claimed it first: the run
     /// then ends cancelled, whatever the kernel said last.
     pub(crate) fn claim_end(&self) -> bool {

@@ -149,6 +149,58 @@ fn a_cancel_that_wins_the_race_with_the_last_kernel_event_ends_the_run_cancelled
     assert_eq!(last(&ev)["code"], "CANCELLED", "{ev:?}");
 }
 
+/// The first save that retires an execution fails (a disk full for a moment).
+struct FailFirstRetire(Arc<MemStore>, std::sync::atomic::AtomicBool);
+
+impl ThreadStore for FailFirstRetire {
+    fn load(&self, key: &ThreadKey) -> Result<Option<ThreadDoc>, StoreError> {
+        self.0.load(key)
+    }
+    fn save(&self, doc: &ThreadDoc) -> Result<(), StoreError> {
+        if doc.terminal.contains(&doc.execution.execution_id)
+            && !self.1.swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return Err(StoreError::Io(std::io::Error::other("disk full (test)")));
+        }
+        self.0.save(doc)
+    }
+}
+
+/// Regression (outside review of issue 36, fault 6): a cancel whose save failed answered an
+/// error but kept its claim on the run's end, so the run, which went on, ended `CANCELLED`
+/// although the client had been told the cancel failed.
+#[test]
+fn a_cancel_whose_save_fails_leaves_the_run_to_end_on_its_own() {
+    let mem = Arc::new(MemStore::default());
+    let store = Arc::new(FailFirstRetire(mem.clone(), Default::default()));
+    let h = Harness::with(mem.clone(), store, None);
+    let shared = Arc::downgrade(&h.backend.shared);
+    let answers = Arc::new(Mutex::new(Vec::new()));
+    let seen = answers.clone();
+    *lock(&h.kernel.on_first_send) = Some(Box::new(move || {
+        let Some(sh) = shared.upgrade() else { return };
+        let runs: Vec<String> = lock(&sh.runs).keys().cloned().collect();
+        let ros = lock(&mem.docs)
+            .get(&ThreadKey::shared(THREAD))
+            .map(|d| d.execution.ros_invocation_id.clone())
+            .unwrap();
+        for exec in runs {
+            let body = json!({"threadId": THREAD, "rosInvocationId": ros}).to_string();
+            let req = crate::app::CancelRequest::parse(exec, body.as_bytes(), Lang::En).unwrap();
+            lock(&seen).push(crate::adapter::cancel::cancel(&sh, req).status);
+        }
+    }));
+    h.turn(vec![
+        task("TASK_STATE_SUBMITTED"),
+        text("Hello"),
+        status("TASK_STATE_COMPLETED", json!({})),
+    ]);
+    let ev = h.run(h.body("r1", "go", None));
+    assert_eq!(*lock(&answers), [503], "the cancel could not be saved");
+    assert_eq!(last(&ev)["type"], "RUN_FINISHED", "{ev:?}");
+    assert_eq!(last(&ev)["outcome"]["type"], "success");
+}
+
 #[test]
 fn the_first_to_claim_a_runs_end_decides_it() {
     let c = crate::adapter::shared::RunControl::default();
