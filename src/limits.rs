@@ -232,3 +232,6 @@ pub(crate) const DEMO_BIG_MAX_MIB: u64 = 12;
 /// connection, and the reset can destroy the answer before the client reads it).
 pub(crate) const LINGER_TIME: Duration = Duration::from_secs(2);
 pub(crate) const LINGER_BYTES: usize = 4 * 1024 * 1024;
+/// Connections past `--max-connections` that get their 503 with the lingering close above
+/// (each holds a slot for at most `LINGER_TIME`); more are answered and closed at once.
+pub(crate) const REFUSALS_LINGERING: usize = 64;

@@ -1127,6 +1127,40 @@ fn connections_beyond_the_maximum_are_refused_cleanly() {
     assert_eq!(n, 5);
 }
 
+/// Regression (outside review of issue 36, fault 7): a connection past the limit got its 503
+/// and was closed with its input unread, which resets it (the answer can be lost). Now its
+/// write side is shut after the answer and its upload drained, bounded, as after a 413.
+#[test]
+fn a_client_uploading_past_the_connection_limit_reads_the_whole_503() {
+    let cfg = ServerConfig {
+        max_connections: 2,
+        ..ServerConfig::default()
+    };
+    let (srv, _) = server_with(None, cfg);
+    let _a = srv.connect();
+    let _b = srv.connect();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut s = srv.connect();
+    s.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 52428800\r\n\r\n")
+        .unwrap();
+    let chunk = vec![b'a'; 64 * 1024];
+    for _ in 0..8 {
+        s.write_all(&chunk).unwrap();
+    }
+    let mut r = Reader::new(s.try_clone().unwrap());
+    let resp = r.response(false).unwrap();
+    assert_eq!(
+        (resp.status, resp.error_code().as_str()),
+        (503, "SERVER_BUSY")
+    );
+    assert!(r.closed(), "the write side is shut after the answer");
+    std::thread::sleep(Duration::from_millis(200));
+    for i in 0..8 {
+        s.write_all(&chunk)
+            .unwrap_or_else(|e| panic!("write {i} after the answer: {e}"));
+    }
+}
+
 #[test]
 fn jobs_beyond_the_maximum_get_503() {
     let backend = Arc::new(Scripted::default());

@@ -329,7 +329,11 @@ impl<H: Handler> Server<H> {
                     return;
                 }
             };
-            if self.live >= self.cfg.max_connections {
+            let over = self.live >= self.cfg.max_connections;
+            // Past the limit a few more get their 503 through a slot of their own, so the write
+            // side is shut and their upload drained before the close (a close with unread input
+            // resets the connection, which can destroy the answer); past those, closed at once.
+            if over && self.live >= self.cfg.max_connections + limits::REFUSALS_LINGERING {
                 let mut out = Vec::new();
                 self.handler
                     .over_capacity()
@@ -369,6 +373,11 @@ impl<H: Handler> Server<H> {
             self.live += 1;
             crate::metrics::M.connections_open.add(1);
             crate::metrics::M.connections_total.inc();
+            if over {
+                log::warn!("connection refused: {} connections open", self.live - 1);
+                self.respond(slot, self.handler.over_capacity().closing(), false, false);
+                self.flush(slot);
+            }
             self.rearm(slot);
         }
     }
