@@ -933,13 +933,23 @@ def scenario_context(a, w):
 
 
 def kernel_rpc(kernel_url, token, method, params):
+    """One JSON-RPC call to the kernel: its status and body. A streaming method's answer is
+    the first SSE `data:` payload (an error comes that way or as a plain JSON body)."""
     host, port = kernel_url.removeprefix("http://").rstrip("/").rsplit(":", 1)
     c = http.client.HTTPConnection(host, int(port), timeout=30)
     c.request("POST", "/", body=json.dumps({"jsonrpc": "2.0", "id": "probe", "method": method, "params": params}),
               headers={"Content-Type": "application/json", "A2A-Version": "1.0",
+                       "Accept": "text/event-stream, application/json",
                        "Authorization": f"Bearer {token}"})
     r = c.getresponse()
-    body = r.read()
+    if "text/event-stream" in (r.getheader("Content-Type") or ""):
+        body = b""
+        for line in r:
+            if line.startswith(b"data:"):
+                body = line[5:].strip()
+                break
+    else:
+        body = r.read()
     c.close()
     return r.status, body
 
@@ -962,11 +972,12 @@ def scenario_answer_validation(a, w, kernel_url, token):
     st, ev2 = a.post(s, w.body("answers", "", resume=blank, **props))
     expect(s, st == 200 and ev2[-1]["type"] == "RUN_ERROR" and ev2[-1]["code"] == "RESUME_PAYLOAD_INVALID",
            f"a blank answer: {ev2[-1] if st == 200 else ev2}")
-    # What the real kernel does with the same answer, sent as iac-agui sends answers.
+    # What the real kernel does with the same answer, sent as iac-agui sends answers
+    # (SendStreamingMessage, as `driver/resume.rs` does).
     msg = {"messageId": "interop-blank-answer", "role": "ROLE_USER", "parts": [{"text": "   "}],
            "contextId": sess["contextId"], "taskId": sess["taskId"],
            "metadata": {"iac_code": {"cwd": w.ws, "run_mode": "pipeline", "pipeline_name": "selling"}}}
-    status, raw = kernel_rpc(kernel_url, token, "SendMessage",
+    status, raw = kernel_rpc(kernel_url, token, "SendStreamingMessage",
                              {"message": msg, "configuration": {"acceptedOutputModes": ["text/plain"]}})
     err = json.loads(raw).get("error") if status == 200 else None
     expect(s, err is not None and err.get("code") == -32602,
