@@ -788,6 +788,15 @@ catalog! {
         "メッセージにはエージェントへ送れる内容がありません。受け付けるのはテキストと、インラインで送られた PNG・JPEG・GIF・WebP 画像です。",
         "Nenhum conteúdo da mensagem pode ser enviado ao agente: ele aceita texto e imagens PNG, JPEG, GIF ou WebP enviadas no próprio pedido.",
     ],
+    GuidanceRejectedByAgent => [
+        "The agent did not accept this message ({reason}); the run it was meant for goes on. Change the message and send it again.",
+        "智能体未接受这条消息（{reason}）；它所针对的运行仍在继续。请修改消息后再发送。",
+        "El agente no aceptó este mensaje ({reason}); la ejecución a la que iba dirigido continúa. Cámbielo y envíelo de nuevo.",
+        "L'agent n'a pas accepté ce message ({reason}) ; l'exécution visée continue. Modifiez le message et renvoyez-le.",
+        "Der Agent hat diese Nachricht nicht angenommen ({reason}); der Lauf, für den sie gedacht war, geht weiter. Bitte ändern und erneut senden.",
+        "エージェントはこのメッセージを受け付けませんでした（{reason}）。対象の実行は続いています。内容を変えてもう一度送ってください。",
+        "O agente não aceitou esta mensagem ({reason}); a execução a que se destinava continua. Altere a mensagem e envie de novo.",
+    ],
     ResumeRejectedByAgent => [
         "The agent did not accept this answer ({reason}); the question is still open, answer it again.",
         "智能体未接受此回答（{reason}）；问题仍待回答，请重新作答。",

@@ -777,3 +777,54 @@ fn guidance_while_the_backup_is_not_ready_is_retryable_and_cancels_nothing() {
     assert_eq!(last(&ev)["outcome"]["type"], "success");
     assert!(!c.calls().iter().any(|(m, _)| m == "CancelTask"));
 }
+
+/// Regression (outside review of issue 36, fault 4): a guidance message the kernel refused
+/// as invalid was reported `RESUME_REJECTED` with the words of a refused answer ("the
+/// question is still open"); guidance is no answer. It is an input error of its own, and
+/// nothing is cancelled or retired.
+#[test]
+fn guidance_the_kernel_refuses_is_an_input_error_not_a_refused_answer() {
+    let invalid = json!({"error": {"code": -32602, "message": "Message text must not be blank."},
+        "id": "x", "jsonrpc": "2.0"});
+    let c = Case::new(
+        "guidance-refused",
+        vec![canned(
+            "SendStreamingMessage",
+            200,
+            JS,
+            serde_json::to_vec(&invalid).unwrap(),
+        )],
+    );
+    let doc = iac_agui::store::document::ThreadDoc {
+        thread_id: THREAD.into(),
+        context_id: ctx(),
+        cwd: c.ws.clone(),
+        session_id: Some("sess-1".into()),
+        execution: iac_agui::store::document::Execution {
+            execution_id: "exec-1".into(),
+            ros_invocation_id: "ros".into(),
+            task_id: Some("task-1".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    std::fs::write(c.state_path(), doc.to_bytes()).unwrap();
+    let mut b = c.body("g1", None);
+    b["forwardedProps"]["iacCode"]["activeGuidance"] = true.into();
+    b["forwardedProps"]["iacCode"]["runMode"] = "pipeline".into();
+    let r = post_json(c.srv.addr, "/", &[], &serde_json::to_vec(&b).unwrap());
+    assert_eq!(r.status, 200, "{}", r.text());
+    let (ev, _) = sse_events(&r.body);
+    check_stream(&ev).unwrap();
+    assert_eq!(types(&ev), ["RUN_STARTED", "RUN_ERROR"]);
+    let (code, message) = code(&ev);
+    assert_eq!(code, "INVALID_INPUT");
+    assert!(
+        message.contains("Message text must not be blank."),
+        "{message}"
+    );
+    assert!(!message.contains("question"), "{message}");
+    let state = c.state().unwrap();
+    assert_eq!(state["execution"]["taskId"], "task-1");
+    assert!(!c.calls().iter().any(|(m, _)| m == "CancelTask"));
+}

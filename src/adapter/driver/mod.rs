@@ -563,10 +563,14 @@ impl<'a, 's> Run<'a, 's> {
         } else if e.code == Some(INVALID_PARAMS) {
             // The answer, not the kernel, is at fault: an input error the client can fix,
             // never "unavailable", which clients retry unchanged.
-            let text = Msg::ResumeRejectedByAgent
-                .text(self.lang())
-                .replace("{reason}", e.message.trim());
-            Stop::Fail(Code::ResumeRejected, text, Cleanup::Keep)
+            // A guidance message is not an answer: no question is left open.
+            let (code, msg) = if self.a.kind == RunKind::Guidance {
+                (Code::InvalidInput, Msg::GuidanceRejectedByAgent)
+            } else {
+                (Code::ResumeRejected, Msg::ResumeRejectedByAgent)
+            };
+            let text = msg.text(self.lang()).replace("{reason}", e.message.trim());
+            Stop::Fail(code, text, Cleanup::Keep)
         } else {
             self.fail(
                 Code::A2aUnavailable,
