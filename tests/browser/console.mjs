@@ -242,6 +242,12 @@ try {
     // The token is this tab's only.
     const stored = await tab.evaluate(() => JSON.stringify(localStorage));
     if (stored.includes("console-secret")) fail("token", "the token reached local storage");
+    // Regression (outside review of issue 36, fault 3): a workspace kept from an earlier
+    // configuration of this origin hid the configured one after a reload.
+    await tab.evaluate(() => localStorage.setItem("iac-agui-console:settings", JSON.stringify({ thread: "t-old", ros: "ros-console", cwd: "/stale/workspace" })));
+    await tab.reload({ waitUntil: "load" });
+    await tab.waitForFunction((ws) => document.querySelector("#cwd").value === ws, { timeout: 10000 }, ws)
+      .catch(async () => fail("token", `after a reload the workspace is ${await tab.$eval("#cwd", (e) => e.value)}, not ${ws}`));
     await tab.screenshot({ path: join(SHOTS, "11-token.png"), fullPage: true });
     await tab.close();
   });
