@@ -172,6 +172,7 @@ type Skip<'a> = &'a mut dyn FnMut(usize, &str, SkipReason);
 fn to_parts(items: &[Value], mut skip: Option<Skip<'_>>) -> Result<Vec<Value>, Msg> {
     let mut parts = Vec::with_capacity(items.len());
     let mut total = 0usize;
+    let lenient = skip.is_some();
     for (at, item) in items.iter().enumerate() {
         let kind = item.get("type").and_then(Value::as_str).unwrap_or("");
         let mut refuse = |msg: Msg, reason: SkipReason| match skip.as_mut() {
@@ -222,6 +223,12 @@ fn to_parts(items: &[Value], mut skip: Option<Skip<'_>>) -> Result<Vec<Value>, M
                 total += bytes.len();
                 if total > limits::MAX_TOTAL_IMAGE_BYTES {
                     return Err(Msg::ImagesTooLarge);
+                }
+                // 1.0: bytes of a format not decoded here (TIFF, HEIC, ICO…) are content the
+                // kernel cannot take, not broken data; 0.1 refuses them as the reference does.
+                if lenient && !super::image::decodable_format(&bytes) {
+                    refuse(Msg::ImageInvalid, SkipReason::ImageTypeNotSupported)?;
+                    continue;
                 }
                 let image = super::image::normalize(&bytes).map_err(|_| Msg::ImageInvalid)?;
                 let filename = item
@@ -415,6 +422,9 @@ mod tests {
             {"type":"binary","mimeType":"image/png","data":PNG_1X1},
             {"type":"hologram"},
             img("image/png", PNG_1X1, None),
+            // Regression (outside review): a format not decoded here (TIFF bytes under a PNG
+            // label) was a 400 in 1.0 mode, as if the data were broken.
+            img("image/png", "SUkqAAgAAAA=", None),
         ]);
         let mut skipped = Vec::new();
         let u = user_message_as(&user(content.clone()), AguiProtocol::V1_0, &mut skipped).unwrap();
@@ -435,6 +445,7 @@ mod tests {
                 (5, "media-not-supported"),
                 (6, "media-not-supported"),
                 (7, "media-not-supported"),
+                (10, "image-type-not-supported"),
             ]
         );
         assert!(
@@ -462,6 +473,11 @@ mod tests {
                 &mut Vec::new()
             ),
             Err(Msg::NothingTheAgentTakes)
+        );
+        // 0.1 mode refuses a format not decoded here as the reference does.
+        assert_eq!(
+            user_message(&user(json!([img("image/png", "SUkqAAgAAAA=", None)]))),
+            Err(Msg::ImageInvalid)
         );
         // Broken data of a type the kernel takes is still the client's error.
         assert_eq!(

@@ -105,19 +105,33 @@ fn done(media_type: &'static str, bytes: Vec<u8>, img: &DynamicImage) -> Normali
 }
 
 /// The format recognised from the bytes and the first frame, decoded strictly.
-fn decode(data: &[u8]) -> Result<(ImageFormat, DynamicImage), Invalid> {
-    let reader = ImageReader::new(Cursor::new(data))
+/// The bytes are of a format decoded here (PNG, JPEG, GIF, WebP, BMP), whatever their label
+/// says; whether they are whole is `normalize`'s to find.
+pub fn decodable_format(data: &[u8]) -> bool {
+    ImageReader::new(Cursor::new(data))
         .with_guessed_format()
-        .map_err(|_| Invalid)?;
-    let format = reader.format().ok_or(Invalid)?;
-    if !matches!(
+        .ok()
+        .and_then(|r| r.format())
+        .is_some_and(is_decoded)
+}
+
+fn is_decoded(format: ImageFormat) -> bool {
+    matches!(
         format,
         ImageFormat::Png
             | ImageFormat::Jpeg
             | ImageFormat::Gif
             | ImageFormat::WebP
             | ImageFormat::Bmp
-    ) {
+    )
+}
+
+fn decode(data: &[u8]) -> Result<(ImageFormat, DynamicImage), Invalid> {
+    let reader = ImageReader::new(Cursor::new(data))
+        .with_guessed_format()
+        .map_err(|_| Invalid)?;
+    let format = reader.format().ok_or(Invalid)?;
+    if !is_decoded(format) {
         return Err(Invalid);
     }
     if format == ImageFormat::Jpeg && !jpeg_is_complete(data) {
