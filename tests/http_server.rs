@@ -507,26 +507,30 @@ fn content_length_over_limit_is_413_before_the_body() {
 #[test]
 fn a_client_that_keeps_uploading_after_a_413_reads_the_whole_answer() {
     let (srv, _) = server();
-    let mut s = srv.connect();
+    let resp = upload_50_mib_and_read_the_answer(srv.connect());
+    assert_eq!(resp.status, 413);
+    assert_eq!(resp.error_code(), "REQUEST_TOO_LARGE");
+}
+
+/// A client that starts a 50 MiB upload and goes on sending without waiting for the answer
+/// (as one that does not wait for 100-continue): it reads the whole answer, then EOF, and
+/// more of its upload is still taken after it (lingering, not a reset).
+fn upload_50_mib_and_read_the_answer(mut s: std::net::TcpStream) -> Resp {
     s.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 52428800\r\n\r\n")
         .unwrap();
-    // The client goes on sending its body, as a client that does not wait for 100-continue.
     let chunk = vec![b'a'; 64 * 1024];
     for _ in 0..8 {
         s.write_all(&chunk).unwrap();
     }
-    let reader = s.try_clone().unwrap();
-    let mut r = Reader::new(reader);
+    let mut r = Reader::new(s.try_clone().unwrap());
     let resp = r.response(false).unwrap();
-    assert_eq!(resp.status, 413);
-    assert_eq!(resp.error_code(), "REQUEST_TOO_LARGE");
     assert!(r.closed(), "the write side is shut after the answer");
-    // Still lingering: more of the upload is taken, not refused with a reset.
     std::thread::sleep(std::time::Duration::from_millis(200));
     for i in 0..8 {
         s.write_all(&chunk)
             .unwrap_or_else(|e| panic!("write {i} after the answer: {e}"));
     }
+    resp
 }
 
 #[test]
@@ -1092,8 +1096,9 @@ fn a_panicking_worker_becomes_one_run_error_and_the_server_lives_on() {
     );
 }
 
-#[test]
-fn connections_beyond_the_maximum_are_refused_cleanly() {
+/// A server with `max_connections: 3`, all taken: a stream of 4 paced events (first) and two
+/// idle connections.
+fn server_at_its_connection_limit() -> (TestServer, Vec<Reader>) {
     let cfg = ServerConfig {
         max_connections: 3,
         ..ServerConfig::default()
@@ -1110,9 +1115,19 @@ fn connections_beyond_the_maximum_are_refused_cleanly() {
         ))
         .unwrap();
     assert_eq!(stream.head().unwrap().0, 200);
-    let _a = srv.connect();
-    let _b = srv.connect();
+    let held = vec![
+        stream,
+        Reader::new(srv.connect()),
+        Reader::new(srv.connect()),
+    ];
     std::thread::sleep(Duration::from_millis(100));
+    (srv, held)
+}
+
+#[test]
+fn connections_beyond_the_maximum_are_refused_cleanly() {
+    let (srv, mut held) = server_at_its_connection_limit();
+    let mut stream = held.remove(0);
     let mut extra = Reader::new(srv.connect());
     let resp = extra.response(false).unwrap();
     assert_eq!(
@@ -1132,33 +1147,12 @@ fn connections_beyond_the_maximum_are_refused_cleanly() {
 /// write side is shut after the answer and its upload drained, bounded, as after a 413.
 #[test]
 fn a_client_uploading_past_the_connection_limit_reads_the_whole_503() {
-    let cfg = ServerConfig {
-        max_connections: 2,
-        ..ServerConfig::default()
-    };
-    let (srv, _) = server_with(None, cfg);
-    let _a = srv.connect();
-    let _b = srv.connect();
-    std::thread::sleep(Duration::from_millis(100));
-    let mut s = srv.connect();
-    s.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 52428800\r\n\r\n")
-        .unwrap();
-    let chunk = vec![b'a'; 64 * 1024];
-    for _ in 0..8 {
-        s.write_all(&chunk).unwrap();
-    }
-    let mut r = Reader::new(s.try_clone().unwrap());
-    let resp = r.response(false).unwrap();
+    let (srv, _held) = server_at_its_connection_limit();
+    let resp = upload_50_mib_and_read_the_answer(srv.connect());
     assert_eq!(
         (resp.status, resp.error_code().as_str()),
         (503, "SERVER_BUSY")
     );
-    assert!(r.closed(), "the write side is shut after the answer");
-    std::thread::sleep(Duration::from_millis(200));
-    for i in 0..8 {
-        s.write_all(&chunk)
-            .unwrap_or_else(|e| panic!("write {i} after the answer: {e}"));
-    }
 }
 
 #[test]

@@ -708,6 +708,37 @@ fn cancel_before_the_task_id_is_known_stops_the_run_and_cancels_the_task_once_se
     );
 }
 
+/// A pipeline task in progress (as after an adapter restart mid-run): task known, nothing
+/// pending, not terminal.
+fn pipeline_task_in_progress(c: &Case) {
+    let doc = iac_agui::store::document::ThreadDoc {
+        thread_id: THREAD.into(),
+        context_id: ctx(),
+        cwd: c.ws.clone(),
+        session_id: Some("sess-1".into()),
+        execution: iac_agui::store::document::Execution {
+            execution_id: "exec-1".into(),
+            ros_invocation_id: "ros".into(),
+            task_id: Some("task-1".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    std::fs::write(c.state_path(), doc.to_bytes()).unwrap();
+}
+
+/// One guidance message into the pipeline run; its events, checked.
+fn guidance(c: &Case, run: &str, headers: &[(&str, &str)]) -> Vec<Value> {
+    let mut b = c.body(run, None);
+    b["forwardedProps"]["iacCode"]["activeGuidance"] = true.into();
+    b["forwardedProps"]["iacCode"]["runMode"] = "pipeline".into();
+    let r = post_json(c.srv.addr, "/", headers, &serde_json::to_vec(&b).unwrap());
+    assert_eq!(r.status, 200, "{}", r.text());
+    let (ev, _) = sse_events(&r.body);
+    check_stream(&ev).unwrap();
+    ev
+}
+
 #[test]
 fn guidance_while_the_backup_is_not_ready_is_retryable_and_cancels_nothing() {
     let not_ready = json!({"error": {"code": -32602, "message": "Session backup is still synchronizing. Retry after 3 seconds.",
@@ -727,37 +758,8 @@ fn guidance_while_the_backup_is_not_ready_is_retryable_and_cancels_nothing() {
             )]),
         ],
     );
-    // A pipeline task in progress (as after an adapter restart mid-run): task known, nothing
-    // pending, not terminal.
-    let doc = iac_agui::store::document::ThreadDoc {
-        thread_id: THREAD.into(),
-        context_id: ctx(),
-        cwd: c.ws.clone(),
-        session_id: Some("sess-1".into()),
-        execution: iac_agui::store::document::Execution {
-            execution_id: "exec-1".into(),
-            ros_invocation_id: "ros".into(),
-            task_id: Some("task-1".into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    std::fs::write(c.state_path(), doc.to_bytes()).unwrap();
-    let guide = |run: &str| {
-        let mut b = c.body(run, None);
-        b["forwardedProps"]["iacCode"]["activeGuidance"] = true.into();
-        b["forwardedProps"]["iacCode"]["runMode"] = "pipeline".into();
-        let r = post_json(
-            c.srv.addr,
-            "/",
-            &[("Accept-Language", "de")],
-            &serde_json::to_vec(&b).unwrap(),
-        );
-        assert_eq!(r.status, 200, "{}", r.text());
-        let (ev, _) = sse_events(&r.body);
-        check_stream(&ev).unwrap();
-        ev
-    };
+    pipeline_task_in_progress(&c);
+    let guide = |run: &str| guidance(&c, run, &[("Accept-Language", "de")]);
     let ev = guide("g1");
     assert_eq!(types(&ev), ["RUN_STARTED", "RUN_ERROR"]);
     assert_eq!(
@@ -795,27 +797,8 @@ fn guidance_the_kernel_refuses_is_an_input_error_not_a_refused_answer() {
             serde_json::to_vec(&invalid).unwrap(),
         )],
     );
-    let doc = iac_agui::store::document::ThreadDoc {
-        thread_id: THREAD.into(),
-        context_id: ctx(),
-        cwd: c.ws.clone(),
-        session_id: Some("sess-1".into()),
-        execution: iac_agui::store::document::Execution {
-            execution_id: "exec-1".into(),
-            ros_invocation_id: "ros".into(),
-            task_id: Some("task-1".into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    std::fs::write(c.state_path(), doc.to_bytes()).unwrap();
-    let mut b = c.body("g1", None);
-    b["forwardedProps"]["iacCode"]["activeGuidance"] = true.into();
-    b["forwardedProps"]["iacCode"]["runMode"] = "pipeline".into();
-    let r = post_json(c.srv.addr, "/", &[], &serde_json::to_vec(&b).unwrap());
-    assert_eq!(r.status, 200, "{}", r.text());
-    let (ev, _) = sse_events(&r.body);
-    check_stream(&ev).unwrap();
+    pipeline_task_in_progress(&c);
+    let ev = guidance(&c, "g1", &[]);
     assert_eq!(types(&ev), ["RUN_STARTED", "RUN_ERROR"]);
     let (code, message) = code(&ev);
     assert_eq!(code, "INVALID_INPUT");
