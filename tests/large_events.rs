@@ -62,8 +62,13 @@ fn metric(addr: std::net::SocketAddr, name: &str) -> i64 {
 }
 
 /// Paused clients (from `open_and_pause`) read again, all at once: each stream arrives whole,
-/// numbered, with one terminal event.
-fn read_on_whole(paused: Vec<(TcpStream, Vec<u8>)>, text_mib: usize, tool_mib: usize) {
+/// numbered, with one terminal event, and the output held for them is given back.
+fn read_on_whole(
+    addr: std::net::SocketAddr,
+    paused: Vec<(TcpStream, Vec<u8>)>,
+    text_mib: usize,
+    tool_mib: usize,
+) {
     let readers: Vec<_> = paused
         .into_iter()
         .map(|(mut s, mut got)| {
@@ -83,6 +88,13 @@ fn read_on_whole(paused: Vec<(TcpStream, Vec<u8>)>, text_mib: usize, tool_mib: u
         check_ids(&sse).unwrap();
         check_big(&sse_events(&sse).0, text_mib, tool_mib);
     }
+    assert!(
+        wait_until(Duration::from_secs(10), || metric(
+            addr,
+            "iac_agui_output_buffered_bytes"
+        ) == 0),
+        "the output held for the finished runs is given back"
+    );
 }
 
 fn check_big(events: &[Value], text_mib: usize, tool_mib: usize) {
@@ -343,13 +355,7 @@ fn paused_readers_past_the_output_budget_get_new_runs_refused_until_they_read() 
     assert!(text.contains("299@"), "every paced event arrived");
     assert!(metric("iac_agui_output_buffered_bytes") > budget - budget / 8);
     // The readers read again: both runs arrive whole, each with one terminal event.
-    read_on_whole(paused, 8, 8);
-    assert!(
-        wait_until(Duration::from_secs(10), || metric(
-            "iac_agui_output_buffered_bytes"
-        ) == 0),
-        "the output held for the finished runs is given back"
-    );
+    read_on_whole(p.addr, paused, 8, 8);
     // And new runs are admitted again.
     let r = post_json(p.addr, "/", &[], &p.body("after", "r1", "hello"));
     assert_eq!(r.status, 200, "{}", r.text());
@@ -416,11 +422,5 @@ fn paused_readers_that_arrive_at_once_stay_within_the_output_budget() {
         grew <= bound + 28 * MIB,
         "peak RSS +{grew} bytes (bound {bound} + 28 MiB)"
     );
-    read_on_whole(paused, 8, 8);
-    assert!(
-        wait_until(Duration::from_secs(10), || metric(
-            "iac_agui_output_buffered_bytes"
-        ) == 0),
-        "what the runs held is given back"
-    );
+    read_on_whole(p.addr, paused, 8, 8);
 }

@@ -3,12 +3,12 @@
 //! The schemas are the adapter's own (`interrupts::interrupt` builds every one of them), and
 //! they use these JSON Schema 2020-12 keywords: `type` (object, string), `properties`,
 //! `required`, `additionalProperties: false`, `enum`, `const`, `minLength`, `pattern` (only
-//! `\S`), `oneOf`, plus
-//! the `title` annotation. This checks exactly those with the 2020-12 meaning (white space for
-//! `\S` is Unicode's, as the kernel's Python sees it; ECMA-262's set differs on U+0085 and
-//! U+FEFF only); a schema with any other keyword validates nothing (fail closed). A general validator cost 1.5 MB of a
-//! 6 MB binary for this; the unit tests below check every schema the adapter builds against
-//! the `jsonschema` crate (a dev-dependency) on a table of payloads.
+//! `\S`), `oneOf`, plus the `title` annotation. This checks exactly those with the 2020-12
+//! meaning (white space for `\S` is Unicode's, as the kernel's Python sees it; ECMA-262's set
+//! differs on U+0085 and U+FEFF only); a schema with any other keyword validates nothing (fail
+//! closed). A general validator cost 1.5 MB of a 6 MB binary for this; the unit tests below
+//! check every schema the adapter builds against the `jsonschema` crate (a dev-dependency) on
+//! a table of payloads.
 
 use serde_json::{Map, Value};
 

@@ -172,7 +172,6 @@ type Skip<'a> = &'a mut dyn FnMut(usize, &str, SkipReason);
 fn to_parts(items: &[Value], mut skip: Option<Skip<'_>>) -> Result<Vec<Value>, Msg> {
     let mut parts = Vec::with_capacity(items.len());
     let mut total = 0usize;
-    let lenient = skip.is_some();
     for (at, item) in items.iter().enumerate() {
         let kind = item.get("type").and_then(Value::as_str).unwrap_or("");
         let mut refuse = |msg: Msg, reason: SkipReason| match skip.as_mut() {
@@ -224,9 +223,9 @@ fn to_parts(items: &[Value], mut skip: Option<Skip<'_>>) -> Result<Vec<Value>, M
                 if total > limits::MAX_TOTAL_IMAGE_BYTES {
                     return Err(Msg::ImagesTooLarge);
                 }
-                // 1.0: bytes of a format not decoded here (TIFF, HEIC, ICO…) are content the
-                // kernel cannot take, not broken data; 0.1 refuses them as the reference does.
-                if lenient && !super::image::decodable_format(&bytes) {
+                // Bytes of a format not decoded here (TIFF, HEIC, ICO…) are content the kernel
+                // cannot take, not broken data: skipped in 1.0; 0.1 refuses them, as before.
+                if !super::image::decodable_format(&bytes) {
                     refuse(Msg::ImageInvalid, SkipReason::ImageTypeNotSupported)?;
                     continue;
                 }

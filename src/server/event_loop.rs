@@ -330,6 +330,9 @@ impl<H: Handler> Server<H> {
                 }
             };
             let over = self.live >= self.cfg.max_connections;
+            if over {
+                log::warn!("connection refused: {} connections open", self.live);
+            }
             // Past the limit a few more get their 503 through a slot of their own, so the write
             // side is shut and their upload drained before the close (a close with unread input
             // resets the connection, which can destroy the answer); past those, closed at once.
@@ -341,7 +344,6 @@ impl<H: Handler> Server<H> {
                     .write_to(&mut out, false, false);
                 let _ = sock.write(&out);
                 let _ = sock.shutdown(std::net::Shutdown::Both);
-                log::warn!("connection refused: {} connections open", self.live);
                 continue;
             }
             let _ = sock.set_nodelay(true);
@@ -374,7 +376,6 @@ impl<H: Handler> Server<H> {
             crate::metrics::M.connections_open.add(1);
             crate::metrics::M.connections_total.inc();
             if over {
-                log::warn!("connection refused: {} connections open", self.live - 1);
                 self.respond(slot, self.handler.over_capacity().closing(), false, false);
                 self.flush(slot);
             }

@@ -51,9 +51,11 @@ pub(super) fn big_mark() -> String {
     format!("@@big-{}@@", ids::hex32())
 }
 
-/// What subscribers and the task's history get in place of `mib` MiB of generated text.
-fn big_note(mib: u64) -> String {
-    format!("({mib} MiB of generated text)")
+/// `json` (a serialized value holding `mark`) with a note in place of the `mib` MiB of text
+/// that `mark` stands for: what subscribers and the task's history get.
+fn noted(json: &str, mark: &str, mib: u64) -> Value {
+    let note = format!("({mib} MiB of generated text)");
+    serde_json::from_str(&json.replacen(mark, &note, 1)).unwrap_or(Value::Null)
 }
 
 /// The stream must end now (cancelled, or the client went away).
@@ -186,17 +188,13 @@ impl Emitter<'_> {
     ) -> Result<(), Stop> {
         self.pause(self.delay)?;
         let mut st = json!({"state": "TASK_STATE_WORKING"});
-        if let Some(m) = &message {
-            st["message"] = m.clone();
-            let note =
-                serde_json::to_string(m)
-                    .unwrap_or_default()
-                    .replacen(mark, &big_note(mib), 1);
-            let note: Value = serde_json::from_str(&note).unwrap_or(Value::Null);
+        if let Some(m) = message {
+            let note = noted(&serde_json::to_string(&m).unwrap_or_default(), mark, mib);
             if let Some(t) = lock(&self.shared.tasks).get_mut(&self.task_id) {
                 t.last_message = Some(note.clone());
                 t.history.push(note);
             }
+            st["message"] = m;
         }
         let upd = json!({"statusUpdate": {"taskId": self.task_id, "contextId": self.context_id, "status": st, "metadata": {"iac_code": iac}}});
         self.streamed(upd, mark, line, mib)
@@ -216,8 +214,7 @@ impl Emitter<'_> {
         if let Some(t) = lock(&self.shared.tasks).get_mut(&self.task_id)
             && !t.subscribers.is_empty()
         {
-            let noted = format!("{head}{}{tail}", big_note(mib));
-            let nv: Value = serde_json::from_str(&noted).unwrap_or(Value::Null);
+            let nv = noted(&whole, mark, mib);
             t.subscribers.retain(|s| s.try_send(nv.clone()).is_ok());
         }
         let quoted = serde_json::to_string(line).unwrap_or_default();
