@@ -613,7 +613,7 @@ fn serve_with(
     crate::metrics::M.history_bytes.set(history_bytes);
     let shared = Arc::new(
         Shared::new(
-            Registry::new(store),
+            Registry::files(store),
             client,
             Arc::new(SystemEnv),
             cfg.allowed_roots.clone(),

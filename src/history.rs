@@ -2,11 +2,14 @@
 //! (`@ag-ui/client` 1.0 `HttpAgent`, its `defaultApplyEvents`) builds from the stream, kept by
 //! the server so that a new tab, a new device or a client that lost its copy gets it back.
 //!
-//! Pure: the file's bytes in and out (`Transcript::from_bytes`, `Transcript::to_bytes`), a
-//! run's events recorded (`RunLog` … `Ops`) and applied with the client's rules
-//! (`Transcript::apply`), the bounds. The file sits beside the thread's state file as
-//! `<stem>~history.json` (`~` never occurs in a stem, and iac-code 0.16.0 opens only
-//! `<stem>.json`).
+//! Pure: a run's events recorded (`Ops`) and applied with the client's rules
+//! (`Transcript::apply`), the bounds, and the thread's conversation log (`log`: the records
+//! a turn appends, and the transcript they replay to). The log sits beside the thread's
+//! state file as `<stem>~history.jsonl` (`~` never occurs in a stem, and iac-code 0.16.0
+//! opens only `<stem>.json`); the whole-file form of earlier versions (`<stem>~history.json`,
+//! `Transcript::from_bytes`) is read once and migrated.
+
+pub mod log;
 
 use serde_json::{Map, Value, json};
 
@@ -68,6 +71,10 @@ pub struct Transcript {
     pub updated_at: u64,
     /// Messages dropped from the front by the bounds, all told.
     pub dropped: u64,
+    /// The ids of the most recently dropped messages (at most `limits::HISTORY_DROPPED_IDS`):
+    /// a client that restates its whole history sends them again, and they must not come
+    /// back as new.
+    pub dropped_ids: std::collections::VecDeque<String>,
     pub messages: Vec<Value>,
 }
 
@@ -87,6 +94,7 @@ impl Transcript {
             created_at: now_ms,
             updated_at: now_ms,
             dropped: 0,
+            dropped_ids: Default::default(),
             messages: Vec::new(),
         }
     }
@@ -130,10 +138,13 @@ impl Transcript {
             created_at,
             updated_at,
             dropped,
+            dropped_ids: Default::default(),
             messages,
         })
     }
 
+    /// The whole-file form of schema version 1 (what earlier versions wrote; tests and the
+    /// fuzz target's round trip).
     pub fn to_bytes(&self) -> Vec<u8> {
         let v = json!({
             "schemaVersion": SCHEMA_VERSION,
@@ -175,20 +186,35 @@ impl Transcript {
         self.messages.iter().position(|m| m["id"] == id)
     }
 
-    /// The request's messages the transcript does not hold yet, as the client's
-    /// `RUN_STARTED` handling adds them (by id, in order); images kept as a reference only.
+    /// The request's messages the transcript does not hold yet and never dropped, as the
+    /// client's `RUN_STARTED` handling adds them (by id, in order); images kept as a
+    /// reference only.
     pub fn add_input(&mut self, messages: &[Value]) {
         for m in messages.iter().filter(|m| is_message(m)) {
             let id = m["id"].as_str().unwrap_or_default();
-            if self.position(id).is_none() {
+            if self.position(id).is_none() && !self.dropped_ids.iter().any(|d| d == id) {
                 self.messages.push(without_bytes(m));
             }
         }
     }
 
-    /// Ids of the messages held (admission keeps only the request's new ones).
+    /// The request's messages as a conversation keeps them: AG-UI messages only, images
+    /// and files as references (their bytes are never stored).
+    pub fn storable(messages: &[Value]) -> Vec<Value> {
+        messages
+            .iter()
+            .filter(|m| is_message(m))
+            .map(without_bytes)
+            .collect()
+    }
+
+    /// Ids the conversation knows: the messages held, then those the bounds dropped
+    /// (admission keeps only the request's new ones).
     pub fn ids(&self) -> impl Iterator<Item = &str> {
-        self.messages.iter().filter_map(|m| m["id"].as_str())
+        self.messages
+            .iter()
+            .filter_map(|m| m["id"].as_str())
+            .chain(self.dropped_ids.iter().map(String::as_str))
     }
 
     /// Apply a run's recorded events with the client's rules.
@@ -301,7 +327,20 @@ impl Transcript {
             bytes -= sizes[cut];
             cut += 1;
         }
-        self.messages.drain(..cut);
+        for m in self.messages.drain(..cut) {
+            if let Some(id) = m["id"].as_str() {
+                self.dropped_ids.push_back(id.to_string());
+            }
+        }
+        let mut id_bytes: usize = self.dropped_ids.iter().map(String::len).sum();
+        while self.dropped_ids.len() > crate::limits::HISTORY_DROPPED_IDS
+            || id_bytes > crate::limits::HISTORY_DROPPED_ID_BYTES
+        {
+            match self.dropped_ids.pop_front() {
+                Some(old) => id_bytes -= old.len(),
+                None => break,
+            }
+        }
         self.dropped = self.dropped.saturating_add(cut as u64);
         if self.dropped > 0 {
             self.messages.insert(
@@ -418,6 +457,9 @@ impl Default for Ops {
     }
 }
 
+/// The activity type of a pipeline's snapshot message.
+const PIPELINE_ACTIVITY: &str = "iac-code.pipeline.v1";
+
 /// What replaces text past the cap (once per run).
 pub const CUT_MARK: &str = " […]";
 
@@ -433,6 +475,70 @@ impl Ops {
 
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
+    }
+
+    /// The ops as the log keeps them: one array per op, its tag first.
+    pub(crate) fn to_json(&self) -> Value {
+        let ops = self.ops.iter().map(|op| match op {
+            Op::Open { id, role } => json!(["open", id, role]),
+            Op::Append { id, delta } => json!(["text", id, delta]),
+            Op::ToolStart { id, name, parent } => json!(["tool", id, name, parent]),
+            Op::ToolArgs { id, delta } => json!(["args", id, delta]),
+            Op::ToolResult { id, content } => json!(["result", id, content]),
+            Op::Activity { id, kind, content } => json!(["activity", id, kind, content]),
+        });
+        Value::Array(ops.collect())
+    }
+
+    /// Read back what `to_json` wrote; `None` for anything else (a damaged log).
+    pub(crate) fn from_json(v: &Value) -> Option<Ops> {
+        let s = |v: &Value| v.as_str().map(str::to_string);
+        let mut ops = Vec::new();
+        for op in v.as_array()? {
+            let a = op.as_array()?;
+            let (tag, id) = (a.first()?.as_str()?, s(a.get(1)?)?);
+            let op = match (tag, a.len()) {
+                ("open", 3) => Op::Open {
+                    id,
+                    role: match a[2].as_str()? {
+                        "assistant" => "assistant",
+                        "reasoning" => "reasoning",
+                        _ => return None,
+                    },
+                },
+                ("text", 3) => Op::Append {
+                    id,
+                    delta: s(&a[2])?,
+                },
+                ("tool", 4) => Op::ToolStart {
+                    id,
+                    name: s(&a[2])?,
+                    parent: match &a[3] {
+                        Value::Null => None,
+                        p => Some(s(p)?),
+                    },
+                },
+                ("args", 3) => Op::ToolArgs {
+                    id,
+                    delta: s(&a[2])?,
+                },
+                ("result", 3) => Op::ToolResult {
+                    id,
+                    content: s(&a[2])?,
+                },
+                ("activity", 4) if a[2] == PIPELINE_ACTIVITY => Op::Activity {
+                    id,
+                    kind: PIPELINE_ACTIVITY,
+                    content: a[3].clone(),
+                },
+                _ => return None,
+            };
+            ops.push(op);
+        }
+        Some(Ops {
+            ops,
+            ..Ops::default()
+        })
     }
 
     /// `text` as far as the cap allows, and whether it was cut there (then nothing more is
@@ -531,7 +637,7 @@ impl Ops {
                 snapshot,
             } => Op::Activity {
                 id: format!("pipeline:{pipeline_run_id}"),
-                kind: "iac-code.pipeline.v1",
+                kind: PIPELINE_ACTIVITY,
                 content: json!({"schemaVersion": 1, "pipelineRunId": pipeline_run_id,
                     "snapshot": snapshot}),
             },

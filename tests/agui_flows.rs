@@ -756,7 +756,7 @@ fn a_kernel_that_refuses_our_token_is_unavailable() {
     }
     let store = iac_agui::store::files::FileStore::open(&s.dir.join("state")).unwrap();
     let shared = std::sync::Arc::new(iac_agui::adapter::Shared::new(
-        iac_agui::adapter::threads::Registry::new(std::sync::Arc::new(store)),
+        iac_agui::adapter::threads::Registry::files(std::sync::Arc::new(store)),
         iac_agui::a2a::client::A2aClient::new(iac_agui::a2a::client::A2aConfig::new(
             s.kernel.base_url(),
             Some("wrong".into()),
@@ -919,7 +919,7 @@ fn long_thread_ids_are_accepted() {
     assert_eq!(
         names
             .iter()
-            .filter(|n| n.ends_with("~history.json"))
+            .filter(|n| n.ends_with("~history.jsonl"))
             .count(),
         3
     );

@@ -11,7 +11,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::*;
+use iac_agui::history::Bounds;
 use iac_agui::kernel::demo::{DemoConfig, DemoKernel};
+use iac_agui::store::conversations::Conversations;
 use iac_agui::store::files::FileStore;
 use serde_json::json;
 
@@ -27,13 +29,22 @@ fn start(url: &str, dir: &std::path::Path) -> (Child, std::net::SocketAddr) {
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let addr = loop {
-        let l = lines.next().unwrap().unwrap();
+        let l = lines
+            .next()
+            .expect("the adapter exited before its ready line")
+            .unwrap();
         if let Some(addr) = common::procs::ready_line_addr(&l) {
             break addr;
         }
     };
     std::thread::spawn(move || for _ in lines {});
     (child, addr)
+}
+
+fn get(addr: std::net::SocketAddr, path: &str) -> Resp {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(&request("GET", path, &[], b"")).unwrap();
+    Reader::new(s).response(false).expect("an answer")
 }
 
 #[test]
@@ -73,7 +84,8 @@ fn sigkill_at_random_points_loses_nothing() {
         child.wait().unwrap();
         drop(s);
         // Every file is whole and valid; no temp files once a process has taken over.
-        let store = FileStore::open(&dir.join("state")).unwrap();
+        let store = std::sync::Arc::new(FileStore::open(&dir.join("state")).unwrap());
+        let conversations = Conversations::new(store.clone(), Bounds::default());
         let mut pending = Vec::new();
         for e in std::fs::read_dir(dir.join("state/threads"))
             .unwrap()
@@ -81,10 +93,13 @@ fn sigkill_at_random_points_loses_nothing() {
         {
             let name = e.file_name().to_string_lossy().into_owned();
             assert!(!name.ends_with(".tmp"), "temp file left: {name}");
-            // A conversation is whole too, and belongs to a thread whose state file exists.
-            if let Some(id) = name.strip_suffix("~history.json") {
+            if name == "~index.jsonl" {
+                continue;
+            }
+            // A conversation reads, and belongs to a thread whose state file exists.
+            if let Some(id) = name.strip_suffix("~history.jsonl") {
                 let key = iac_agui::principal::ThreadKey::shared(id);
-                assert!(store.load_history(&key).unwrap().is_some(), "{name}");
+                assert!(conversations.read(&key).unwrap().is_some(), "{name}");
                 assert!(
                     store.load(&key).unwrap().is_some(),
                     "{name} without its thread"
@@ -92,14 +107,23 @@ fn sigkill_at_random_points_loses_nothing() {
                 continue;
             }
             let id = name.trim_end_matches(".json");
-            let doc = store
-                .load(&iac_agui::principal::ThreadKey::shared(id))
-                .unwrap()
-                .expect("a thread file");
+            let key = iac_agui::principal::ThreadKey::shared(id);
+            let doc = store.load(&key).unwrap().expect("a thread file");
+            // State and conversation agree: an admitted turn's message is in it.
+            let t = conversations
+                .transcript(&key, &|_| iac_agui::store::index::Status::Idle)
+                .unwrap();
+            let first = t.as_ref().and_then(|t| t.messages.first().cloned());
+            assert_eq!(
+                first.map(|m| m["content"].clone()),
+                Some(json!("permission please")),
+                "{id}: admitted, but its conversation lacks the message"
+            );
             if let Some((pid, _)) = doc.execution.pending.first() {
                 pending.push((id.to_string(), pid.clone()));
             }
         }
+        drop(conversations);
         drop(store);
         // The restarted adapter resumes every persisted interrupt of this round's thread.
         let (mut child, addr) = start(&kernel.base_url(), &dir);
@@ -129,6 +153,20 @@ fn sigkill_at_random_points_loses_nothing() {
                 "resume ended {outcome} {code}"
             );
             resumed += 1;
+        }
+        // The thread is listed after the restart, its turn in its conversation (marked cut
+        // when the kill came before its end).
+        let admitted = dir.join(format!("state/threads/{thread}.json")).exists();
+        let list = get(addr, "/threads").json();
+        let listed = list["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["threadId"] == thread);
+        assert_eq!(listed, admitted, "{list}");
+        if admitted {
+            let m = get(addr, &format!("/threads/{thread}/messages")).json();
+            assert_eq!(m["messages"][0]["content"], "permission please", "{m}");
         }
         // A thread whose run was cut off is not busy after the restart.
         let r = post_json(addr, "/", &[], &body(&thread, "after", None));

@@ -179,6 +179,29 @@ fn replaying_an_ended_run_gives_the_rest_and_its_one_terminal_event() {
 }
 
 #[test]
+fn a_deleted_threads_runs_are_not_replayed_even_when_its_id_is_used_again() {
+    // Regression (issue 45, item 8): after `DELETE /threads/T` and a new turn on `T`, a
+    // subscribe to the deleted run replayed it in full for the replay retention.
+    let s = stack(grace_2);
+    let events = s.run(&s.body("gone", "r1", "hello"));
+    let exec = session_event(&events)["executionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let delete = raw(s.addr(), &request("DELETE", "/threads/gone", &[], b""));
+    assert_eq!(delete.status, 204, "{}", delete.text());
+    let mut b = ids_body("gone", "r1");
+    b["afterSequence"] = json!(-1);
+    let after_delete = subscribe(&s, &exec, &b, &[]);
+    assert_eq!(after_delete.status, 404, "{}", after_delete.text());
+    assert_eq!(after_delete.error_code(), "EXECUTION_NOT_FOUND");
+    s.run(&s.body("gone", "r2", "a new conversation"));
+    let after_reuse = subscribe(&s, &exec, &b, &[]);
+    assert_eq!(after_reuse.status, 404, "{}", after_reuse.text());
+    assert_eq!(after_reuse.error_code(), "EXECUTION_NOT_FOUND");
+}
+
+#[test]
 fn snapshot_after_an_adapter_restart_returns_the_pending_interrupt_and_resume_works() {
     let mut s = stack(|s| s);
     let first = s.run(&s.body("snap", "r1", "permission please"));

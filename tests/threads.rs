@@ -86,10 +86,10 @@ fn a_threads_conversation_is_listed_paged_and_deleted() {
 
     // Delete: gone, files and all; a second delete is a 404.
     let state = p.dir.join("state/threads");
-    assert!(state.join("a.json").exists() && state.join("a~history.json").exists());
+    assert!(state.join("a.json").exists() && state.join("a~history.jsonl").exists());
     let d = send(p.addr, "DELETE", "/threads/a", &[]);
     assert_eq!(d.status, 204, "{}", d.text());
-    assert!(!state.join("a.json").exists() && !state.join("a~history.json").exists());
+    assert!(!state.join("a.json").exists() && !state.join("a~history.jsonl").exists());
     let again = send(p.addr, "DELETE", "/threads/a", &[]);
     assert_eq!(again.status, 404);
     assert_eq!(again.error_code(), "THREAD_NOT_FOUND");
@@ -170,10 +170,10 @@ fn conversations_survive_a_restart_and_a_damaged_one_stays_with_its_thread() {
     let before = messages(&p, "keep", "");
     let _ = p.adapter.kill();
     let _ = p.adapter.wait();
-    let file = p.dir.join("state/threads/hurt~history.json");
+    let file = p.dir.join("state/threads/hurt~history.jsonl");
     std::fs::write(
         &file,
-        b"{\"schemaVersion\": 1, \"threadId\": \"hurt\", \"messa",
+        b"{\"schemaVersion\": 2, \"threadId\": \"hurt\", \"messa\n",
     )
     .unwrap();
     let (adapter, addr) = common::procs::adapter(&p.dir, p.kernel_port, &[]);
@@ -183,9 +183,17 @@ fn conversations_survive_a_restart_and_a_damaged_one_stays_with_its_thread() {
     let hurt = get(p.addr, "/threads/hurt/messages", &[]);
     assert_eq!(hurt.status, 500, "{}", hurt.text());
     assert_eq!(hurt.error_code(), "HISTORY_UNREADABLE");
-    // The listing and the other thread are not affected.
+    // The listing and the other thread are not affected; the damaged one is still listed
+    // (it exists, and can be deleted), as it was.
     let list = get(p.addr, "/threads", &[]).json();
-    assert_eq!(list["threads"][0]["threadId"], "keep", "{list}");
+    let listed: Vec<&str> = list["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["threadId"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ["hurt", "keep"], "{list}");
+    assert_eq!(list["threads"][1]["title"], "remember me");
     // The next run on it keeps the damaged file aside and starts a new conversation.
     run(&p, "hurt", "h2", "again");
     let m = messages(&p, "hurt", "");
@@ -196,15 +204,16 @@ fn conversations_survive_a_restart_and_a_damaged_one_stays_with_its_thread() {
         .filter(|e| {
             e.file_name()
                 .to_string_lossy()
-                .starts_with("hurt~history.json.damaged-")
+                .starts_with("hurt~history.jsonl.damaged-")
         })
         .count();
     assert_eq!(aside, 1);
     // A future version's file is refused the same way, with its own reason.
-    let future = serde_json::to_vec(&json!({"schemaVersion": 9, "threadId": "keep",
-        "createdAt": 1, "updatedAt": 1, "dropped": 0, "messages": []}))
+    let mut future = serde_json::to_vec(&json!({"schemaVersion": 9, "threadId": "keep",
+        "createdAt": 1}))
     .unwrap();
-    std::fs::write(p.dir.join("state/threads/keep~history.json"), future).unwrap();
+    future.push(b'\n');
+    std::fs::write(p.dir.join("state/threads/keep~history.jsonl"), future).unwrap();
     assert_eq!(
         get(p.addr, "/threads/keep/messages", &[]).error_code(),
         "HISTORY_UNREADABLE"
@@ -229,7 +238,7 @@ fn metrics_count_threads_and_conversation_bytes() {
     let on_disk: u64 = ["m1", "m2"]
         .iter()
         .map(|t| {
-            std::fs::metadata(p.dir.join(format!("state/threads/{t}~history.json")))
+            std::fs::metadata(p.dir.join(format!("state/threads/{t}~history.jsonl")))
                 .unwrap()
                 .len()
         })
@@ -252,4 +261,241 @@ fn threads_idle_past_the_retention_are_deleted() {
     // A thread that is active again is kept.
     run(&p, "new", "n1", "hello");
     assert_eq!(get(p.addr, "/threads/new/messages", &[]).status, 200);
+}
+
+/// Start a run on `thread` and keep its stream open (read to its first event).
+fn open_run(p: &Procs, thread: &str, run: &str, text: &str) -> Reader {
+    let mut sock = TcpStream::connect(p.addr).unwrap();
+    sock.write_all(&request(
+        "POST",
+        "/",
+        &[("Content-Type", "application/json")],
+        &p.body(thread, run, text),
+    ))
+    .unwrap();
+    let mut r = Reader::new(sock);
+    assert_eq!(r.head().unwrap().0, 200);
+    r
+}
+
+fn listed<'a>(list: &'a Value, thread: &str) -> Option<&'a Value> {
+    list["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["threadId"] == thread)
+}
+
+#[test]
+fn a_running_first_turn_is_listed_with_the_run_to_re_attach_to() {
+    // Regression (issue 45, item 7): a first turn was listed only once it ended, so another
+    // tab could neither see it nor re-attach to it; the same within the disconnect grace.
+    let p = start("threads-running", &["--disconnect-grace", "10"]);
+    let r = open_run(&p, "w", "w1", "wait 4");
+    let list = get(p.addr, "/threads", &[]).json();
+    let w =
+        listed(&list, "w").unwrap_or_else(|| panic!("a running first turn is not listed: {list}"));
+    assert_eq!(w["status"], "running", "{list}");
+    assert_eq!(w["runId"], "w1");
+    assert_eq!(w["title"], "wait 4");
+    let exec = w["executionId"].as_str().unwrap().to_string();
+    // Its conversation holds the user's message already.
+    assert_eq!(messages(&p, "w", "")["messages"][0]["content"], "wait 4");
+    // The client goes; within the grace the run is still listed as running, and another
+    // client re-attaches with what the listing gave.
+    drop(r);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let list = get(p.addr, "/threads", &[]).json();
+    assert_eq!(listed(&list, "w").unwrap()["status"], "running", "{list}");
+    let b = serde_json::to_vec(
+        &json!({"threadId": "w", "runId": "w1", "rosInvocationId": "r",
+        "afterSequence": -1}),
+    )
+    .unwrap();
+    let sub = post_json(
+        p.addr,
+        &format!("/extensions/iac-code/v1/executions/{exec}/subscribe"),
+        &[],
+        &b,
+    );
+    assert_eq!(sub.status, 200, "{}", sub.text());
+    let (events, _) = sse_events(&sub.body);
+    check_stream(&events).unwrap();
+    let list = get(p.addr, "/threads", &[]).json();
+    let w = listed(&list, "w").unwrap();
+    assert_eq!(w["status"], "idle", "{list}");
+    assert!(w.get("executionId").is_none());
+}
+
+#[test]
+fn a_turn_cut_by_a_crash_is_in_its_conversation_marked_cut() {
+    // Regression (issue 45, item 6): a crash mid-run lost the turn, the user's message
+    // included, although the state file had saved the run: the thread was not listed and
+    // its messages were [].
+    let mut p = start("threads-cut", &[]);
+    run(&p, "c", "c1", "hello");
+    let _r = open_run(&p, "c", "c2", "wait 30");
+    let _ = p.adapter.kill();
+    let _ = p.adapter.wait();
+    let (adapter, addr) = common::procs::adapter(&p.dir, p.kernel_port, &[]);
+    p.adapter = adapter;
+    p.addr = addr;
+    let m = messages(&p, "c", "")["messages"].clone();
+    let roles: Vec<&str> = m
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "user", "system"], "{m}");
+    assert_eq!(m[2]["content"], "wait 30");
+    assert_eq!(m[3]["id"], "iac-agui-turn-cut-c2");
+    let list = get(p.addr, "/threads", &[]).json();
+    let c = listed(&list, "c").unwrap();
+    assert_eq!(
+        c["messageCount"], 4,
+        "state, listing and conversation agree: {list}"
+    );
+    assert_eq!(c["status"], "idle");
+    // The run id stays taken, as the state file says; the thread goes on.
+    let again = post_json(p.addr, "/", &[], &p.body("c", "c2", "wait 30"));
+    assert_eq!(again.error_code(), "DUPLICATE_RUN_ID", "{}", again.text());
+    run(&p, "c", "c3", "after the crash");
+    let m = messages(&p, "c", "")["messages"].clone();
+    assert_eq!(m[4]["content"], "after the crash", "{m}");
+}
+
+/// Stop the adapter and make `n` copies of thread `seed` (state file and conversation),
+/// each another thread id; the index journal goes too (as after an upgrade).
+fn clone_threads(p: &mut Procs, seed: &str, n: usize, with_log: bool) {
+    let _ = p.adapter.kill();
+    let _ = p.adapter.wait();
+    let dir = p.dir.join("state/threads");
+    let state = std::fs::read_to_string(dir.join(format!("{seed}.json"))).unwrap();
+    let log = std::fs::read_to_string(dir.join(format!("{seed}~history.jsonl"))).unwrap();
+    for i in 0..n {
+        let id = format!("{seed}-{i:05}");
+        let quoted = |s: &str| s.replace(&format!("\"{seed}\""), &format!("\"{id}\""));
+        std::fs::write(dir.join(format!("{id}.json")), quoted(&state)).unwrap();
+        if with_log {
+            std::fs::write(dir.join(format!("{id}~history.jsonl")), quoted(&log)).unwrap();
+        }
+    }
+    if !with_log {
+        std::fs::remove_file(dir.join(format!("{seed}~history.jsonl"))).unwrap();
+    }
+    let _ = std::fs::remove_file(dir.join("~index.jsonl"));
+    let (adapter, addr) = common::procs::adapter(&p.dir, p.kernel_port, &[]);
+    p.adapter = adapter;
+    p.addr = addr;
+}
+
+#[test]
+fn every_thread_is_listed_past_five_thousand_newest_first() {
+    // Regression (issue 45, item 4): the listing capped directory entries before it filtered
+    // for conversations, in readdir order: 106 of 5,102 threads were on no page.
+    let mut p = start("threads-many", &[]);
+    run(&p, "seed", "s1", "hello");
+    clone_threads(&mut p, "seed", 5_101, true);
+    run(&p, "newest", "n1", "the newest one");
+    let mut seen: Vec<String> = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let q = match &cursor {
+            Some(c) => format!("/threads?limit=200&cursor={c}"),
+            None => "/threads?limit=200".to_string(),
+        };
+        let page = get(p.addr, &q, &[]).json();
+        seen.extend(
+            page["threads"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["threadId"].as_str().unwrap().to_string()),
+        );
+        match page["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 5_103);
+    assert_eq!(seen[0], "newest");
+    let mut unique = seen.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), 5_103, "a thread on two pages");
+}
+
+#[test]
+fn threads_without_a_conversation_file_expire_too() {
+    // Regression (issue 45, item 9): threads with a state file and no conversation (an
+    // upgraded server's, iac-code 0.16.0's, one cut by a crash) were never expired.
+    let mut p = start("threads-state-only", &[]);
+    run(&p, "plain", "p1", "hello");
+    clone_threads(&mut p, "plain", 3, false);
+    let _ = p.adapter.kill();
+    let _ = p.adapter.wait();
+    let (adapter, addr) =
+        common::procs::adapter(&p.dir, p.kernel_port, &["--thread-retention", "2"]);
+    p.adapter = adapter;
+    p.addr = addr;
+    let dir = p.dir.join("state/threads");
+    let gone = wait_until(std::time::Duration::from_secs(20), || {
+        !dir.join("plain.json").exists() && !dir.join("plain-00002.json").exists()
+    });
+    assert!(
+        gone,
+        "threads with only a state file were kept past their retention"
+    );
+}
+
+#[test]
+fn a_conversation_file_refused_for_what_it_is_answers_history_unreadable() {
+    // Regression (issue 45, item 10): a symlink, a directory or an oversized file answered
+    // 503 STATE_UNAVAILABLE (clients retry) instead of 500 HISTORY_UNREADABLE.
+    let p = start("threads-refused", &[]);
+    run(&p, "s", "s1", "hello");
+    run(&p, "d", "d1", "hello");
+    let dir = p.dir.join("state/threads");
+    let real = dir.join("s~history.jsonl");
+    let elsewhere = p.dir.join("elsewhere.jsonl");
+    std::fs::rename(&real, &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &real).unwrap();
+    std::fs::remove_file(dir.join("d~history.jsonl")).unwrap();
+    std::fs::create_dir(dir.join("d~history.jsonl")).unwrap();
+    for t in ["s", "d"] {
+        let r = get(p.addr, &format!("/threads/{t}/messages"), &[]);
+        assert_eq!(r.status, 500, "{t}: {}", r.text());
+        assert_eq!(r.error_code(), "HISTORY_UNREADABLE");
+    }
+}
+
+#[test]
+fn a_trimmed_conversation_does_not_take_its_dropped_messages_back() {
+    // Regression (issue 45, item 10a): a client that restates its whole history (as
+    // `HttpAgent` does) got the messages the bounds had dropped stored again as the newest.
+    // Messages large enough that the log is compacted on the way: what it dropped is then
+    // known by id only.
+    let p = start("threads-trimmed", &["--history-max-messages", "4"]);
+    let mut sent: Vec<Value> = Vec::new();
+    let filler = "x".repeat(64 * 1024);
+    for i in 1..=10 {
+        sent.push(
+            json!({"id": format!("u{i}"), "role": "user", "content": format!("turn {i} {filler}")}),
+        );
+        let mut b: Value = serde_json::from_slice(&p.body("t", &format!("r{i}"), "x")).unwrap();
+        b["messages"] = json!(sent);
+        let r = post_json(p.addr, "/", &[], &serde_json::to_vec(&b).unwrap());
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let m = messages(&p, "t", "");
+    let users: Vec<&str> = m["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(users, ["u9", "u10"]);
+    assert_eq!(m["dropped"], 16);
 }

@@ -1,12 +1,24 @@
 //! Conversation files and the tokens file: the strict readers never panic; an accepted
 //! conversation survives a save → load round trip, and bounding it keeps it within its
-//! bounds with one marker at most.
+//! bounds with one marker at most; a conversation log that replays takes a snapshot of
+//! itself and one more record and replays to the same.
 #![no_main]
 use iac_agui::auth::TokenTable;
-use iac_agui::history::{Bounds, TRIMMED_ID, Transcript};
+use iac_agui::history::{Bounds, TRIMMED_ID, Transcript, log};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
+    if let Ok(r) = log::replay(data, "t") {
+        let b = Bounds {
+            max_messages: 3,
+            max_bytes: 2048,
+        };
+        let (t, _) = r.bounded(b);
+        let mut again = log::snapshot(&t);
+        again.extend(log::cut(t.updated_at, "x"));
+        let back = log::replay(&again, "t").expect("a snapshot replays");
+        assert_eq!(back.bounded(b).0.messages, t.messages);
+    }
     if let Ok(text) = std::str::from_utf8(data) {
         let _ = TokenTable::parse(text);
     }

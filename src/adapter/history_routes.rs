@@ -13,7 +13,8 @@ use crate::history::Transcript;
 use crate::i18n::Lang;
 use crate::principal::{Caller, ThreadKey};
 use crate::server::http::Response;
-use crate::store::files::{Refusal, StoreError};
+use crate::store::files::StoreError;
+use crate::store::index::Entry;
 use crate::sync::lock;
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -63,18 +64,23 @@ fn read_list_cursor(c: &str) -> Option<(u64, String)> {
     Some((t.parse().ok()?, id.to_string()))
 }
 
-/// The thread's state as a listing shows it.
-fn status(sh: &Shared, key: &ThreadKey) -> &'static str {
-    let Ok(slot) = sh.registry.slot(key) else {
-        return "idle";
+/// A listed thread's status: the live one when the thread is cached (a run in progress,
+/// its client gone within the grace included), else the index's; and the run to re-attach
+/// to while it runs.
+fn live(sh: &Shared, key: &ThreadKey, e: &Entry) -> (&'static str, Option<(String, String)>) {
+    let Some(slot) = sh.registry.cached_slot(key) else {
+        return (e.status.as_str(), None);
     };
-    let s = match lock(&slot).as_ref() {
-        Some(t) if t.active_run.is_some() => "running",
-        Some(t) if !t.doc.execution.pending.is_empty() => "interrupted",
-        _ => "idle",
-    };
-    sh.registry.forget_if_absent(key);
-    s
+    let g = lock(&slot);
+    match g.as_ref() {
+        Some(t) if t.active_run.is_some() => {
+            let run = t.active_run.clone().unwrap_or_default();
+            ("running", Some((run, t.doc.execution.execution_id.clone())))
+        }
+        Some(t) if !t.doc.execution.pending.is_empty() => ("interrupted", None),
+        Some(_) => ("idle", None),
+        None => (e.status.as_str(), None),
+    }
 }
 
 fn list(
@@ -89,37 +95,34 @@ fn list(
         Some(Some(c)) => Some(c),
         Some(None) => return bad_cursor("cursor", lang),
     };
-    let mut all = sh.registry.histories(caller);
-    // Newest activity first; ties in thread-id order, so pages never skip or repeat one.
-    all.sort_by(|a, b| {
-        b.updated_at
-            .cmp(&a.updated_at)
-            .then_with(|| a.thread_id.cmp(&b.thread_id))
-    });
-    let start = match &after {
-        None => 0,
-        Some((t, id)) => all
-            .iter()
-            .position(|x| x.updated_at < *t || (x.updated_at == *t && x.thread_id > *id))
-            .unwrap_or(all.len()),
+    let (page, more) = match sh.registry.page(caller, after, limit) {
+        Ok(p) => p,
+        Err(e) => {
+            log::error!("thread listing: {e}");
+            return ApiError::new(Code::StateUnavailable, Msg::StateUnavailable).response(lang);
+        }
     };
-    let page: Vec<&Transcript> = all[start..].iter().take(limit).collect();
-    let more = start + page.len() < all.len();
     let threads: Vec<Value> = page
         .iter()
-        .map(|t| {
-            json!({
-                "threadId": t.thread_id,
-                "title": t.title(),
-                "createdAt": iso(t.created_at),
-                "updatedAt": iso(t.updated_at),
-                "status": status(sh, &ThreadKey::new(caller, &t.thread_id)),
-                "messageCount": t.messages.len(),
-            })
+        .map(|e| {
+            let (status, run) = live(sh, &ThreadKey::new(caller, &e.thread_id), e);
+            let mut v = json!({
+                "threadId": e.thread_id,
+                "title": e.title,
+                "createdAt": iso(e.created_at),
+                "updatedAt": iso(e.updated_at),
+                "status": status,
+                "messageCount": e.messages,
+            });
+            if let Some((run_id, execution_id)) = run {
+                v["runId"] = json!(run_id);
+                v["executionId"] = json!(execution_id);
+            }
+            v
         })
         .collect();
     let next = match (more, page.last()) {
-        (true, Some(t)) => json!(list_cursor(t.updated_at, &t.thread_id)),
+        (true, Some(e)) => json!(list_cursor(e.updated_at, &e.thread_id)),
         _ => Value::Null,
     };
     json_response(200, &json!({"threads": threads, "nextCursor": next}))
@@ -143,8 +146,10 @@ fn transcript(sh: &Shared, key: &ThreadKey, lang: Lang) -> Result<Transcript, Re
                 Err(ApiError::new(Code::ThreadNotFound, Msg::ThreadNotFound).response(lang))
             }
         }
-        Err(StoreError::Invalid(Refusal::History(e))) => {
-            log::error!("thread {}: {e}", key.id);
+        // Refused for what the file is (damaged, foreign, newer, a symlink, not a regular
+        // file, too large): retrying will not help, so not a 503.
+        Err(StoreError::Invalid(why)) => {
+            log::error!("thread {}: {why}", key.id);
             Err(ApiError::new(Code::HistoryUnreadable, Msg::HistoryUnavailable).response(lang))
         }
         Err(e) => {
@@ -199,7 +204,10 @@ fn delete(sh: &Shared, key: &ThreadKey, lang: Lang) -> Response {
                 key.id
             );
             return match sh.registry.delete_files(key) {
-                Ok(()) => Response::new(204, "", Vec::new()),
+                Ok(()) => {
+                    sh.replay.forget_thread(key);
+                    Response::new(204, "", Vec::new())
+                }
                 Err(e) => {
                     log::error!("thread {}: delete failed: {e}", key.id);
                     ApiError::new(Code::StateUnavailable, Msg::StateUnavailable).response(lang)
@@ -211,14 +219,18 @@ fn delete(sh: &Shared, key: &ThreadKey, lang: Lang) -> Response {
             return ApiError::new(Code::StateUnavailable, Msg::StateUnavailable).response(lang);
         }
     };
-    let has_history = matches!(sh.registry.history(key), Ok(Some(_)) | Err(_));
-    if lock(&slot).is_none() && !has_history {
+    let listed = !matches!(sh.registry.listed(key), Ok(None));
+    if lock(&slot).is_none() && !listed {
         drop(slot);
         sh.registry.forget_if_absent(key);
         return ApiError::new(Code::ThreadNotFound, Msg::ThreadNotFound).response(lang);
     }
     match sh.registry.delete(&slot, key) {
-        Ok(true) => Response::new(204, "", Vec::new()),
+        Ok(true) => {
+            // What was deleted is not served again: its runs' replay logs go too.
+            sh.replay.forget_thread(key);
+            Response::new(204, "", Vec::new())
+        }
         Ok(false) => super::busy(&slot, lang),
         Err(e) => {
             log::error!("thread {}: delete failed: {e}", key.id);

@@ -206,8 +206,13 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
     sh.wait_for_departing_run(&slot);
     let mut refused = None;
     let mut unknown_id = None;
-    let admitted = sh.registry.update(&slot, |current| {
-        match admission::admit(current, &areq, &*sh.env) {
+    let mut snapshot = None;
+    let admitted = sh.registry.admit(
+        &slot,
+        &key,
+        &inp.run_id,
+        sh.env.now_ms(),
+        |current| match admission::admit(current, &areq, &*sh.env) {
             Ok(a) => {
                 let exec = a.thread.doc.execution.execution_id.clone();
                 Some((a.thread, (a.kind, a.retired, exec)))
@@ -221,8 +226,15 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
                 refused = Some(e);
                 None
             }
-        }
-    });
+        },
+        |(kind, _, _), stored| {
+            // The request restates the conversation (AG-UI 1.0: `messages` is the whole
+            // history); only what the thread does not hold yet is kept, from its admission.
+            let (new, snap) = conversation(sh, stored, &inp.messages);
+            snapshot = snap;
+            (new, *kind != admission::RunKind::Guidance)
+        },
+    );
     let admitted = match (admitted, refused) {
         (Ok(Some(x)), _) => Ok(x),
         (_, Some(e)) => Err(e),
@@ -275,19 +287,6 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
     if kind != admission::RunKind::Guidance {
         lock(&sh.runs).insert(execution_id, control.clone());
     }
-    // The request restates the conversation (AG-UI 1.0: `messages` is the whole history);
-    // only what the thread does not hold yet is kept for its end.
-    let stored = sh.registry.history(&key).unwrap_or_else(|e| {
-        log::warn!("thread {}: {e}", inp.thread_id);
-        None
-    });
-    let (new_messages, snapshot) = conversation(sh, stored, &inp.messages);
-    let new_messages = match new_messages.is_empty() {
-        true => Box::default(),
-        false => serde_json::to_vec(&new_messages)
-            .unwrap_or_default()
-            .into_boxed_slice(),
-    };
     let args = RunArgs {
         kind,
         slot,
@@ -299,7 +298,6 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
         user,
         resume: inp.resume.unwrap_or_default(),
         control,
-        new_messages,
         snapshot,
         skipped,
     };

@@ -377,6 +377,26 @@ impl ReplayLogs {
             .cloned()
     }
 
+    /// Drop every log of a thread's runs (the thread was deleted: a subscribe to one of
+    /// them must not replay it, whether or not the id is used again). Freed outside the
+    /// index lock.
+    pub(crate) fn forget_thread(&self, thread: &crate::principal::ThreadKey) {
+        let gone: Vec<Arc<RunLog>> = {
+            let mut idx = lock(&self.inner.runs);
+            let keys: Vec<_> = idx
+                .by_run
+                .keys()
+                .filter(|(t, _)| t == thread)
+                .cloned()
+                .collect();
+            keys.iter().filter_map(|k| idx.by_run.remove(k)).collect()
+        };
+        for l in &gone {
+            l.end();
+        }
+        drop(gone);
+    }
+
     #[cfg(test)]
     fn enforce_total(&self) {
         self.inner.enforce_total();

@@ -127,6 +127,7 @@ impl Shared {
         retention: std::time::Duration,
     ) -> Shared {
         self.history_bounds = b;
+        self.registry.set_history_bounds(b);
         self.thread_retention = retention;
         self
     }
@@ -152,15 +153,22 @@ impl Shared {
     }
 
     /// Delete the threads idle past `--thread-retention` (a round `thread_expiry_due` began;
-    /// it reads every stored conversation).
+    /// it reads each caller's thread index, not the conversations).
     pub fn expire_threads(&self) {
         let cutoff = self
             .env
             .now_ms()
             .saturating_sub(self.thread_retention.as_millis() as u64);
         let gone = self.registry.expire(cutoff);
-        if gone > 0 {
-            log::info!("{gone} threads idle past --thread-retention deleted");
+        // What was deleted is not served again: its runs' replay logs go too.
+        for key in &gone {
+            self.replay.forget_thread(key);
+        }
+        if !gone.is_empty() {
+            log::info!(
+                "{} threads idle past --thread-retention deleted",
+                gone.len()
+            );
         }
     }
 

@@ -10,34 +10,20 @@ pub(crate) use super::admission::Thread;
 use crate::clock::{Clock, SystemClock};
 use crate::history::{Bounds, Ops, Transcript};
 use crate::principal::{Caller, ThreadKey};
+use crate::store::conversations::{ConversationFiles, Conversations};
 use crate::store::document::ThreadDoc;
 use crate::store::files::{FileStore, StoreError};
+use crate::store::index::{After, Entry, Status};
 
-/// Where thread documents live (a trait so tests can inject failures).
+/// Where thread documents live (a trait so tests can inject failures). Conversations are
+/// another store's (`store::conversations`): a registry made with `Registry::new` keeps none.
 pub trait ThreadStore: Send + Sync {
     fn load(&self, key: &ThreadKey) -> Result<Option<ThreadDoc>, StoreError>;
     /// Save under the document's owner and thread id.
     fn save(&self, doc: &ThreadDoc) -> Result<(), StoreError>;
-    /// The thread's conversation (a store without them has none).
-    fn load_history(&self, _key: &ThreadKey) -> Result<Option<Transcript>, StoreError> {
-        Ok(None)
-    }
-    fn save_history(&self, _key: &ThreadKey, _t: &Transcript) -> Result<(), StoreError> {
-        Ok(())
-    }
-    /// Remove the thread's state and conversation.
+    /// Remove the thread's state.
     fn delete(&self, _key: &ThreadKey) -> Result<(), StoreError> {
         Ok(())
-    }
-    /// Every conversation of `caller`.
-    fn histories(&self, _caller: &Caller) -> Vec<Transcript> {
-        Vec::new()
-    }
-    /// Move a damaged conversation file out of the way (kept for the operator).
-    fn set_history_aside(&self, _key: &ThreadKey) {}
-    /// Every principal that has threads here.
-    fn callers(&self) -> Vec<Caller> {
-        vec![Caller::Shared]
     }
 }
 
@@ -45,23 +31,8 @@ impl ThreadStore for FileStore {
     fn load(&self, key: &ThreadKey) -> Result<Option<ThreadDoc>, StoreError> {
         FileStore::load(self, key)
     }
-    fn load_history(&self, key: &ThreadKey) -> Result<Option<Transcript>, StoreError> {
-        FileStore::load_history(self, key)
-    }
-    fn save_history(&self, key: &ThreadKey, t: &Transcript) -> Result<(), StoreError> {
-        FileStore::save_history(self, key, t)
-    }
     fn delete(&self, key: &ThreadKey) -> Result<(), StoreError> {
         FileStore::delete(self, key)
-    }
-    fn histories(&self, caller: &Caller) -> Vec<Transcript> {
-        FileStore::histories(self, caller)
-    }
-    fn set_history_aside(&self, key: &ThreadKey) {
-        FileStore::set_history_aside(self, key)
-    }
-    fn callers(&self) -> Vec<Caller> {
-        FileStore::callers(self)
     }
     fn save(&self, doc: &ThreadDoc) -> Result<(), StoreError> {
         FileStore::save(self, doc)
@@ -76,6 +47,8 @@ use crate::sync::lock;
 
 pub struct Registry {
     store: Arc<dyn ThreadStore>,
+    /// The threads' conversations and the callers' indexes (`None`: kept nowhere).
+    conversations: Option<Arc<Conversations>>,
     threads: Mutex<HashMap<ThreadKey, Slot>>,
     /// Live executions: executionId → the thread.
     live: Mutex<HashMap<String, ThreadKey>>,
@@ -112,12 +85,31 @@ impl Registry {
     pub fn new(store: Arc<dyn ThreadStore>) -> Registry {
         Registry {
             store,
+            conversations: None,
             threads: Mutex::new(HashMap::new()),
             live: Mutex::new(HashMap::new()),
             last_activity: Mutex::new(SystemClock.now()),
             max_cached: crate::limits::MAX_CACHED_THREADS,
             clock: Arc::new(SystemClock),
             calls: CallPool::default(),
+        }
+    }
+
+    /// Threads in the state directory, their conversations beside them.
+    pub fn files(store: Arc<FileStore>) -> Registry {
+        Registry::new(store.clone()).with_conversations(store)
+    }
+
+    /// Keep the threads' conversations in `files`.
+    pub fn with_conversations(mut self, files: Arc<dyn ConversationFiles>) -> Registry {
+        self.conversations = Some(Arc::new(Conversations::new(files, Bounds::default())));
+        self
+    }
+
+    /// Bound each stored conversation.
+    pub(crate) fn set_history_bounds(&mut self, b: Bounds) {
+        if let Some(c) = self.conversations.as_mut().and_then(Arc::get_mut) {
+            c.set_bounds(b);
         }
     }
 
@@ -237,117 +229,218 @@ impl Registry {
         lock(&self.live).get(execution_id).cloned()
     }
 
-    /// Record a run's part of the conversation: the request's new messages (a JSON array),
-    /// then what its events did, bounded; under the thread's lock, so two writers of one thread (a run
-    /// and its guidance) do not lose each other's messages.
+    /// What a thread's state file says of it, for index entries derived from the files (no
+    /// slot lock: the index's lock may be held).
+    fn status_of(store: &Arc<dyn ThreadStore>) -> impl Fn(&ThreadKey) -> Status + use<> {
+        let store = store.clone();
+        move |key: &ThreadKey| match store.load(key) {
+            Ok(Some(d)) if !d.execution.pending.is_empty() => Status::Interrupted,
+            _ => Status::Idle,
+        }
+    }
+
+    /// Admit a turn: under the thread's lock, `next` decides the new state (as `update`);
+    /// when it admits, `turn` gets the stored conversation and says which of the request's
+    /// messages are new and whether the turn is one of its own (not guidance). Those are
+    /// appended to the conversation first, the state saved next (the append is taken back
+    /// when the save fails), and the thread's index entry says it runs: the turn is durable
+    /// and listed before it is announced. Runs on a call thread (admission does).
+    pub(crate) fn admit<R>(
+        &self,
+        slot: &Slot,
+        key: &ThreadKey,
+        run_id: &str,
+        now_ms: u64,
+        next: impl FnOnce(Option<&Thread>) -> Option<(Thread, R)>,
+        turn: impl FnOnce(&R, Option<Transcript>) -> (Vec<serde_json::Value>, bool),
+    ) -> Result<Option<R>, StoreError> {
+        let mut g = lock(slot);
+        let Some((t, r)) = next(g.as_ref()) else {
+            return Ok(None);
+        };
+        let Some(c) = &self.conversations else {
+            turn(&r, None);
+            self.save_as_current(&mut g, Box::new(t))?;
+            return Ok(Some(r));
+        };
+        let status_of = Self::status_of(&self.store);
+        let begun = c.begin_turn(key, now_ms, run_id, &status_of, |stored| turn(&r, stored))?;
+        if let Err(e) = self.save_as_current(&mut g, Box::new(t)) {
+            c.undo(key, begun);
+            return Err(e);
+        }
+        c.admitted(key, begun, &status_of);
+        Ok(Some(r))
+    }
+
+    /// Record a run's end in the thread's conversation (what its events did), under the
+    /// thread's lock, so two writers of one thread (a run and its guidance) do not lose each
+    /// other's messages. `main`: the thread's own turn (its end sets the listed status).
     pub(crate) fn record_history(
         &self,
         slot: &Slot,
         key: &ThreadKey,
+        run_id: &str,
         now_ms: u64,
-        input: Box<[u8]>,
         ops: Ops,
-        bounds: Bounds,
+        main: bool,
     ) -> Result<(), StoreError> {
-        if input.is_empty() && ops.is_empty() {
+        let Some(c) = self.conversations.clone() else {
             return Ok(());
-        }
-        let _held = lock(slot);
-        let store = self.store.clone();
+        };
+        let held = lock(slot);
+        let status = main.then(|| match held.as_ref() {
+            Some(t) if !t.doc.execution.pending.is_empty() => Status::Interrupted,
+            _ => Status::Idle,
+        });
+        let status_of = Self::status_of(&self.store);
         let key = key.clone();
-        self.calls.run(move || {
-            // The request's new messages, kept as compact JSON since admission.
-            let input: Vec<serde_json::Value> = serde_json::from_slice(&input).unwrap_or_default();
-            let stored = match store.load_history(&key) {
-                Ok(t) => t,
-                // Contained: the damaged file is kept aside for the operator and the thread
-                // goes on with a conversation that starts here.
-                Err(StoreError::Invalid(why)) => {
-                    log::error!("thread {}: {why}; set aside, a new one starts", key.id);
-                    store.set_history_aside(&key);
-                    None
-                }
-                Err(e) => return Err(e),
+        let run_id = run_id.to_string();
+        let r = self
+            .calls
+            .run(move || c.end_turn(&key, now_ms, &run_id, &ops, status, &status_of));
+        drop(held);
+        r
+    }
+
+    /// A thread's run is over (however it ended): its index entry no longer says it runs.
+    pub(crate) fn settle(&self, key: &ThreadKey, run_id: &str, pending: bool) {
+        if let Some(c) = &self.conversations {
+            let status = if pending {
+                Status::Interrupted
+            } else {
+                Status::Idle
             };
-            let mut t = stored.unwrap_or_else(|| Transcript::new(&key.id, now_ms));
-            t.add_input(&input);
-            t.apply(&ops);
-            t.bound(bounds);
-            t.updated_at = now_ms;
-            store.save_history(&key, &t)
+            c.settle(key, run_id, status, &Self::status_of(&self.store));
+        }
+    }
+
+    /// The thread's stored conversation, bounded.
+    pub(crate) fn history(&self, key: &ThreadKey) -> Result<Option<Transcript>, StoreError> {
+        let Some(c) = self.conversations.clone() else {
+            return Ok(None);
+        };
+        let status_of = Self::status_of(&self.store);
+        let key = key.clone();
+        self.calls.run(move || c.transcript(&key, &status_of))
+    }
+
+    /// The thread's index entry (`None`: the caller has no such thread, as far as the
+    /// conversations know).
+    pub(crate) fn listed(&self, key: &ThreadKey) -> Result<Option<Entry>, StoreError> {
+        let Some(c) = self.conversations.clone() else {
+            return Ok(None);
+        };
+        let status_of = Self::status_of(&self.store);
+        let key = key.clone();
+        self.calls.run(move || c.entry(&key, &status_of))
+    }
+
+    /// A listing page of `caller`'s threads, newest activity first, and whether more follow.
+    pub(crate) fn page(
+        &self,
+        caller: &Caller,
+        after: Option<(u64, String)>,
+        limit: usize,
+    ) -> Result<(Vec<Entry>, bool), StoreError> {
+        let Some(c) = self.conversations.clone() else {
+            return Ok((Vec::new(), false));
+        };
+        let status_of = Self::status_of(&self.store);
+        let caller = caller.clone();
+        self.calls.run(move || {
+            let after: Option<After<'_>> = after.as_ref().map(|(t, id)| (*t, id.as_str()));
+            c.page(&caller, after, limit, &status_of)
         })
     }
 
-    /// The thread's stored conversation.
-    pub(crate) fn history(&self, key: &ThreadKey) -> Result<Option<Transcript>, StoreError> {
-        let store = self.store.clone();
-        let key = key.clone();
-        self.calls.run(move || store.load_history(&key))
-    }
-
-    /// Every conversation of `caller`.
-    pub(crate) fn histories(&self, caller: &Caller) -> Vec<Transcript> {
-        let store = self.store.clone();
-        let caller = caller.clone();
-        self.calls.run(move || store.histories(&caller))
+    /// The cached state of a thread, if it is cached (a listing's live status; never a read).
+    pub(crate) fn cached_slot(&self, key: &ThreadKey) -> Option<Slot> {
+        lock(&self.threads).get(key).cloned()
     }
 
     /// Delete a thread that has no active run: files first, then the cached state (a
     /// holder of the slot sees the thread gone). `Ok(false)`: it has an active run.
     pub(crate) fn delete(&self, slot: &Slot, key: &ThreadKey) -> Result<bool, StoreError> {
+        self.delete_if(slot, key, |_| true)
+            .map(|d| d.unwrap_or(false))
+    }
+
+    /// `delete` when `still` holds under the thread's lock; `Ok(None)`: it did not.
+    fn delete_if(
+        &self,
+        slot: &Slot,
+        key: &ThreadKey,
+        still: impl FnOnce(&ThreadKey) -> bool,
+    ) -> Result<Option<bool>, StoreError> {
         let mut g = lock(slot);
         if g.as_ref().is_some_and(|t| t.active_run.is_some()) {
-            return Ok(false);
+            return Ok(Some(false));
         }
-        let store = self.store.clone();
-        let k = key.clone();
-        self.calls.run(move || store.delete(&k))?;
+        if !still(key) {
+            return Ok(None);
+        }
+        self.delete_files(key)?;
         if let Some(t) = g.take() {
             self.live_remove(&t.doc.execution.execution_id);
         }
         drop(g);
         self.forget_if_absent(key);
-        Ok(true)
+        Ok(Some(true))
     }
 
-    /// Delete the threads idle since before `cutoff_ms` (Unix ms): their last conversation
-    /// write; a thread with an active run stays. Returns how many went.
-    pub(crate) fn expire(&self, cutoff_ms: u64) -> usize {
-        let store = self.store.clone();
-        let old: Vec<ThreadKey> = self.calls.run(move || {
-            store
-                .callers()
-                .into_iter()
-                .flat_map(|c| {
-                    store
-                        .histories(&c)
-                        .into_iter()
-                        .filter(|t| t.updated_at < cutoff_ms)
-                        .map(move |t| ThreadKey::new(&c, &t.thread_id))
-                        .collect::<Vec<_>>()
-                })
-                .collect()
-        });
-        let mut gone = 0;
+    /// Delete the threads idle since before `cutoff_ms` (Unix ms): their last activity as the
+    /// index has it, checked again under each thread's lock (a turn that began or ended since
+    /// the round looked keeps its thread); a thread with an active run stays. Returns the
+    /// threads that went.
+    pub(crate) fn expire(&self, cutoff_ms: u64) -> Vec<ThreadKey> {
+        let Some(c) = self.conversations.clone() else {
+            return Vec::new();
+        };
+        let status_of = Self::status_of(&self.store);
+        let old = self.calls.run(move || c.idle_before(cutoff_ms, &status_of));
+        self.expire_keys(old, cutoff_ms)
+    }
+
+    /// The deleting half of `expire`: each of `old` that is still idle since before the
+    /// cutoff, as its lock and the index say now.
+    fn expire_keys(&self, old: Vec<ThreadKey>, cutoff_ms: u64) -> Vec<ThreadKey> {
+        let mut gone = Vec::new();
         for key in old {
+            let still = |k: &ThreadKey| self.idle_before(k, cutoff_ms);
             let deleted = match self.slot(&key) {
-                Ok(slot) => self.delete(&slot, &key),
-                Err(_) => self.delete_files(&key).map(|()| true),
+                Ok(slot) => self.delete_if(&slot, &key, still),
+                Err(_) if still(&key) => self.delete_files(&key).map(|()| Some(true)),
+                Err(_) => Ok(None),
             };
             match deleted {
-                Ok(true) => gone += 1,
-                Ok(false) => {}
+                Ok(Some(true)) => gone.push(key),
+                Ok(_) => {}
                 Err(e) => log::error!("thread {}: expiry failed: {e}", key.id),
             }
         }
         gone
     }
 
-    /// Delete the files of a thread whose state cannot be loaded (nothing of it is cached).
+    /// The index says the thread has been idle since before `cutoff_ms` (and runs nothing).
+    fn idle_before(&self, key: &ThreadKey, cutoff_ms: u64) -> bool {
+        match self.listed(key) {
+            Ok(Some(e)) => e.updated_at < cutoff_ms && e.status != Status::Running,
+            _ => false,
+        }
+    }
+
+    /// Delete a thread's files: its conversation (and index entry), then its state.
     pub(crate) fn delete_files(&self, key: &ThreadKey) -> Result<(), StoreError> {
         let store = self.store.clone();
+        let c = self.conversations.clone();
         let k = key.clone();
-        self.calls.run(move || store.delete(&k))
+        self.calls.run(move || {
+            if let Some(c) = &c {
+                c.delete(&k, &Self::status_of(&store))?;
+            }
+            store.delete(&k)
+        })
     }
 
     pub(crate) fn touch(&self) {
@@ -427,6 +520,59 @@ mod tests {
             lock(&again).as_ref().unwrap().doc.execution.execution_id,
             "e3"
         );
+    }
+
+    #[test]
+    fn an_expiry_round_never_deletes_a_thread_that_had_a_turn_since_it_looked() {
+        // Regression (issue 45, item 9): the sweep decided from an earlier scan and checked
+        // only that no run was active at delete time, so a turn's answer could be deleted.
+        let files = Arc::new(crate::store::conversations::mem::MemFiles::default());
+        let store = Arc::new(Mem(Mutex::new(HashMap::new())));
+        let reg = Registry::new(store.clone()).with_conversations(files.clone());
+        let c = reg.conversations.clone().unwrap();
+        let idle = |_: &ThreadKey| Status::Idle;
+        let user = |id: &str| serde_json::json!([{"id": id, "role": "user", "content": "x"}]);
+        for (id, at) in [("quiet", 10), ("busy", 10)] {
+            store
+                .save(&ThreadDoc {
+                    thread_id: id.into(),
+                    ..Default::default()
+                })
+                .unwrap();
+            let b = c
+                .begin_turn(&k(id), at, "r1", &idle, |_| {
+                    (vec![user(id)[0].clone()], true)
+                })
+                .unwrap();
+            c.admitted(&k(id), b, &idle);
+            c.end_turn(&k(id), at, "r1", &Ops::default(), Some(Status::Idle), &idle)
+                .unwrap();
+        }
+        let round = c.idle_before(100, &idle);
+        assert_eq!(round.len(), 2);
+        // A turn on `busy` begins and ends after the round looked, before it deletes.
+        let b = c
+            .begin_turn(&k("busy"), 200, "r2", &idle, |_| {
+                (vec![user("u2")[0].clone()], true)
+            })
+            .unwrap();
+        c.admitted(&k("busy"), b, &idle);
+        c.end_turn(
+            &k("busy"),
+            201,
+            "r2",
+            &Ops::default(),
+            Some(Status::Idle),
+            &idle,
+        )
+        .unwrap();
+        let gone = reg.expire_keys(round, 100);
+        assert_eq!(gone, [k("quiet")]);
+        assert!(
+            c.entry(&k("busy"), &idle).unwrap().is_some(),
+            "busy was deleted"
+        );
+        assert!(files.log(&k("busy")).is_some());
     }
 
     /// Records the thread each save ran on.

@@ -11,7 +11,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::document::{ThreadDoc, stem};
-use crate::history::Transcript;
+use super::index::Stamp;
 use crate::limits;
 use crate::principal::{Caller, ThreadKey};
 
@@ -79,12 +79,15 @@ impl From<io::Error> for StoreError {
     }
 }
 
-/// A thread's conversation file: `<stem>` + this, beside `<stem>.json`.
-const HISTORY_SUFFIX: &str = "~history.json";
-
 /// A regular file's bytes (never through a symlink, at most `max`); `None` when absent. Its
 /// mode is made 0600 again (reference §7.5: the loader repairs it).
 fn read_regular(path: &Path, max: u64) -> Result<Option<Vec<u8>>, StoreError> {
+    Ok(read_regular_stamped(path, max)?.map(|(b, _)| b))
+}
+
+/// `read_regular`, with the file's stamp (length and inode).
+fn read_regular_stamped(path: &Path, max: u64) -> Result<Option<(Vec<u8>, Stamp)>, StoreError> {
+    use std::os::unix::fs::MetadataExt;
     let mut f = match OpenOptions::new()
         .read(true)
         .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
@@ -107,7 +110,11 @@ fn read_regular(path: &Path, max: u64) -> Result<Option<Vec<u8>>, StoreError> {
     let _ = f.set_permissions(fs::Permissions::from_mode(0o600));
     let mut bytes = Vec::with_capacity(m.len() as usize);
     Read::by_ref(&mut f).take(max + 1).read_to_end(&mut bytes)?;
-    Ok(Some(bytes))
+    let stamp = Stamp {
+        len: bytes.len() as u64,
+        ino: m.ino(),
+    };
+    Ok(Some((bytes, stamp)))
 }
 
 /// Where named principals' threads live, under the state directory.
@@ -258,7 +265,12 @@ impl FileStore {
     }
 
     fn remove_stale_temp_files(&self) {
-        for d in self.all_threads_dirs() {
+        // A principal's home holds the temp file of its name file too.
+        for d in self
+            .all_threads_dirs()
+            .into_iter()
+            .chain(self.principal_dirs())
+        {
             let Ok(dir) = fs::read_dir(&d) else {
                 continue;
             };
@@ -294,66 +306,6 @@ impl FileStore {
         Ok(key.to_vec())
     }
 
-    /// The file of a thread's conversation, beside its state file.
-    pub(crate) fn history_path(&self, key: &ThreadKey) -> PathBuf {
-        self.threads_dir(&key.caller)
-            .join(format!("{}{HISTORY_SUFFIX}", stem(&key.id)))
-    }
-
-    /// A thread's conversation; `Ok(None)` when it has none. A damaged, foreign or newer
-    /// file is an error for this thread only.
-    pub fn load_history(&self, key: &ThreadKey) -> Result<Option<Transcript>, StoreError> {
-        let Some(bytes) = read_regular(&self.history_path(key), limits::MAX_HISTORY_FILE)? else {
-            return Ok(None);
-        };
-        Transcript::from_bytes(&bytes, &key.id)
-            .map(Some)
-            .map_err(|e| StoreError::Invalid(Refusal::History(e)))
-    }
-
-    /// Atomically replace a thread's conversation. The directory is not synced here: the
-    /// state save that follows it in the same directory does (one fsync more per run end,
-    /// the file's own).
-    pub fn save_history(&self, key: &ThreadKey, t: &Transcript) -> Result<(), StoreError> {
-        self.ensure_writer()?;
-        let dir = self.threads_dir(&key.caller);
-        if key.caller != Caller::Shared {
-            self.ensure_principal_dir(&dir, &key.caller)?;
-        }
-        let target = self.history_path(key);
-        let tmp = Self::temp_in(&dir, "history")?;
-        let before = fs::symlink_metadata(&target).ok().map(|m| m.len() as i64);
-        let bytes = t.to_bytes();
-        let result = write_new(&tmp, &bytes).and_then(|()| fs::rename(&tmp, &target));
-        if result.is_err() {
-            let _ = fs::remove_file(&tmp);
-        }
-        result.map_err(StoreError::Io)?;
-        let m = &crate::metrics::M;
-        m.history_bytes
-            .add(bytes.len() as i64 - before.unwrap_or(0));
-        if before.is_none() {
-            m.threads.add(1);
-        }
-        Ok(())
-    }
-
-    /// Rename a refused conversation file to `<stem>~history.json.damaged-<random>`: no
-    /// longer read, not lost.
-    pub fn set_history_aside(&self, key: &ThreadKey) {
-        let from = self.history_path(key);
-        let mut rnd = [0u8; 4];
-        let _ = crate::ids::fill(&mut rnd);
-        let mut to = from.clone().into_os_string();
-        to.push(format!(".damaged-{}", crate::ids::hex(&rnd)));
-        if let Ok(m) = fs::symlink_metadata(&from)
-            && fs::rename(&from, &to).is_ok()
-        {
-            crate::metrics::M.history_bytes.add(-(m.len() as i64));
-            crate::metrics::M.threads.add(-1);
-        }
-    }
-
     /// Every principal with a directory here, the shared one first.
     pub fn callers(&self) -> Vec<Caller> {
         let mut out = vec![Caller::Shared];
@@ -374,63 +326,16 @@ impl FileStore {
         out
     }
 
-    /// Count the stored conversations and their bytes (start-up, for `/metrics`).
-    pub fn history_census(&self) -> (i64, i64) {
-        let (mut n, mut bytes) = (0, 0);
-        for d in self.all_threads_dirs() {
-            for e in fs::read_dir(&d).into_iter().flatten().flatten() {
-                if e.file_name().to_string_lossy().ends_with(HISTORY_SUFFIX)
-                    && let Ok(m) = e.metadata()
-                {
-                    n += 1;
-                    bytes += m.len() as i64;
-                }
-            }
-        }
-        (n, bytes)
-    }
-
-    /// Remove a thread's state file and conversation (what is gone stays gone after a crash:
-    /// the directory is synced).
+    /// Remove a thread's state file (what is gone stays gone after a crash: the directory
+    /// is synced).
     pub fn delete(&self, key: &ThreadKey) -> Result<(), StoreError> {
         self.ensure_writer()?;
-        let history = self.history_path(key);
-        if let Ok(m) = fs::symlink_metadata(&history) {
-            fs::remove_file(&history)?;
-            crate::metrics::M.history_bytes.add(-(m.len() as i64));
-            crate::metrics::M.threads.add(-1);
-        }
         match fs::remove_file(self.path_for(key)) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e.into()),
             _ => {}
         }
         sync_dir(&self.threads_dir(&key.caller))?;
         Ok(())
-    }
-
-    /// The conversations a principal has, each read whole (a damaged one is skipped with a
-    /// log line: it is its thread's problem, not the listing's).
-    pub fn histories(&self, caller: &Caller) -> Vec<Transcript> {
-        let Ok(dir) = fs::read_dir(self.threads_dir(caller)) else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for e in dir.flatten().take(limits::MAX_LISTED_THREADS) {
-            let name = e.file_name();
-            let Some(file_stem) = name.to_str().and_then(|n| n.strip_suffix(HISTORY_SUFFIX)) else {
-                continue;
-            };
-            let read = read_regular(&e.path(), limits::MAX_HISTORY_FILE);
-            let Ok(Some(bytes)) = read else {
-                continue;
-            };
-            // The thread id is in the file; its stem must be the one it names.
-            match Transcript::read(&bytes) {
-                Ok(t) if stem(&t.thread_id) == file_stem => out.push(t),
-                _ => log::warn!("history file {} refused", e.path().display()),
-            }
-        }
-        out
     }
 
     /// Load a thread; `Ok(None)` when it has no file.
@@ -512,10 +417,15 @@ impl FileStore {
         }
         ensure_private_dir(dir)?;
         if let (Some(name), Some(home)) = (caller.name(), dir.parent()) {
-            let tmp = home.join(".principal.tmp");
-            let _ = fs::remove_file(&tmp);
-            write_new(&tmp, name.as_bytes())?;
-            fs::rename(&tmp, home.join(PRINCIPAL_NAME))?;
+            // A temp name of its own: a new principal's first runs make its directory at
+            // once, and one shared name let them remove or rename each other's file.
+            let tmp = Self::temp_in(home, "principal").map_err(io::Error::other)?;
+            let written = write_new(&tmp, name.as_bytes())
+                .and_then(|()| fs::rename(&tmp, home.join(PRINCIPAL_NAME)));
+            if written.is_err() {
+                let _ = fs::remove_file(&tmp);
+            }
+            written?;
         }
         // The new entries are durable only once each parent's entry is.
         let mut d = dir.parent();
@@ -621,5 +531,6 @@ pub(crate) fn expand_vars(s: &str, get: impl Fn(&str) -> Option<String>) -> Stri
     out
 }
 
+mod logs;
 #[cfg(test)]
 mod tests;

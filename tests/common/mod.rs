@@ -630,7 +630,7 @@ impl ScriptKernel {
 pub fn adapter_for(kernel_url: &str, dir: &std::path::Path) -> TestServer {
     let store = FileStore::open(&dir.join("state")).unwrap();
     let shared = Arc::new(Shared::new(
-        Registry::new(Arc::new(store)),
+        Registry::files(Arc::new(store)),
         A2aClient::new(A2aConfig::new(kernel_url.to_string(), None)),
         Arc::new(SystemEnv),
         vec![dir.to_path_buf()],

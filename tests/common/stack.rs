@@ -104,7 +104,7 @@ impl Stack {
         let mut a2a = A2aConfig::new(self.kernel.base_url(), Some("k-token".into()));
         a2a.idle_timeout = self.idle;
         let shared = Arc::new((self.tune)(Shared::new(
-            Registry::new(Arc::new(store)),
+            Registry::files(Arc::new(store)),
             A2aClient::new(a2a),
             Arc::new(SystemEnv),
             vec![self.dir.clone()],

@@ -94,9 +94,6 @@ pub(crate) struct RunArgs {
     pub(crate) user: Option<UserMessage>,
     pub(crate) resume: Vec<ResumeEntry>,
     pub(crate) control: Arc<RunControl>,
-    /// The request's messages the thread's conversation does not hold yet, as a JSON array
-    /// (compact bytes: a stream may wait for hours, and a `Value` holds several times more).
-    pub(crate) new_messages: Box<[u8]>,
     /// AG-UI 1.0: the conversation to restate after `RUN_STARTED` (the stored one and the
     /// request's new messages), when the request held less than the server keeps.
     pub(crate) snapshot: Option<Vec<serde_json::Value>>,
@@ -128,8 +125,9 @@ pub(crate) struct Run<'a, 's> {
     catch_up: Option<i64>,
     /// The thread's previous task was still stopping when this run's bound ran out.
     previous_stopping: bool,
-    /// What this run's events do to the conversation (`history`), written at its end.
-    ops: crate::history::Ops,
+    /// What this run's events do to the conversation (`history`), written at its end
+    /// (`None` once written: a client gone after the end writes nothing more).
+    ops: Option<crate::history::Ops>,
 }
 
 fn fail(code: Code, msg: Msg, lang: Lang, cleanup: Cleanup) -> Stop {
@@ -177,7 +175,7 @@ impl<'a, 's> Run<'a, 's> {
             queued_results: Vec::new(),
             catch_up: None,
             previous_stopping: false,
-            ops: crate::history::Ops::with_cap(sh.history_bounds.max_bytes),
+            ops: Some(crate::history::Ops::with_cap(sh.history_bounds.max_bytes)),
         }
     }
 
@@ -303,7 +301,9 @@ impl<'a, 's> Run<'a, 's> {
 
     fn send(&mut self, ev: &Stamped) -> Step<()> {
         self.save_task()?;
-        self.ops.record(&ev.event);
+        if let Some(o) = &mut self.ops {
+            o.record(&ev.event);
+        }
         self.stream.stamped_event(ev).map_err(|_| Stop::Client)
     }
 
@@ -315,7 +315,9 @@ impl<'a, 's> Run<'a, 's> {
         self.save_task()?;
         let stream = &mut *self.stream;
         for ev in self.mapper.drain() {
-            self.ops.record(&ev.event);
+            if let Some(o) = &mut self.ops {
+                o.record(&ev.event);
+            }
             stream.stamped_event(&ev).map_err(|_| Stop::Client)?;
         }
         Ok(())
@@ -324,13 +326,16 @@ impl<'a, 's> Run<'a, 's> {
     /// Write this run's part of the thread's conversation (at its end, an interrupt
     /// included, and when its client left: the client saw what it holds).
     fn record_history(&mut self) -> bool {
+        let Some(ops) = self.ops.take() else {
+            return true;
+        };
         let r = self.sh.registry.record_history(
             &self.a.slot,
             &self.a.thread,
+            &self.a.run_id,
             self.sh.env.now_ms(),
-            std::mem::take(&mut self.a.new_messages),
-            std::mem::take(&mut self.ops),
-            self.sh.history_bounds,
+            ops,
+            self.a.kind != RunKind::Guidance,
         );
         if let Err(e) = &r {
             crate::metrics::M.history_write_failures.inc();
@@ -730,11 +735,16 @@ impl<'a, 's> Run<'a, 's> {
     fn release(&self) {
         if self.a.kind != RunKind::Guidance {
             let run = self.a.run_id.clone();
-            let _ = self.with_thread(|t| {
+            let pending = self.with_thread(|t| {
                 if t.active_run.as_deref() == Some(run.as_str()) {
                     t.active_run = None;
                 }
+                !t.doc.execution.pending.is_empty()
             });
+            // Its end record set the listed status already, unless there was none (a panic).
+            self.sh
+                .registry
+                .settle(&self.a.thread, &run, pending.unwrap_or(false));
         }
         self.sh.registry.touch();
         self.sh.forget_run(&self.execution_id, &self.a.control);

@@ -125,14 +125,24 @@ impl Upstream for FakeSession {
     }
 }
 
-/// Thread documents in memory; saves fail while `fail` is set.
+/// Thread documents in memory; saves fail while `fail` is set. Conversations in `files`.
 #[derive(Default)]
 struct MemStore {
     docs: Mutex<HashMap<ThreadKey, ThreadDoc>>,
     fail: std::sync::atomic::AtomicBool,
-    histories: Mutex<HashMap<ThreadKey, crate::history::Transcript>>,
-    /// Conversation writes fail (a full disk) while set.
-    history_fails: std::sync::atomic::AtomicBool,
+    files: Arc<crate::store::conversations::mem::MemFiles>,
+}
+
+impl MemStore {
+    /// The thread's stored conversation, as a page shows it.
+    fn transcript(&self, key: &ThreadKey) -> Option<crate::history::Transcript> {
+        let c = crate::store::conversations::Conversations::new(
+            self.files.clone(),
+            crate::history::Bounds::default(),
+        );
+        c.transcript(key, &|_| crate::store::index::Status::Idle)
+            .unwrap()
+    }
 }
 
 impl ThreadStore for MemStore {
@@ -145,23 +155,6 @@ impl ThreadStore for MemStore {
         }
         let key = ThreadKey::new(&doc.owner, &doc.thread_id);
         lock(&self.docs).insert(key, doc.clone());
-        Ok(())
-    }
-    fn load_history(
-        &self,
-        key: &ThreadKey,
-    ) -> Result<Option<crate::history::Transcript>, StoreError> {
-        Ok(lock(&self.histories).get(key).cloned())
-    }
-    fn save_history(
-        &self,
-        key: &ThreadKey,
-        t: &crate::history::Transcript,
-    ) -> Result<(), StoreError> {
-        if self.history_fails.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(StoreError::Io(std::io::Error::other("disk full (test)")));
-        }
-        lock(&self.histories).insert(key.clone(), t.clone());
         Ok(())
     }
 }
@@ -211,7 +204,7 @@ impl Harness {
             None,
         ));
         let shared = Shared::new(
-            Registry::new(store),
+            Registry::new(store).with_conversations(mem.files.clone()),
             client,
             Arc::new(TestEnv::new(1_700_000_000_000)),
             vec![root.clone()],
@@ -508,12 +501,12 @@ fn context_reaches_the_kernel_as_a_text_part_after_the_message_in_1_0_mode() {
 }
 
 /// A harness whose kernel streams `frames` for one turn, and whose conversation writes fail
-/// while `full` (a full disk).
+/// after the turn's admission when `full` (a disk that fills up during the run).
 fn one_turn(full: bool, frames: Vec<Value>) -> Harness {
     let h = Harness::new();
-    h.store
-        .history_fails
-        .store(full, std::sync::atomic::Ordering::SeqCst);
+    if full {
+        *lock(&h.store.files.writes_left) = Some(1);
+    }
     h.script(vec![("SendStreamingMessage", Answer::Stream(frames))]);
     h
 }
@@ -531,7 +524,7 @@ fn a_runs_conversation_is_kept_with_its_user_message() {
     let h = hello_turn(false);
     let ev = h.run(h.body("r1", "hi", None));
     assert_eq!(last(&ev)["outcome"]["type"], "success");
-    let t = lock(&h.store.histories)[&ThreadKey::shared(THREAD)].clone();
+    let t = h.store.transcript(&ThreadKey::shared(THREAD)).unwrap();
     let roles: Vec<&str> = t
         .messages
         .iter()

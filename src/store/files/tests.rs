@@ -154,3 +154,35 @@ fn missing_parent_directories_are_created_owner_only() {
     drop(store);
     let _ = fs::remove_dir_all(&base);
 }
+
+#[test]
+fn a_new_principals_first_saves_at_once_all_succeed() {
+    // Regression (issue 45, item 3): the principal's directory was made through one fixed
+    // temp name with no lock, so concurrent first runs failed with EEXIST or ENOENT.
+    let d = dir("principals-at-once");
+    let s = std::sync::Arc::new(FileStore::open(&d).unwrap());
+    for p in 0..20 {
+        let caller = Caller::named(format!("p{p}").as_bytes()).unwrap();
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+        let saves: Vec<_> = (0..8)
+            .map(|i| {
+                let (s, caller, barrier) = (s.clone(), caller.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    let mut doc = doc(&format!("t{i}"));
+                    doc.owner = caller;
+                    barrier.wait();
+                    s.save(&doc)
+                })
+            })
+            .collect();
+        for h in saves {
+            h.join().unwrap().unwrap();
+        }
+        assert_eq!(
+            s.callers().iter().filter(|c| **c == caller).count(),
+            1,
+            "{caller:?} has its name file"
+        );
+    }
+    let _ = fs::remove_dir_all(d);
+}
