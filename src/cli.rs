@@ -542,12 +542,11 @@ fn identity(
 ) -> Result<crate::auth::Identity, StartError> {
     use crate::auth::{Identity, TokenFile};
     if let Some(path) = &cfg.auth_tokens_file {
-        let file = Arc::new(TokenFile::open(path).map_err(StartError::Identity)?);
-        if file.table().is_empty() {
-            log::warn!("{} lists no tokens: every request gets 401", path.display());
-        }
+        // Read now; from then on its own thread watches it (a change within a tick, the
+        // read bounded in size and time) and SIGHUP only wakes that thread.
+        let file = TokenFile::open(path).map_err(StartError::Identity)?;
         let f = file.clone();
-        signals.on_reload(Box::new(move || f.reload_logged()));
+        signals.on_reload(Box::new(move || f.reload_now()));
         return Ok(Identity::Tokens(file));
     }
     let token = crate::auth::shared_token(cfg.auth_token.clone());
@@ -568,6 +567,28 @@ fn identity(
         });
     }
     Ok(Identity::Shared { token })
+}
+
+/// Who may read `/metrics` besides the identity mode's callers (`docs/operations.md`,
+/// "Callers").
+fn metrics_access(cfg: &Config, identity: &crate::auth::Identity) -> crate::auth::MetricsAccess {
+    let access = crate::auth::MetricsAccess {
+        token: crate::auth::shared_token(cfg.metrics_token.clone()),
+        principals: cfg.metrics_principals.clone(),
+    };
+    if identity.per_caller() && access.token.is_none() && access.principals.is_empty() {
+        log::warn!(
+            "callers are told apart and no metrics credential is set: /metrics answers 401/403 \
+             (set IAC_CODE_AGUI_METRICS_TOKEN or --metrics-principals)"
+        );
+    }
+    if !identity.authenticates() && access.token.is_some() {
+        log::warn!(
+            "IAC_CODE_AGUI_METRICS_TOKEN is set on a server without auth: /metrics stays open \
+             like every route"
+        );
+    }
+    access
 }
 
 fn serve_with(
@@ -637,6 +658,7 @@ fn serve_with(
     });
     let mut routes = RouteConfig::new(cfg.auth_token.clone(), health_body(cfg.agui_protocol));
     routes.identity = identity(&cfg, addr, signals)?;
+    routes.metrics = metrics_access(&cfg, &routes.identity);
     routes.capabilities_body = capabilities_body(&cfg, cfg.default_cwd.as_deref());
     routes.hosts = HostRule::for_listener(addr.ip().is_loopback(), cfg.allowed_hosts.as_deref());
     if cfg.console {
@@ -648,10 +670,6 @@ fn serve_with(
              can reach it can run the agent (set IAC_CODE_AGUI_AUTH_TOKEN)"
         );
     }
-    let tokens = match &routes.identity {
-        crate::auth::Identity::Tokens(f) => Some(f.clone()),
-        _ => None,
-    };
     let app = App::new(routes, backend, cfg.max_runs).with_readiness(ready);
     let jobs = app.active_jobs();
     let server_cfg = ServerConfig {
@@ -676,14 +694,6 @@ fn serve_with(
     let local = server.local_addr();
     signals.set(server.shutdown_handle());
     housekeeping(&mut server, &shared, &cfg);
-    if let Some(file) = tokens {
-        // A change is read within a tick (a stat each time; the read, ≤ 1 MiB, only after
-        // the operator changed the file).
-        server.every(crate::limits::TOKENS_FILE_TICK, move || {
-            file.reload_if_changed();
-            false
-        });
-    }
     if !cfg.idle_shutdown.is_zero() {
         idle_monitor(&mut server, cfg.idle_shutdown, shared, jobs);
     }

@@ -56,6 +56,9 @@ pub enum Code {
     /// New in iac-agui: the kernel refused an interrupt's answer as invalid (JSON-RPC
     /// `-32602`); the interrupt stays pending (the reference says `A2A_UNAVAILABLE`).
     ResumeRejected,
+    /// New in iac-agui: a known caller that may not read this route (`/metrics` once callers
+    /// are told apart, without the metrics credential).
+    Forbidden,
 }
 
 impl Code {
@@ -95,6 +98,7 @@ impl Code {
             Code::ThreadNotFound => "THREAD_NOT_FOUND",
             Code::HistoryUnreadable => "HISTORY_UNREADABLE",
             Code::ResumeRejected => "RESUME_REJECTED",
+            Code::Forbidden => "FORBIDDEN",
         }
     }
 
@@ -102,6 +106,7 @@ impl Code {
     pub(crate) fn http_status(self) -> u16 {
         match self {
             Code::Unauthorized => 401,
+            Code::Forbidden => 403,
             Code::HostNotAllowed => 421,
             Code::UnsupportedMediaType => 415,
             Code::RequestTooLarge => 413,

@@ -71,7 +71,8 @@ pub(crate) const WORKER_STACK_BYTES: usize = 1024 * 1024;
 /// Frames nested at most this deep are read on the run's worker; deeper ones on a call thread
 /// (`EventStream::read_other`): the depth that keeps the worker's resident stack at 3 pages.
 pub(crate) const SHALLOW_FRAME_DEPTH: usize = 6;
-/// Stack size of the small helper threads (a background `CancelTask`).
+/// Stack size of the small helper threads (a background `CancelTask`, the tokens file's
+/// watcher and reader).
 pub(crate) const SMALL_WORKER_STACK_BYTES: usize = 128 * 1024;
 /// Deepest JSON nesting accepted from clients and the kernel (serde_json's own limit is 128).
 pub(crate) const MAX_JSON_DEPTH: usize = 100;
@@ -139,6 +140,15 @@ pub(crate) const KERNEL_STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
 pub(crate) const KERNEL_PROBE_INTERVAL: Duration = Duration::from_secs(5);
 /// How often `--auth-tokens-file` is checked for changes (SIGHUP re-reads it at once).
 pub(crate) const TOKENS_FILE_TICK: Duration = Duration::from_secs(1);
+/// The largest tokens file read (one line per principal: thousands fit); a larger one is
+/// unusable and refuses everyone.
+pub(crate) const MAX_TOKENS_FILE: u64 = 1024 * 1024;
+/// How long a read of the tokens file may take (a FIFO, a hung network mount) before the file
+/// counts as unreadable and every request is refused: revocation must not wait on a read.
+pub(crate) const TOKENS_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Reads of the tokens file left hanging (each change of a file whose read hangs leaves one);
+/// past it no read starts and the file stays unusable.
+pub(crate) const MAX_TOKENS_READS: usize = 4;
 /// How long one probe waits (connect, and each read): a hung kernel (SIGSTOP, a wedged
 /// event loop) accepts connections but never answers, and must not look healthy for the
 /// whole `--a2a-idle-timeout`. Down within interval + timeout (8 s), up at the next probe.

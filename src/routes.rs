@@ -1,7 +1,7 @@
 //! The route table and the checks that need only the request head (reference §1.1–§1.6):
 //! Host → route → method → auth → Content-Type → body limit. Pure: no I/O.
 
-use crate::auth::{Identity, Refusal};
+use crate::auth::{Identity, MetricsAccess, Refusal};
 use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
 use crate::i18n::{self, Lang};
@@ -195,6 +195,8 @@ pub struct RouteConfig {
     pub(crate) hosts: HostRule,
     /// Who is calling: the shared token (or none), the tokens file, or the identity header.
     pub(crate) identity: Identity,
+    /// Who else may read `/metrics` (the metrics token, `--metrics-principals`).
+    pub(crate) metrics: MetricsAccess,
     /// The exact `/health` body.
     pub(crate) health_body: Vec<u8>,
     /// The `/health` body while draining (503).
@@ -205,6 +207,8 @@ pub struct RouteConfig {
     pub(crate) capabilities_body: Vec<u8>,
     /// The `/health` body while the state directory cannot be written (503).
     pub(crate) store_down_body: Vec<u8>,
+    /// The `/health` body while the tokens file cannot be used (503).
+    pub(crate) tokens_down_body: Vec<u8>,
     /// The browser console (`--console`, `--demo`); without it `/console` does not exist.
     pub console: Option<crate::console::Console>,
     pub(crate) max_run_body: usize,
@@ -218,9 +222,11 @@ impl RouteConfig {
         RouteConfig {
             hosts: HostRule::Any,
             identity: Identity::shared(auth_token),
+            metrics: MetricsAccess::default(),
             draining_body: with_status(&health_body, "draining", None),
             kernel_down_body: with_status(&health_body, "unavailable", Some("kernel")),
             store_down_body: with_status(&health_body, "unavailable", Some("state")),
+            tokens_down_body: with_status(&health_body, "unavailable", Some("tokens")),
             capabilities_body: b"{}".to_vec(),
             console: None,
             health_body,
@@ -309,7 +315,7 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
             return HeadDecision::Respond(Response::json(200, cfg.capabilities_body.clone()));
         }
         Route::Metrics => {
-            if let Err(r) = caller() {
+            if let Err(r) = cfg.identity.may_read_metrics(head, &cfg.metrics) {
                 return refused(r);
             }
             return HeadDecision::Respond(Response::new(
@@ -357,22 +363,33 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
     }
 }
 
-/// 401, or 400 naming the identity header that cannot name a principal.
+/// 401 (naming the identity header when it is missing), 400 naming the header that cannot
+/// name a principal or came twice, 403 for a known caller `/metrics` is not for.
 fn refusal(r: Refusal, lang: Lang) -> Response {
+    let naming = |msg: Msg, header: &str| {
+        msg.text(lang)
+            .replace("{field}", &crate::logging::escape(header))
+    };
     match r {
         Refusal::Unauthorized => {
             ApiError::new(Code::Unauthorized, Msg::Unauthorized).response(lang)
         }
+        Refusal::NoHeader { header } => ApiError::with_message(
+            Code::Unauthorized,
+            naming(Msg::IdentityHeaderMissing, &header),
+        ),
         Refusal::BadHeader { header, .. } => {
-            let message = Msg::IdentityHeaderInvalid
-                .text(lang)
-                .replace("{field}", &crate::logging::escape(&header));
-            ApiError::invalid_input(message)
+            ApiError::invalid_input(naming(Msg::IdentityHeaderInvalid, &header))
         }
+        Refusal::Repeated { header } => {
+            ApiError::invalid_input(naming(Msg::HeaderRepeated, &header))
+        }
+        Refusal::Forbidden => ApiError::new(Code::Forbidden, Msg::MetricsForbidden).response(lang),
     }
 }
 
-/// `/health`: draining, then the kernel, then the state directory decide the 503s.
+/// `/health`: draining, then the kernel, then the state directory, then the tokens file
+/// decide the 503s.
 fn health(cfg: &RouteConfig, live: Live) -> Response {
     if live.draining {
         crate::metrics::M.unavailable.inc("health_draining");
@@ -383,6 +400,9 @@ fn health(cfg: &RouteConfig, live: Live) -> Response {
     } else if !live.store_up {
         crate::metrics::M.unavailable.inc("health_state");
         Response::json(503, cfg.store_down_body.clone())
+    } else if !cfg.identity.usable() {
+        crate::metrics::M.unavailable.inc("health_tokens");
+        Response::json(503, cfg.tokens_down_body.clone())
     } else {
         Response::json(200, cfg.health_body.clone())
     }

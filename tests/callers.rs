@@ -519,42 +519,52 @@ fn a_bad_identity_header_is_a_400_naming_it() {
             ],
             &run_body(&p, "t", "r", "hello"),
         );
-        assert_eq!(r.status, 400, "{value:?}: {}", r.text());
-        assert_eq!(r.error_code(), "INVALID_INPUT");
-        assert!(
-            r.error_message().contains("x-forwarded-user"),
-            "{}",
-            r.text()
-        );
+        refused_naming(&r, 400, "INVALID_INPUT", "x-forwarded-user");
     }
     let r = post(p.addr, "/", &[], &run_body(&p, "t", "r", "hello"));
     assert_eq!(r.status, 401);
 }
 
+/// A server reading a tokens file of its own that holds `lines` (its log kept); the file's
+/// directory goes with it.
+struct TokensServer {
+    p: Procs,
+    log: common::procs::Log,
+    file: std::path::PathBuf,
+}
+
+impl Drop for TokensServer {
+    fn drop(&mut self) {
+        if let Some(dir) = self.file.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+fn tokens_server(name: &str, lines: &str) -> TokensServer {
+    let file = tempdir(&format!("{name}-tokens")).join("tokens");
+    std::fs::write(&file, lines).unwrap();
+    let arg = file.display().to_string();
+    let (p, log) = common::procs::start_logged(name, &["--auth-tokens-file", &arg], &[]);
+    TokensServer { p, log, file }
+}
+
+/// The status of `GET /capabilities` with a bearer token.
+fn capabilities(addr: SocketAddr, tok: &str) -> u16 {
+    call(addr, "GET", "/capabilities", &[bearer(tok)]).status
+}
+
 /// The tokens file is read again when it changes and on SIGHUP, which no longer drains the
-/// server; a broken file keeps the tokens in use.
+/// server.
 #[test]
 fn the_tokens_file_is_reread_on_change_and_on_sighup() {
-    let dir = tempdir("callers-reload-tokens");
-    let file = dir.join("tokens");
-    std::fs::write(&file, format!("alice {}\n", sha("alice-token"))).unwrap();
-    let arg = file.display().to_string();
-    let p = start_with_env("callers-reload", &["--auth-tokens-file", &arg], &[]);
-    let capabilities = |tok: &str| {
-        let mut s = TcpStream::connect(p.addr).unwrap();
-        s.write_all(&request(
-            "GET",
-            "/capabilities",
-            &[("Authorization", &format!("Bearer {tok}"))],
-            b"",
-        ))
-        .unwrap();
-        Reader::new(s).response(false).unwrap().status
-    };
+    let t = tokens_server("callers-reload", &format!("alice {}\n", sha("alice-token")));
+    let (p, file) = (&t.p, &t.file);
+    let capabilities = |tok: &str| capabilities(p.addr, tok);
     assert_eq!(capabilities("alice-token"), 200);
     assert_eq!(capabilities("bob-token"), 401);
     std::fs::write(
-        &file,
+        file,
         format!("alice {}\nbob {}\n", sha("alice-token"), sha("bob-token")),
     )
     .unwrap();
@@ -564,14 +574,8 @@ fn the_tokens_file_is_reread_on_change_and_on_sighup() {
         ) == 200),
         "bob's new line was not picked up"
     );
-    // A broken file is not taken: both tokens still work.
-    std::fs::write(&file, "bob not-a-hash\n").unwrap();
-    p.signal("HUP");
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    assert_eq!(capabilities("alice-token"), 200);
-    assert_eq!(capabilities("bob-token"), 200);
     // SIGHUP re-reads (alice removed) and the server goes on serving.
-    std::fs::write(&file, format!("bob {}\n", sha("bob-token"))).unwrap();
+    std::fs::write(file, format!("bob {}\n", sha("bob-token"))).unwrap();
     p.signal("HUP");
     assert!(wait_until(std::time::Duration::from_secs(10), || {
         capabilities("alice-token") == 401
@@ -581,8 +585,6 @@ fn the_tokens_file_is_reread_on_change_and_on_sighup() {
     s.write_all(&request("GET", "/health", &[], b"")).unwrap();
     let h = Reader::new(s).response(false).unwrap();
     assert_eq!(h.status, 200, "SIGHUP drained the server: {}", h.text());
-    drop(p);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Identity settings that cannot be safe refuse to start, naming why.
@@ -627,5 +629,384 @@ fn unsafe_identity_settings_refuse_to_start() {
     let missing = dir.join("nope").display().to_string();
     let (ok, err) = run(&["--auth-tokens-file", &missing], &[]);
     assert!(!ok && err.contains("cannot read"), "{err}");
+    // A file too large to be a tokens file cannot be used: no start.
+    std::fs::write(&tokens, "#".repeat(2 << 20)).unwrap();
+    let (ok, err) = run(&["--auth-tokens-file", &t], &[]);
+    assert!(!ok && err.contains("larger than"), "{err}");
+    // A bad line refuses its principal, at start-up as on a reload: the server starts.
+    std::fs::write(&tokens, format!("alice {}\nbob 1234\n", sha("a"))).unwrap();
+    let (ok, err) = run(&["--auth-tokens-file", &t], &[]);
+    assert!(ok && err.contains("line 2") && err.contains("bob"), "{err}");
+    let (ok, err) = run(&["--metrics-principals", "ops"], &[]);
+    assert!(!ok && err.contains("not told apart"), "{err}");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `r` is a `status` `code` refusal whose message names `header`.
+fn refused_naming(r: &common::Resp, status: u16, code: &str, header: &str) {
+    assert_eq!(
+        (r.status, r.error_code()),
+        (status, code.into()),
+        "{}",
+        r.text()
+    );
+    assert!(r.error_message().contains(header), "{}", r.text());
+}
+
+/// `/health` as seen by a probe: status and body, or `None` when no answer came within
+/// `within` (the loop is stuck).
+fn health_within(addr: SocketAddr, within: std::time::Duration) -> Option<(u16, Value)> {
+    use std::io::Read;
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(within)).unwrap();
+    s.write_all(&request("GET", "/health", &[], b"")).ok()?;
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 4096];
+    // `Connection: close` is not asked for: read until the body is complete.
+    loop {
+        let n = s.read(&mut tmp).ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&tmp[..n]);
+        let text = String::from_utf8_lossy(&buf);
+        if let Some((head, body)) = text.split_once("\r\n\r\n")
+            && let Ok(v) = serde_json::from_str::<Value>(body)
+        {
+            let status = head.split(' ').nth(1)?.parse().ok()?;
+            return Some((status, v));
+        }
+    }
+}
+
+fn health(addr: SocketAddr) -> (u16, Value) {
+    health_within(addr, std::time::Duration::from_secs(10)).expect("/health answers")
+}
+
+/// Issue 45, 11: a proxy that appends its identity header (or its `Authorization`) after
+/// the client's let the client's first copy win: alice's threads, read with her name first.
+/// Now a second copy of either is a 400 naming it, in every mode that reads it.
+#[test]
+fn a_second_copy_of_an_identity_header_or_authorization_is_a_400_naming_it() {
+    let mode = header_mode();
+    let p = start(&mode, "callers-twice-header", &[]);
+    run_as(&mode.alice, &p, "hers", "h1", "hello");
+    let user = |u: &str| ("X-Forwarded-User", u.to_string());
+    for (who, lang) in [
+        (vec![user("alice"), user("mallory")], "en"),
+        (vec![user("mallory"), user("alice")], "de"),
+        (vec![user("alice"), user("alice")], "ja"),
+    ] {
+        let mut with_lang = who.clone();
+        with_lang.push(("Accept-Language", lang.to_string()));
+        for r in [
+            call(p.addr, "GET", "/threads", &with_lang),
+            call(p.addr, "GET", "/threads/hers/messages", &with_lang),
+            post(p.addr, "/", &with_lang, &run_body(&p, "hers", "h2", "x")),
+        ] {
+            refused_naming(&r, 400, "INVALID_INPUT", "x-forwarded-user");
+            assert!(!r.text().contains("hers"), "{}", r.text());
+        }
+    }
+    drop(p);
+
+    let dir = tempdir("callers-twice-tokens");
+    let tokens = tokens_file_mode(&dir);
+    for (mode, first, second) in [
+        (tokens, "alice-token", "bob-token"),
+        (single_token_mode(), "shared-token", "other"),
+    ] {
+        let p = start(&mode, &format!("callers-twice-{}", mode.name), &[]);
+        for who in [
+            vec![bearer(first), bearer(second)],
+            vec![bearer(second), bearer(first)],
+            vec![bearer(first), bearer(first)],
+        ] {
+            let r = call(p.addr, "GET", "/threads", &who);
+            refused_naming(&r, 400, "INVALID_INPUT", "authorization");
+            let r = call(p.addr, "GET", "/capabilities", &who);
+            assert_eq!(r.status, 400, "{}: {who:?}: {}", mode.name, r.text());
+        }
+        assert_eq!(capabilities(p.addr, first), 200);
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Issue 46, 12: a request without the identity header was answered as a token problem.
+#[test]
+fn a_request_without_the_identity_header_is_told_which_header_is_missing() {
+    let mode = header_mode();
+    let p = start(&mode, "callers-noheader", &[]);
+    for lang in ["en", "fr", "zh"] {
+        let r = call(
+            p.addr,
+            "GET",
+            "/threads",
+            &[("Accept-Language", lang.to_string())],
+        );
+        refused_naming(&r, 401, "UNAUTHORIZED", "x-forwarded-user");
+    }
+}
+
+/// Issue 45, 12: an edit that removed bob's line and added one bad line was refused whole
+/// (bob's revoked token went on working), and a deleted file changed nothing. Now a line
+/// that is gone is gone at the next read; a bad line refuses its own principal (logged by
+/// number, never with its hash); a missing file refuses everyone and `/health` says so.
+#[test]
+fn a_revoked_line_is_gone_at_once_and_a_bad_line_refuses_only_its_principal() {
+    let line = |who: &str| format!("{who} {}\n", sha(&format!("{who}-token")));
+    let all = format!("{}{}{}", line("alice"), line("bob"), line("carol"));
+    let t = tokens_server("callers-revoke", &all);
+    let (p, log, file) = (&t.p, &t.log, &t.file);
+    let ok = |who: &str| capabilities(p.addr, &format!("{who}-token")) == 200;
+    assert!(ok("alice") && ok("bob") && ok("carol"));
+    // Bob's line removed; carol's second line broken; a line that names nobody.
+    let dave = sha("dave-token");
+    std::fs::write(
+        file,
+        format!(
+            "{}{}carol 12345\nda\u{1}ve {dave}\n",
+            line("alice"),
+            line("carol")
+        ),
+    )
+    .unwrap();
+    let ten = std::time::Duration::from_secs(10);
+    assert!(
+        wait_until(ten, || !ok("bob")),
+        "bob's revoked token still works"
+    );
+    assert!(ok("alice"), "alice lost her access to others' lines");
+    assert!(!ok("carol"), "carol's broken line let her in");
+    assert!(!ok("dave"));
+    assert_eq!(health(p.addr).0, 200, "one bad line is not an outage");
+    let logged = |what: &str| {
+        log.lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains(what))
+            .count()
+    };
+    assert!(wait_until(ten, || logged("line 3") == 1 && logged("line 4") == 1));
+    let text = log.lock().unwrap().join("\n");
+    for who in ["alice", "bob", "carol", "dave"] {
+        assert!(
+            !text.contains(&sha(&format!("{who}-token"))),
+            "a hash in the log"
+        );
+    }
+
+    // Deleted: everyone is refused, `/health` says why, logged once.
+    std::fs::remove_file(file).unwrap();
+    assert!(
+        wait_until(ten, || !ok("alice")),
+        "a deleted file let alice in"
+    );
+    let (status, body) = health(p.addr);
+    assert_eq!((status, &body["reason"]), (503, &json!("tokens")), "{body}");
+    assert_eq!(logged("cannot be used"), 1);
+    std::fs::write(file, &all).unwrap();
+    assert!(wait_until(ten, || ok("bob") && ok("carol")));
+    assert_eq!(health(p.addr).0, 200);
+}
+
+/// Issue 45, 13: a tokens file saved with a byte-order mark renamed its first principal
+/// (`\u{feff}alice`): her token worked and all her threads vanished from her view.
+#[test]
+fn a_tokens_file_saved_with_a_byte_order_mark_keeps_the_first_callers_threads() {
+    let alice = format!("alice {}\n", sha("alice-token"));
+    let t = tokens_server("callers-bom", &alice);
+    let (p, file) = (&t.p, &t.file);
+    let who = vec![bearer("alice-token")];
+    run_as(&who, p, "mine", "m1", "hello");
+    std::fs::write(file, format!("\u{feff}{alice}bob {}\n", sha("bob-token"))).unwrap();
+    assert!(wait_until(std::time::Duration::from_secs(10), || {
+        capabilities(p.addr, "bob-token") == 200
+    }));
+    let listed = call(p.addr, "GET", "/threads", &who);
+    assert_eq!(listed.status, 200, "{}", listed.text());
+    assert_eq!(
+        listed.json()["threads"][0]["threadId"],
+        "mine",
+        "{}",
+        listed.text()
+    );
+}
+
+/// Issue 45, 14: with per-caller identity any caller read `/metrics`, whose thread counts and
+/// history bytes move with other callers' private threads. Now it needs the metrics token
+/// or a listed principal (403 for other callers, 401 for strangers); one shared caller keeps
+/// the one token.
+#[test]
+fn metrics_need_their_own_credential_once_callers_are_told_apart() {
+    let metrics = |addr: SocketAddr, who: &[(&'static str, String)]| {
+        let r = call(addr, "GET", "/metrics", who);
+        if r.status == 200 {
+            assert!(r.text().contains("iac_agui_threads"), "{}", r.text());
+        }
+        let code = if r.status == 200 {
+            String::new()
+        } else {
+            r.error_code()
+        };
+        (r.status, code)
+    };
+    let dir = tempdir("callers-metrics-tokens");
+    let mode = tokens_file_mode(&dir);
+    let p = start(&mode, "callers-metrics-none", &[]);
+    assert_eq!(metrics(p.addr, &mode.alice), (403, "FORBIDDEN".into()));
+    assert_eq!(metrics(p.addr, &[]), (401, "UNAUTHORIZED".into()));
+    drop(p);
+
+    let scrape = ("IAC_CODE_AGUI_METRICS_TOKEN", "scrape-token".to_string());
+    for mut mode in [tokens_file_mode(&dir), header_mode()] {
+        mode.env.push(scrape.clone());
+        let p = start(
+            &mode,
+            &format!("callers-metrics-{}", mode.name),
+            &["--metrics-principals", "ops,bob"],
+        );
+        assert_eq!(
+            metrics(p.addr, &[bearer("scrape-token")]).0,
+            200,
+            "{}",
+            mode.name
+        );
+        assert_eq!(
+            metrics(p.addr, mode.bob.as_ref().unwrap()).0,
+            200,
+            "{}",
+            mode.name
+        );
+        assert_eq!(metrics(p.addr, &mode.alice).0, 403, "{}", mode.name);
+        assert_eq!(metrics(p.addr, &[bearer("wrong")]).0, 401, "{}", mode.name);
+        let twice = [bearer("scrape-token"), bearer("scrape-token")];
+        assert_eq!(metrics(p.addr, &twice).0, 400, "{}", mode.name);
+        // The scrape token is for /metrics alone.
+        assert_eq!(capabilities(p.addr, "scrape-token"), 401, "{}", mode.name);
+    }
+    let mode = single_token_mode();
+    let p = start(&mode, "callers-metrics-single", &[]);
+    assert_eq!(metrics(p.addr, &mode.alice).0, 200);
+    assert_eq!(metrics(p.addr, &[]).0, 401);
+    drop(p);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Issue 45, 15: `Host: localhost..` is not a loopback name (421) on every route of the
+/// identity modes, whatever its spelling, alone or after a good request on the connection;
+/// `/health` alone answers any Host (probes).
+#[test]
+fn host_names_with_empty_labels_are_421_in_the_per_caller_modes() {
+    let dir = tempdir("callers-hosts-tokens");
+    for mode in [header_mode(), tokens_file_mode(&dir)] {
+        let p = start(&mode, &format!("callers-hosts-{}", mode.name), &[]);
+        let port = p.addr.port();
+        let who: Vec<(&str, &str)> = mode.alice.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        fn with_host<'a>(who: &[(&'a str, &'a str)], host: &'a str) -> Vec<(&'a str, &'a str)> {
+            let mut h = who.to_vec();
+            h.push(("Host", host));
+            h
+        }
+        let good = request("GET", "/capabilities", &with_host(&who, "localhost."), b"");
+        assert_eq!(common::raw(p.addr, &good).status, 200, "{}", mode.name);
+        for host in [
+            "localhost..".to_string(),
+            "LOCALHOST..".into(),
+            format!("localhost..:{port}"),
+            "localhost...".into(),
+            "127.0.0.1..".into(),
+            "..localhost".into(),
+            "local..host".into(),
+        ] {
+            let h = with_host(&who, &host);
+            let mut h_json = h.clone();
+            h_json.push(("Content-Type", "application/json"));
+            for bytes in [
+                request("GET", "/capabilities", &h, b""),
+                request("GET", "/threads", &h, b""),
+                request("GET", "/metrics", &h, b""),
+                request("DELETE", "/threads/t", &h, b""),
+                request("POST", "/", &h_json, &run_body_bytes(&p)),
+                String::from_utf8(request("GET", "/capabilities", &h, b""))
+                    .unwrap()
+                    .replacen("HTTP/1.1", "HTTP/1.0", 1)
+                    .into_bytes(),
+            ] {
+                let r = common::raw(p.addr, &bytes);
+                assert_eq!(r.status, 421, "{} {host}: {}", mode.name, r.text());
+                assert_eq!(r.error_code(), "HOST_NOT_ALLOWED");
+            }
+            // On a connection whose first request was answered.
+            let mut s = TcpStream::connect(p.addr).unwrap();
+            let mut both = good.clone();
+            both.extend(request("GET", "/threads", &h, b""));
+            s.write_all(&both).unwrap();
+            let mut r = Reader::new(s);
+            assert_eq!(r.response(false).unwrap().status, 200);
+            assert_eq!(r.response(false).unwrap().status, 421, "{host}");
+            let probe = request("GET", "/health", &[("Host", &host)], b"");
+            assert_eq!(common::raw(p.addr, &probe).status, 200, "{host}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn run_body_bytes(p: &Procs) -> Vec<u8> {
+    p.body("t", "r", "hello")
+}
+
+/// Issue 43: the loop stat'ed and read the tokens file on its own tick, so a file whose read
+/// blocks (a FIFO with no writer; a hung network mount) stopped every connection. Now the
+/// watcher thread reads it: `/health` keeps answering within 100 ms, and once the read has
+/// not finished in time the file counts as unreadable (everyone refused, `/health` 503).
+#[test]
+fn a_tokens_file_whose_read_blocks_never_stalls_the_loop() {
+    let t = tokens_server("callers-fifo", &format!("alice {}\n", sha("alice-token")));
+    let (p, file) = (&t.p, &t.file);
+    let dir = file.parent().unwrap();
+    assert_eq!(capabilities(p.addr, "alice-token"), 200);
+    let fifo = dir.join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    std::fs::rename(&fifo, file).unwrap();
+    // Each probe gets a few tries at the 100 ms (the machine is shared); one that gets no
+    // answer at all within 5 s is a loop stuck on the file.
+    let fast = std::time::Duration::from_millis(100);
+    let stuck = std::time::Duration::from_secs(5);
+    let clock = iac_agui::clock::SystemClock;
+    use iac_agui::clock::Clock as _;
+    let probe = || {
+        let mut last = None;
+        for _ in 0..3 {
+            let t0 = clock.now();
+            let answer = health_within(p.addr, stuck).expect("the loop answers /health");
+            if clock.now() - t0 <= fast {
+                return answer;
+            }
+            last = Some(clock.now() - t0);
+        }
+        panic!("/health took {last:?}, three times in a row");
+    };
+    assert!(
+        wait_until(std::time::Duration::from_secs(30), || {
+            let (status, body) = probe();
+            status == 503 && body["reason"] == "tokens"
+        }),
+        "a file that cannot be read left the tokens in use"
+    );
+    assert_eq!(capabilities(p.addr, "alice-token"), 401);
+    p.signal("HUP");
+    assert_eq!(probe().0, 503);
+    // A file put in the FIFO's place is read, though the FIFO's read still hangs.
+    std::fs::remove_file(file).unwrap();
+    std::fs::write(file, format!("alice {}\n", sha("alice-token"))).unwrap();
+    assert!(
+        wait_until(std::time::Duration::from_secs(10), || probe().0 == 200),
+        "the watcher stays stuck on the FIFO"
+    );
+    assert_eq!(capabilities(p.addr, "alice-token"), 200);
 }

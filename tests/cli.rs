@@ -37,11 +37,7 @@ fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> (Child, std::net::Sock
 fn start_logged(
     args: &[&str],
     env: &[(&str, &str)],
-) -> (
-    Child,
-    std::net::SocketAddr,
-    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-) {
+) -> (Child, std::net::SocketAddr, common::procs::Log) {
     let mut child = bin()
         .args(["--port", "0", "--demo"])
         .args(args)
@@ -50,24 +46,8 @@ fn start_logged(
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let addr = loop {
-        let line = lines.next().expect("ready line").unwrap();
-        let ready = common::procs::ready_line_addr(&line);
-        log.lock().unwrap().push(line);
-        if let Some(addr) = ready {
-            break addr;
-        }
-    };
-    // Keep draining stderr so the child never blocks on a full pipe.
-    let sink = log.clone();
-    std::thread::spawn(move || {
-        for l in lines.map_while(Result::ok) {
-            sink.lock().unwrap().push(l);
-        }
-    });
+    let log = common::procs::Log::default();
+    let addr = common::procs::ready_addr_logged(&mut child, Some(&log));
     (child, addr, log)
 }
 

@@ -275,6 +275,7 @@ fn spawn_traced(
         .args(["--port", "0"])
         .args(args)
         .env("RUST_LOG", "trace")
+        .env("IAC_CODE_AGUI_METRICS_TOKEN", CANARIES[4])
         .env("IAC_CODE_AGUI_STATE_DIR", dir.join("state"))
         .env("IAC_CODE_AGUI_ALLOWED_CWDS", dir)
         .stderr(Stdio::piped())
@@ -304,6 +305,8 @@ const CANARIES: &[&str] = &[
     "CANARY-HDR-91bc",
     "CANARY-AKS-55d2",
     "CANARY-STS-0e6f",
+    // The metrics token (a secret of the server's own).
+    "CANARY-MTR-3c1d",
 ];
 
 #[test]
@@ -335,6 +338,12 @@ fn secrets_never_reach_state_files_or_trace_logs() {
     let r = post_json(addr, "/", &[], &secret_props("r2", "", Some(resume)));
     assert_eq!(r.status, 200);
     let r = post_json(addr, "/", &[], &secret_props("r3", "fault-garbage", None));
+    assert_eq!(r.status, 200);
+    let bearer = format!("Bearer {}", CANARIES[4]);
+    let r = common::raw(
+        addr,
+        &common::request("GET", "/metrics", &[("Authorization", &bearer)], b""),
+    );
     assert_eq!(r.status, 200);
     Command::new("kill")
         .args(["-TERM", &child.id().to_string()])

@@ -295,10 +295,14 @@ impl ApiError {
 
     /// `400 INVALID_INPUT` with a message already in the request's language.
     pub fn invalid_input(message: String) -> Response {
-        let body =
-            serde_json::json!({"error": {"code": Code::InvalidInput.as_str(), "message": message}});
+        Self::with_message(Code::InvalidInput, message)
+    }
+
+    /// `code`'s response with a message already in the request's language.
+    pub fn with_message(code: Code, message: String) -> Response {
+        let body = serde_json::json!({"error": {"code": code.as_str(), "message": message}});
         Response::json(
-            Code::InvalidInput.http_status(),
+            code.http_status(),
             serde_json::to_vec(&body).unwrap_or_default(),
         )
     }

@@ -89,6 +89,10 @@ pub(crate) struct Config {
     pub(crate) identity_header: Option<String>,
     /// `--trust-identity-header`: the operator confirms only the proxy reaches the port.
     pub(crate) trust_identity_header: bool,
+    /// `IAC_CODE_AGUI_METRICS_TOKEN`: a bearer token that reads `/metrics` (a secret).
+    pub(crate) metrics_token: Option<String>,
+    /// `--metrics-principals`: callers allowed to read `/metrics` with per-caller identity.
+    pub(crate) metrics_principals: Vec<crate::principal::Caller>,
     pub(crate) state_dir: Option<PathBuf>,
     /// Each thread's stored conversation: its bounds, and how long an idle thread is kept
     /// (zero: for ever).
@@ -144,6 +148,8 @@ impl Default for Config {
             auth_tokens_file: None,
             identity_header: None,
             trust_identity_header: false,
+            metrics_token: None,
+            metrics_principals: Vec::new(),
             state_dir: None,
             history: Default::default(),
             thread_retention: Duration::ZERO,
@@ -380,6 +386,24 @@ pub(crate) fn parse(
     }
     c.trust_identity_header =
         trust_identity_header || file_bool(&file, "trust_identity_header")?.unwrap_or(false);
+    if let Some(v) = pick("metrics_principals") {
+        let s = as_string("metrics_principals", v)?;
+        for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let caller = crate::principal::Caller::named(name.as_bytes()).map_err(|_| {
+                ConfigError(format!(
+                    "--metrics-principals takes principal names (comma-separated), not {name:?}."
+                ))
+            })?;
+            c.metrics_principals.push(caller);
+        }
+        if c.auth_tokens_file.is_none() && c.identity_header.is_none() {
+            return Err(ConfigError(
+                "--metrics-principals names callers, but callers are not told apart: it needs \
+                 --auth-tokens-file or --identity-header."
+                    .into(),
+            ));
+        }
+    }
     if let Some(v) = pick("a2a_idle_timeout") {
         c.a2a_idle_timeout = as_seconds("a2a_idle_timeout", v, false)?;
     }
@@ -421,6 +445,7 @@ pub(crate) fn parse(
         ));
     }
     c.a2a_token = secret("a2a_token")?;
+    c.metrics_token = secret("metrics_token")?;
     c.debug = debug || file_bool(&file, "debug")?.unwrap_or(false);
     c.log_stdout = match log_stdout {
         Some(b) => b,

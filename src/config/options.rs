@@ -165,6 +165,13 @@ pub(crate) const OPTIONS: &[Opt] = &[
     )
     .flag("trust-identity-header", None),
     opt(
+        "metrics_principals",
+        "Callers (comma-separated principal names) that may read /metrics when callers are told \
+         apart; the metrics token also does",
+    )
+    .flag("metrics-principals", Some("NAMES"))
+    .env("IAC_CODE_AGUI_METRICS_PRINCIPALS"),
+    opt(
         "history_max_messages",
         "Messages each thread's stored conversation keeps (the oldest go first, behind a marker)",
     )
@@ -243,6 +250,12 @@ pub(crate) const OPTIONS: &[Opt] = &[
         "Bearer token required on POST routes and /capabilities, /metrics (unset or empty: no auth)",
     )
     .env("IAC_CODE_AGUI_AUTH_TOKEN"),
+    opt(
+        "metrics_token",
+        "Bearer token that reads /metrics in every identity mode (with a tokens file or an \
+         identity header, /metrics needs it or a --metrics-principals caller)",
+    )
+    .env("IAC_CODE_AGUI_METRICS_TOKEN"),
     opt("a2a_token", "Bearer token for an external A2A kernel").env("IAC_CODE_AGUI_A2A_TOKEN"),
     opt("allowed_cwds", "Allowed workspace roots (':'-separated)")
         .env("IAC_CODE_AGUI_ALLOWED_CWDS")

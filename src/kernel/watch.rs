@@ -4,7 +4,7 @@
 //! restarted with backoff (1 s doubling to 30 s), on the same port with the same token.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::a2a::client::A2aClient;
@@ -17,8 +17,7 @@ pub struct Readiness {
     /// The state store can be written (every run needs it): probed with the kernel.
     store_up: AtomicBool,
     store_probe: Mutex<Option<StoreProbe>>,
-    kicked: Mutex<bool>,
-    wake: Condvar,
+    kick: crate::sync::Kick,
     stop: AtomicBool,
 }
 
@@ -31,8 +30,7 @@ impl Default for Readiness {
             up: AtomicBool::new(true),
             store_up: AtomicBool::new(true),
             store_probe: Mutex::new(None),
-            kicked: Mutex::new(false),
-            wake: Condvar::new(),
+            kick: crate::sync::Kick::default(),
             stop: AtomicBool::new(false),
         }
     }
@@ -97,8 +95,7 @@ impl Readiness {
 
     /// A kernel call failed: probe now rather than at the next tick.
     pub fn kick(&self) {
-        *lock(&self.kicked) = true;
-        self.wake.notify_all();
+        self.kick.kick();
     }
 
     /// Stop the watcher (at exit, before the managed kernel is stopped).
@@ -109,14 +106,7 @@ impl Readiness {
 
     /// Sleep until `d` passed or someone kicked; true when kicked.
     fn sleep(&self, d: Duration) -> bool {
-        let mut k = lock(&self.kicked);
-        if !*k {
-            k = match self.wake.wait_timeout(k, d) {
-                Ok((g, _)) => g,
-                Err(p) => p.into_inner().0,
-            };
-        }
-        std::mem::replace(&mut *k, false)
+        self.kick.sleep(d)
     }
 }
 

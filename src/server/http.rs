@@ -61,6 +61,12 @@ impl RequestHead {
             .map(|(_, v)| v.as_slice())
     }
 
+    /// How many fields are named `name`: a credential or identity sent twice is refused,
+    /// since a proxy that appends rather than replaces leaves the client's copy first.
+    pub(crate) fn header_count(&self, name: &str) -> usize {
+        self.headers.iter().filter(|(n, _)| n == name).count()
+    }
+
     /// First value as text; header bytes outside ASCII are read as Latin-1 like Starlette does.
     pub(crate) fn header_str(&self, name: &str) -> Option<String> {
         self.header(name)

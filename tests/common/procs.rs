@@ -41,11 +41,21 @@ pub fn start(name: &str, extra: &[&str]) -> Procs {
 
 /// `start`, with `env` added to the adapter's environment.
 pub fn start_with_env(name: &str, extra: &[&str], env: &[(&str, &str)]) -> Procs {
+    start_keeping(name, extra, env, None)
+}
+
+/// `start_with_env`, with the adapter's log kept.
+pub fn start_logged(name: &str, extra: &[&str], env: &[(&str, &str)]) -> (Procs, Log) {
+    let log = Log::default();
+    (start_keeping(name, extra, env, Some(&log)), log)
+}
+
+fn start_keeping(name: &str, extra: &[&str], env: &[(&str, &str)], log: Option<&Log>) -> Procs {
     let dir = tempdir(name);
     std::fs::create_dir_all(dir.join("ws")).unwrap();
     let port = free_port();
     let kernel = kernel(port);
-    let (adapter, addr) = adapter_with_env(&dir, port, extra, env);
+    let (adapter, addr) = spawn_adapter(&dir, port, extra, env, log);
     Procs {
         kernel,
         kernel_port: port,
@@ -81,6 +91,16 @@ pub fn adapter_with_env(
     extra: &[&str],
     env: &[(&str, &str)],
 ) -> (Child, SocketAddr) {
+    spawn_adapter(dir, port, extra, env, None)
+}
+
+fn spawn_adapter(
+    dir: &std::path::Path,
+    port: u16,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    log: Option<&Log>,
+) -> (Child, SocketAddr) {
     let mut adapter = Command::new(env!("CARGO_BIN_EXE_iac-agui"))
         .args([
             "--port",
@@ -96,7 +116,7 @@ pub fn adapter_with_env(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let addr = ready_addr(&mut adapter);
+    let addr = ready_addr_logged(&mut adapter, log);
     (adapter, addr)
 }
 
@@ -119,18 +139,34 @@ pub fn ready_line_addr(line: &str) -> Option<SocketAddr> {
     url.strip_prefix("http://")?.trim().parse().ok()
 }
 
+/// Every stderr line of a process, as it comes.
+pub type Log = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
 /// Wait for an adapter's "listening on http://ADDR" line (its stderr must be piped); the
 /// rest of its stderr is drained in the background.
 pub fn ready_addr(adapter: &mut Child) -> SocketAddr {
+    ready_addr_logged(adapter, None)
+}
+
+/// `ready_addr`, keeping every line (the ready line and those before it too) in `log`.
+pub fn ready_addr_logged(adapter: &mut Child, log: Option<&Log>) -> SocketAddr {
     let mut lines = BufReader::new(adapter.stderr.take().unwrap()).lines();
+    let sink = log.cloned();
+    let keep = move |l: String| {
+        if let Some(s) = &sink {
+            s.lock().unwrap().push(l);
+        }
+    };
     let addr = loop {
         let l = lines.next().expect("ready line").unwrap();
         // A managed kernel shares the adapter's stderr: only the adapter's own line counts.
-        if let Some(addr) = ready_line_addr(&l) {
+        let addr = ready_line_addr(&l);
+        keep(l);
+        if let Some(addr) = addr {
             break addr;
         }
     };
-    std::thread::spawn(move || for _ in lines {});
+    std::thread::spawn(move || lines.map_while(Result::ok).for_each(keep));
     addr
 }
 
