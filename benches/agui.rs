@@ -19,6 +19,8 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 #[path = "agui/census.rs"]
 mod census;
+#[path = "agui/threads.rs"]
+mod threads;
 
 /// The binary measured: the shipped static build when `make bench` names it in
 /// `IAC_AGUI_BENCH_BIN`, otherwise cargo's own release build of this bench.
@@ -500,6 +502,8 @@ fn bench(memory: bool, events: bool) {
     if memory {
         return;
     }
+    drop(a);
+    threads::figures(&k, &mut add);
     json.insert("binary".into(), serde_json::json!(bin()));
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench.json");
     let _ = std::fs::write(
@@ -1031,6 +1035,12 @@ fn main() {
         load()
     } else if args.iter().any(|a| a == "census") {
         census::heap_census()
+    } else if args.iter().any(|a| a == "threads") {
+        // Only the stored-conversation rows (they write nothing).
+        let mut add = |name: &str, value: String, target: &str, _: Option<bool>, _: f64| {
+            println!("{name:<48} {value:>16}   {target}");
+        };
+        threads::figures(&kernel(), &mut add)
     } else {
         let has = |m: &str| args.iter().any(|a| a == m);
         bench(has("memory"), has("events"))
