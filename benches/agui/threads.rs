@@ -4,6 +4,7 @@
 //! real turn each, then copied on disk (the index journal removed, so the first listing
 //! finds them by the directory scan), as an upgraded or restored server would hold them.
 
+use iac_agui::clock::{Clock as _, SystemClock};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Instant;
@@ -70,7 +71,7 @@ fn list_latency(a: &Proc) -> f64 {
     assert_eq!(status, 200);
     let times: Vec<f64> = (0..40)
         .map(|_| {
-            let t = Instant::now();
+            let t = SystemClock.now();
             let (status, body) = get(a.addr, "/threads?limit=50");
             assert_eq!(status, 200);
             assert!(body.windows(9).any(|w| w == b"threadId\""));
@@ -116,7 +117,7 @@ pub(super) fn figures(k: &Proc, add: &mut Add<'_>) {
         let dir = state_dir(&format!("threads-{n}-{}", text.len()));
         seed(k, &dir, n, text);
         let a = adapter(k, &[], &dir);
-        let t0 = Instant::now();
+        let t0 = SystemClock.now();
         let (status, _) = get(a.addr, "/threads?limit=1");
         assert_eq!(status, 200);
         let first = t0.elapsed().as_secs_f64() * 1e3;
