@@ -7,7 +7,6 @@
 use iac_agui::clock::{Clock as _, SystemClock};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::Instant;
 
 use super::{Add, Proc, adapter, median, post, read_sse, run_body, state_dir};
 
