@@ -689,79 +689,71 @@ fn serve_with(
         output_budget: cfg.output_budget,
         ..ServerConfig::default()
     };
-    let mut server = Server::bind(addr, server_cfg, Arc::new(app), Arc::new(SystemClock))
+    let server = Server::bind(addr, server_cfg, Arc::new(app), Arc::new(SystemClock))
         .map_err(StartError::io(format!("listen on {addr}")))?;
     let local = server.local_addr();
     signals.set(server.shutdown_handle());
-    housekeeping(&mut server, &shared, &cfg);
+    let mut chores = housekeeping(&shared, &cfg);
     if !cfg.idle_shutdown.is_zero() {
-        idle_monitor(&mut server, cfg.idle_shutdown, shared, jobs);
+        chores.push(idle_monitor(
+            server.shutdown_handle(),
+            cfg.idle_shutdown,
+            shared,
+            jobs,
+        ));
     }
+    let chores_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    crate::chores::spawn(chores, chores_stop.clone())
+        .map_err(StartError::io("start the chores' thread"))?;
     // One stable line that scripts and tests can wait for.
     crate::logging::ready(None, VERSION, &format!("http://{local}"));
     crate::notify::ready();
     if cfg.console {
         log::info!("browser console on http://{local}/console");
     }
-    server.run().map_err(StartError::io("serve"))?;
+    let served = server.run();
+    chores_stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    served.map_err(StartError::io("serve"))?;
     log::info!("stopped");
     Ok(())
 }
 
-/// On the loop's own timers: finished runs' replay logs go when their retention ends (not at
-/// the next request), so an idle server gives their memory back; threads idle past
-/// `--thread-retention` are deleted, on a thread of their own for that round (it reads every
-/// stored conversation), one round at a time.
-fn housekeeping<H: crate::server::Handler>(
-    server: &mut Server<H>,
-    shared: &Arc<Shared>,
-    cfg: &Config,
-) {
+/// Finished runs' replay logs go when their retention ends (not at the next request), so an
+/// idle server gives their memory back; threads idle past `--thread-retention` are deleted
+/// (each round reads the callers' thread indexes). Off the loop: both take locks the workers
+/// take (`chores.rs`).
+fn housekeeping(shared: &Arc<Shared>, cfg: &Config) -> Vec<crate::chores::Chore> {
     let tick = (cfg.replay_retention / 4).clamp(
         std::time::Duration::from_millis(250),
         crate::limits::REPLAY_EXPIRY_TICK,
     );
     let weak = Arc::downgrade(shared);
-    let expiring = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    server.every(tick, move || {
+    vec![crate::chores::Chore::every(tick, move || {
         let Some(sh) = weak.upgrade() else {
             return false;
         };
         sh.replay.purge_expired();
-        // A thread only when a round is due, and one round at a time.
-        if !expiring.load(std::sync::atomic::Ordering::SeqCst) && sh.thread_expiry_due() {
-            expiring.store(true, std::sync::atomic::Ordering::SeqCst);
-            let done = expiring.clone();
-            let spawned = std::thread::Builder::new()
-                .name("iac-agui-expiry".into())
-                .stack_size(crate::limits::WORKER_STACK_BYTES)
-                .spawn(move || {
-                    sh.expire_threads();
-                    done.store(false, std::sync::atomic::Ordering::SeqCst);
-                });
-            if let Err(e) = spawned {
-                log::warn!("thread expiry not run this round: {e}");
-                expiring.store(false, std::sync::atomic::Ordering::SeqCst);
-            }
+        if sh.thread_expiry_due() {
+            sh.expire_threads();
         }
-        false
-    });
+        true
+    })]
 }
 
 /// Reference §8.3: exit when no loaded thread has an active run or a pending interrupt, no
-/// request is in flight, and nothing happened for `idle` (checked on the loop's timer).
-fn idle_monitor<H: crate::server::Handler>(
-    server: &mut Server<H>,
+/// request is in flight, and nothing happened for `idle` (checked off the loop: it locks every
+/// cached thread); the drain begins as a signal's would.
+fn idle_monitor(
+    server: crate::server::ShutdownHandle,
     idle: std::time::Duration,
     shared: Arc<Shared>,
     jobs: Arc<std::sync::atomic::AtomicUsize>,
-) {
+) -> crate::chores::Chore {
     let tick = (idle / 4).clamp(
         std::time::Duration::from_millis(100),
         std::time::Duration::from_secs(5),
     );
-    let mut said = false;
-    server.every(tick, move || {
+    crate::chores::Chore::every(tick, move || {
         let quiet = jobs.load(std::sync::atomic::Ordering::SeqCst) == 0
             && shared.registry.quiescent()
             && shared
@@ -769,10 +761,10 @@ fn idle_monitor<H: crate::server::Handler>(
                 .now()
                 .saturating_duration_since(shared.registry.last_activity())
                 >= idle;
-        if quiet && !said {
-            said = true;
+        if quiet {
             log::info!("idle for {idle:?}: shutting down");
+            server.drain();
         }
-        quiet
-    });
+        !quiet
+    })
 }

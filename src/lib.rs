@@ -9,6 +9,7 @@ pub mod auth;
 pub(crate) mod authority;
 pub(crate) mod buffers;
 pub mod catalog;
+pub(crate) mod chores;
 pub mod cli;
 pub mod clock;
 pub mod config;

@@ -64,6 +64,17 @@ impl ShutdownHandle {
             });
         let _ = self.waker.wake();
     }
+
+    /// Begin a drain unless one has begun (a second `shutdown` would end it at once).
+    pub fn drain(&self) {
+        if self
+            .flag
+            .compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            let _ = self.waker.wake();
+        }
+    }
 }
 
 /// The stages of a drain.
@@ -102,15 +113,6 @@ pub struct Server<H: Handler> {
     budget: OutputBudget,
     /// What this server last added to the `output_buffered` gauge (tests run several).
     published: i64,
-    /// Work on timers of the loop's own (expiry, the idle check), instead of sleeping threads.
-    ticks: Vec<Tick>,
-}
-
-/// A task the loop runs every `period`; it returns true to ask for a shutdown (a drain).
-struct Tick {
-    period: std::time::Duration,
-    next: Instant,
-    run: Box<dyn FnMut() -> bool + Send>,
 }
 
 impl<H: Handler> Server<H> {
@@ -160,7 +162,6 @@ impl<H: Handler> Server<H> {
             body_bytes: Arc::default(),
             budget,
             published: 0,
-            ticks: Vec::new(),
         })
     }
 
@@ -187,10 +188,6 @@ impl<H: Handler> Server<H> {
             }
             let now = self.clock.now();
             let mut timeout = self.timers.timeout(now);
-            if let Some(next) = self.ticks.iter().map(|t| t.next).min() {
-                let left = next.saturating_duration_since(now);
-                timeout = Some(timeout.map_or(left, |t| t.min(left)));
-            }
             if let Some(Drain::Grace { until } | Drain::Final { until }) = self.drain {
                 // While draining, also look at the jobs now and then (they end on workers).
                 let left = until
@@ -222,7 +219,6 @@ impl<H: Handler> Server<H> {
             self.process_ready();
             self.process_timers();
             self.check_budget();
-            self.run_ticks();
         }
         for slot in 0..self.conns.len() {
             if self.conns[slot].is_some() {
@@ -270,28 +266,6 @@ impl<H: Handler> Server<H> {
 
     fn draining(&self) -> bool {
         self.drain.is_some()
-    }
-
-    /// Run `f` on the loop every `period` (before `run`); `f` returns true to begin a drain,
-    /// as a signal does. It must not block: it runs between the sockets' events.
-    pub fn every(&mut self, period: std::time::Duration, f: impl FnMut() -> bool + Send + 'static) {
-        self.ticks.push(Tick {
-            period,
-            next: self.clock.now() + period,
-            run: Box::new(f),
-        });
-    }
-
-    fn run_ticks(&mut self) {
-        let now = self.clock.now();
-        let mut stop = false;
-        for t in self.ticks.iter_mut().filter(|t| t.next <= now) {
-            t.next = now + t.period;
-            stop |= (t.run)();
-        }
-        if stop && self.shutdown_flag.load(Ordering::SeqCst) == 0 {
-            self.shutdown_flag.fetch_add(1, Ordering::SeqCst);
-        }
     }
 
     fn begin_shutdown(&mut self) {
