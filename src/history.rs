@@ -75,6 +75,9 @@ pub struct Transcript {
     /// a client that restates its whole history sends them again, and they must not come
     /// back as new.
     pub dropped_ids: std::collections::VecDeque<String>,
+    /// The title a person gave the thread (`PATCH /threads/{id}`), in place of the one its
+    /// first user message gives.
+    pub renamed: Option<String>,
     pub messages: Vec<Value>,
 }
 
@@ -95,6 +98,7 @@ impl Transcript {
             updated_at: now_ms,
             dropped: 0,
             dropped_ids: Default::default(),
+            renamed: None,
             messages: Vec::new(),
         }
     }
@@ -139,6 +143,7 @@ impl Transcript {
             updated_at,
             dropped,
             dropped_ids: Default::default(),
+            renamed: None,
             messages,
         })
     }
@@ -159,8 +164,12 @@ impl Transcript {
         out
     }
 
-    /// The start of the first user message's text, for listings.
+    /// The title a person gave it, else the start of the first user message's text, for
+    /// listings.
     pub fn title(&self) -> String {
+        if let Some(t) = &self.renamed {
+            return t.clone();
+        }
         let text = self
             .messages
             .iter()

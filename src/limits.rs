@@ -223,6 +223,9 @@ pub(crate) const HISTORY_MAX_MESSAGES: usize = 2_000;
 pub(crate) const HISTORY_MAX_BYTES: usize = 4 * 1024 * 1024;
 /// Characters of the first user message a listing shows as the thread's title.
 pub(crate) const HISTORY_TITLE_CHARS: usize = 80;
+/// Characters of a title a person gives a thread (`PATCH /threads/{id}`), and of a listing's
+/// search text (`q`).
+pub(crate) const THREAD_TITLE_MAX_CHARS: usize = 200;
 /// The largest conversation file read (the bytes bound plus room for its frame; a log is
 /// compacted long before it grows this large).
 pub(crate) const MAX_HISTORY_FILE: u64 = 64 * 1024 * 1024;

@@ -34,6 +34,14 @@ pub enum Work {
     DeleteThread {
         thread_id: String,
     },
+    /// `GET /threads/{threadId}`: its listing entry, pending interrupts whole.
+    Thread {
+        thread_id: String,
+    },
+    /// `PATCH /threads/{threadId}` `{"title": …}`.
+    RenameThread {
+        thread_id: String,
+    },
 }
 
 impl Work {
@@ -41,8 +49,26 @@ impl Work {
     fn method(&self) -> &'static str {
         match self {
             Work::Run | Work::Cancel { .. } | Work::Subscribe { .. } => "POST",
-            Work::ListThreads { .. } | Work::ThreadMessages { .. } => "GET",
+            Work::ListThreads { .. } | Work::ThreadMessages { .. } | Work::Thread { .. } => "GET",
             Work::DeleteThread { .. } => "DELETE",
+            Work::RenameThread { .. } => "PATCH",
+        }
+    }
+
+    /// Whether the route reads a JSON body.
+    fn has_body(&self) -> bool {
+        matches!(self.method(), "POST" | "PATCH")
+    }
+
+    /// `/threads/{threadId}` is one path for three methods: the route for `method`.
+    fn for_method(self, method: &str) -> Work {
+        match self {
+            Work::DeleteThread { thread_id } => match method {
+                "GET" => Work::Thread { thread_id },
+                "PATCH" => Work::RenameThread { thread_id },
+                _ => Work::DeleteThread { thread_id },
+            },
+            w => w,
         }
     }
 }
@@ -71,6 +97,9 @@ impl Route {
     fn allow(&self) -> &'static str {
         match self {
             Route::Health | Route::Metrics | Route::Capabilities => "HEAD, GET",
+            Route::Work(
+                Work::DeleteThread { .. } | Work::Thread { .. } | Work::RenameThread { .. },
+            ) => "GET, PATCH, DELETE",
             Route::Work(w) => w.method(),
         }
     }
@@ -298,6 +327,10 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
     let Some(route) = route else {
         return HeadDecision::Respond(not_found_or_redirect(head, &path));
     };
+    let route = match route {
+        Route::Work(w) => Route::Work(w.for_method(&head.method)),
+        r => r,
+    };
     if !route.accepts(&head.method) {
         return HeadDecision::Respond(
             Response::text(405, "Method Not Allowed").with_header("allow", route.allow().into()),
@@ -337,7 +370,7 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
         Ok(c) => c,
         Err(r) => return refused(r),
     };
-    if work.method() != "POST" {
+    if !work.has_body() {
         // No body: one that is sent anyway is too large.
         return HeadDecision::ReadBody {
             limit: 0,
@@ -354,6 +387,7 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
     let (limit, msg) = match &work {
         Work::Run => (cfg.max_run_body, Msg::RunBodyTooLarge),
         Work::Subscribe { .. } => (cfg.max_cancel_body, Msg::SubscribeBodyTooLarge),
+        Work::RenameThread { .. } => (cfg.max_cancel_body, Msg::RenameBodyTooLarge),
         _ => (cfg.max_cancel_body, Msg::CancelBodyTooLarge),
     };
     HeadDecision::ReadBody {

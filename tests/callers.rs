@@ -119,6 +119,20 @@ fn call(addr: SocketAddr, method: &str, path: &str, who: &[(&'static str, String
     Reader::new(s).response(false).expect("an answer")
 }
 
+/// `PATCH /threads/{thread}` with a title.
+fn rename(addr: SocketAddr, thread: &str, who: &[(&'static str, String)], title: &str) -> Resp {
+    let body = serde_json::to_vec(&json!({ "title": title })).unwrap();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(&request(
+        "PATCH",
+        &format!("/threads/{thread}"),
+        &headers(who),
+        &body,
+    ))
+    .unwrap();
+    Reader::new(s).response(false).expect("an answer")
+}
+
 fn post(addr: SocketAddr, path: &str, who: &[(&'static str, String)], body: &Value) -> Resp {
     post_json(
         addr,
@@ -266,6 +280,8 @@ fn others_see_nothing(mode: &Mode) {
         let thread_probes = |thread: &str| {
             vec![
                 call(p.addr, "GET", &format!("/threads/{thread}/messages"), bob),
+                call(p.addr, "GET", &format!("/threads/{thread}"), bob),
+                rename(p.addr, thread, bob, "mine now"),
                 call(p.addr, "DELETE", &format!("/threads/{thread}"), bob),
             ]
         };
@@ -273,12 +289,18 @@ fn others_see_nothing(mode: &Mode) {
         theirs.extend(thread_probes("T"));
         let mut nobodys = probes("nobody-has-this", "00000000-0000-4000-8000-000000000000");
         nobodys.extend(thread_probes("nobody-has-this"));
-        let listed = call(p.addr, "GET", "/threads", bob).json();
-        assert_eq!(
-            listed["threads"],
-            json!([]),
-            "bob lists alice's threads: {listed}"
-        );
+        for q in [
+            "/threads",
+            "/threads?q=question",
+            "/threads?status=interrupted",
+        ] {
+            let listed = call(p.addr, "GET", q, bob).json();
+            assert_eq!(
+                listed["threads"],
+                json!([]),
+                "bob lists alice's threads ({q}): {listed}"
+            );
+        }
         for (a, b) in theirs.iter().zip(&nobodys) {
             let (a, b) = (seen(a), seen(b));
             assert_eq!(a, b, "{}: another principal learns something", mode.name);

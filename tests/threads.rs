@@ -499,3 +499,145 @@ fn a_trimmed_conversation_does_not_take_its_dropped_messages_back() {
     assert_eq!(users, ["u9", "u10"]);
     assert_eq!(m["dropped"], 16);
 }
+
+fn patch_title(p: &Procs, thread: &str, body: &[u8], lang: &str) -> Resp {
+    let mut s = TcpStream::connect(p.addr).unwrap();
+    s.write_all(&request(
+        "PATCH",
+        &format!("/threads/{thread}"),
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept-Language", lang),
+        ],
+        body,
+    ))
+    .unwrap();
+    Reader::new(s).response(false).expect("an answer")
+}
+
+#[test]
+fn a_renamed_thread_keeps_its_title_through_turns_and_restarts() {
+    // Issue 47: `PATCH /threads/{id}` `{"title": …}` (bounded, no control characters); it
+    // touches no run, and the title survives further turns and restarts.
+    let mut p = start("threads-rename", &[]);
+    run(&p, "t", "r1", "deploy the staging stack");
+    let r = patch_title(&p, "t", br#"{"title":"Staging rollout"}"#, "en");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["title"], "Staging rollout");
+    let _running = open_run(&p, "t", "r2", "wait 1");
+    let during = patch_title(&p, "t", br#"{"title":"Staging rollout, day 2"}"#, "en");
+    assert_eq!(
+        during.status,
+        200,
+        "a rename waits for no run: {}",
+        during.text()
+    );
+    drop(_running);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    run(&p, "t", "r3", "and production");
+    let _ = p.adapter.kill();
+    let _ = p.adapter.wait();
+    let (adapter, addr) = common::procs::adapter(&p.dir, p.kernel_port, &[]);
+    p.adapter = adapter;
+    p.addr = addr;
+    let list = get(p.addr, "/threads", &[]).json();
+    assert_eq!(
+        listed(&list, "t").unwrap()["title"],
+        "Staging rollout, day 2",
+        "{list}"
+    );
+    assert_eq!(
+        get(p.addr, "/threads/t", &[]).json()["title"],
+        "Staging rollout, day 2"
+    );
+    // Back to the first message's.
+    let back = patch_title(&p, "t", br#"{"title":null}"#, "en");
+    assert_eq!(back.json()["title"], "deploy the staging stack");
+    // Refusals name the field, in the request's language; an unknown thread is a 404.
+    let long = format!(r#"{{"title":"{}"}}"#, "x".repeat(201));
+    for (body, field, code) in [
+        (long.as_bytes(), "title", "INVALID_INPUT"),
+        (
+            br#"{"title":"a\u0007b"}"#.as_slice(),
+            "title",
+            "INVALID_INPUT",
+        ),
+        (br#"{"title":7}"#.as_slice(), "title", "INVALID_INPUT"),
+        (br#"{"name":"x"}"#.as_slice(), "name", "INVALID_INPUT"),
+        (b"{nope".as_slice(), "", "INVALID_JSON"),
+    ] {
+        let mut seen = std::collections::HashSet::new();
+        for lang in ["en", "zh", "es", "fr", "de", "ja", "pt"] {
+            let r = patch_title(&p, "t", body, lang);
+            assert_eq!(r.status, 400, "{}", r.text());
+            assert_eq!(r.error_code(), code);
+            let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
+            assert!(msg.contains(field), "{lang}: {msg}");
+            seen.insert(msg);
+        }
+        assert_eq!(seen.len(), 7, "one message per language");
+    }
+    let none = patch_title(&p, "nobody", br#"{"title":"x"}"#, "en");
+    assert_eq!(none.error_code(), "THREAD_NOT_FOUND");
+}
+
+#[test]
+fn threads_are_found_by_title_and_status_and_an_interrupted_one_says_what_it_waits_for() {
+    // Issue 47: `q` and `status` filter the listing (with its pages); an interrupted thread
+    // gives its pending interrupts whole, and a new message's 409 names them.
+    let p = start("threads-find", &[]);
+    for i in 0..5 {
+        run(&p, &format!("plain{i}"), "r1", &format!("Plain chat {i}"));
+    }
+    let q = run(&p, "asks", "r1", "a question about Regions");
+    let pending = interrupts(&q)[0]["id"].as_str().unwrap().to_string();
+    let found = get(p.addr, "/threads?q=REGIONS", &[]).json();
+    let ids: Vec<&str> = found["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["threadId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["asks"]);
+    let waiting = get(p.addr, "/threads?status=interrupted", &[]).json();
+    assert_eq!(waiting["threads"].as_array().unwrap().len(), 1, "{waiting}");
+    let entry = &waiting["threads"][0];
+    assert_eq!(entry["interrupts"][0]["id"], pending.as_str());
+    assert_eq!(entry["interrupts"][0]["kind"], "ask_user_question");
+    assert!(entry["interrupts"][0]["responseSchema"].is_object());
+    assert!(
+        !entry["interrupts"][0]["summary"]
+            .as_str()
+            .unwrap()
+            .contains('\n')
+    );
+    let one = get(p.addr, "/threads/asks", &[]).json();
+    assert_eq!(one["interrupts"], entry["interrupts"]);
+    // Pages of a filtered listing.
+    let page = get(p.addr, "/threads?q=plain&limit=2", &[]).json();
+    assert_eq!(page["threads"].as_array().unwrap().len(), 2);
+    let c = page["nextCursor"].as_str().unwrap().to_string();
+    let rest = get(
+        p.addr,
+        &format!("/threads?q=plain&limit=10&cursor={c}"),
+        &[],
+    )
+    .json();
+    assert_eq!(rest["threads"].as_array().unwrap().len(), 3);
+    assert!(
+        rest["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["status"] == "idle")
+    );
+    // A new message instead of an answer: the 409 names what it waits for.
+    let r = post_json(p.addr, "/", &[], &p.body("asks", "r2", "hello?"));
+    assert_eq!(r.error_code(), "RESUME_REQUIRED");
+    assert_eq!(r.json()["error"]["interruptIds"], json!([pending]));
+    assert_eq!(r.json()["error"]["executionId"], one["executionId"]);
+    for bad in ["/threads?status=busy", "/threads?q=", "/threads?q=a%07b"] {
+        let r = get(p.addr, bad, &[]);
+        assert_eq!(r.status, 400, "{bad}: {}", r.text());
+    }
+}

@@ -1,6 +1,7 @@
-//! The thread routes (issue 39): a caller's threads, newest activity first; a thread's
-//! stored conversation in pages, as AG-UI 1.0 `Message` objects; deleting a thread. Only the
-//! caller's own threads: anyone else's answers exactly like one that does not exist.
+//! The thread routes (issues 39, 45, 47): a caller's threads from its index, newest activity
+//! first, found by title and status; one thread's entry with what it waits for; renaming; a
+//! thread's stored conversation in pages, as AG-UI 1.0 `Message` objects; deleting a thread.
+//! Only the caller's own threads: anyone else's answers exactly like one that does not exist.
 
 use base64::Engine;
 use serde_json::{Value, json};
@@ -14,7 +15,7 @@ use crate::i18n::Lang;
 use crate::principal::{Caller, ThreadKey};
 use crate::server::http::Response;
 use crate::store::files::StoreError;
-use crate::store::index::Entry;
+use crate::store::index::{Entry, Filter, Status};
 use crate::sync::lock;
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -22,7 +23,15 @@ const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL
 pub(crate) fn threads(sh: &Shared, req: ThreadsRequest) -> Response {
     let lang = req.lang;
     match req.what {
-        ThreadsQuery::List { limit, cursor } => list(sh, &req.caller, limit, cursor, lang),
+        ThreadsQuery::List {
+            limit,
+            cursor,
+            filter,
+        } => list(sh, &req.caller, limit, cursor, filter, lang),
+        ThreadsQuery::Get { thread_id } => get(sh, &ThreadKey::new(&req.caller, &thread_id), lang),
+        ThreadsQuery::Rename { thread_id, title } => {
+            rename(sh, &ThreadKey::new(&req.caller, &thread_id), title, lang)
+        }
         ThreadsQuery::Messages {
             thread_id,
             limit,
@@ -64,23 +73,73 @@ fn read_list_cursor(c: &str) -> Option<(u64, String)> {
     Some((t.parse().ok()?, id.to_string()))
 }
 
-/// A listed thread's status: the live one when the thread is cached (a run in progress,
-/// its client gone within the grace included), else the index's; and the run to re-attach
-/// to while it runs.
-fn live(sh: &Shared, key: &ThreadKey, e: &Entry) -> (&'static str, Option<(String, String)>) {
-    let Some(slot) = sh.registry.cached_slot(key) else {
-        return (e.status.as_str(), None);
+/// A thread as a listing shows it. A running one gives its run and execution ids (to
+/// re-attach with); an interrupted one its pending interrupts whole, each with its kind and a
+/// one-line summary (to answer from anywhere).
+fn entry_json(sh: &Shared, key: &ThreadKey, e: &Entry) -> Value {
+    let mut v = json!({
+        "threadId": e.thread_id,
+        "title": e.title,
+        "createdAt": iso(e.created_at),
+        "updatedAt": iso(e.updated_at),
+        "status": e.status.as_str(),
+        "messageCount": e.messages,
+    });
+    let state = match e.status {
+        Status::Idle => None,
+        // A running thread is cached (a slot with an active run is never evicted); an
+        // interrupted one's state file is read for its interrupts.
+        Status::Running => sh.registry.cached_slot(key),
+        Status::Interrupted => sh.registry.slot(key).ok(),
+    };
+    let Some(slot) = state else {
+        return v;
     };
     let g = lock(&slot);
-    match g.as_ref() {
-        Some(t) if t.active_run.is_some() => {
-            let run = t.active_run.clone().unwrap_or_default();
-            ("running", Some((run, t.doc.execution.execution_id.clone())))
+    if let Some(t) = g.as_ref() {
+        let ex = &t.doc.execution;
+        match e.status {
+            Status::Running => {
+                if let Some(run) = t.active_run.as_ref().or(e.run.as_ref()) {
+                    v["runId"] = json!(run);
+                }
+                v["executionId"] = json!(ex.execution_id);
+            }
+            _ => {
+                v["executionId"] = json!(ex.execution_id);
+                v["interrupts"] = Value::Array(
+                    super::interrupts::pending(ex)
+                        .into_iter()
+                        .map(with_summary)
+                        .collect(),
+                );
+            }
         }
-        Some(t) if !t.doc.execution.pending.is_empty() => ("interrupted", None),
-        Some(_) => ("idle", None),
-        None => (e.status.as_str(), None),
     }
+    drop(g);
+    sh.registry.forget_if_absent(key);
+    v
+}
+
+/// An interrupt with its `kind` (the kernel's input kind) and a one-line `summary` beside it.
+fn with_summary(mut i: Value) -> Value {
+    let kind = i["metadata"]["kind"]
+        .as_str()
+        .unwrap_or("input_required")
+        .to_string();
+    let line = i["message"]
+        .as_str()
+        .unwrap_or("")
+        .lines()
+        .next()
+        .unwrap_or("");
+    let summary: String = line
+        .chars()
+        .take(crate::limits::HISTORY_TITLE_CHARS)
+        .collect();
+    i["kind"] = json!(kind);
+    i["summary"] = json!(summary);
+    i
 }
 
 fn list(
@@ -88,6 +147,7 @@ fn list(
     caller: &Caller,
     limit: usize,
     cursor: Option<String>,
+    filter: Filter,
     lang: Lang,
 ) -> Response {
     let after = match cursor.as_deref().map(read_list_cursor) {
@@ -95,7 +155,7 @@ fn list(
         Some(Some(c)) => Some(c),
         Some(None) => return bad_cursor("cursor", lang),
     };
-    let (page, more) = match sh.registry.page(caller, after, limit) {
+    let (page, more) = match sh.registry.page(caller, after, limit, filter) {
         Ok(p) => p,
         Err(e) => {
             log::error!("thread listing: {e}");
@@ -104,28 +164,55 @@ fn list(
     };
     let threads: Vec<Value> = page
         .iter()
-        .map(|e| {
-            let (status, run) = live(sh, &ThreadKey::new(caller, &e.thread_id), e);
-            let mut v = json!({
-                "threadId": e.thread_id,
-                "title": e.title,
-                "createdAt": iso(e.created_at),
-                "updatedAt": iso(e.updated_at),
-                "status": status,
-                "messageCount": e.messages,
-            });
-            if let Some((run_id, execution_id)) = run {
-                v["runId"] = json!(run_id);
-                v["executionId"] = json!(execution_id);
-            }
-            v
-        })
+        .map(|e| entry_json(sh, &ThreadKey::new(caller, &e.thread_id), e))
         .collect();
     let next = match (more, page.last()) {
         (true, Some(e)) => json!(list_cursor(e.updated_at, &e.thread_id)),
         _ => Value::Null,
     };
     json_response(200, &json!({"threads": threads, "nextCursor": next}))
+}
+
+/// The index's entry of the caller's thread, or the answer to send instead.
+fn listed(sh: &Shared, key: &ThreadKey, lang: Lang) -> Result<Entry, Response> {
+    match sh.registry.listed(key) {
+        Ok(Some(e)) => Ok(e),
+        Ok(None) => Err(ApiError::new(Code::ThreadNotFound, Msg::ThreadNotFound).response(lang)),
+        Err(e) => {
+            log::error!("thread {}: {e}", key.id);
+            Err(ApiError::new(Code::StateUnavailable, Msg::StateUnavailable).response(lang))
+        }
+    }
+}
+
+fn get(sh: &Shared, key: &ThreadKey, lang: Lang) -> Response {
+    match listed(sh, key, lang) {
+        Ok(e) => json_response(200, &entry_json(sh, key, &e)),
+        Err(r) => r,
+    }
+}
+
+/// A title of the caller's choosing; it touches no run (never a 409), and survives restarts
+/// and later turns.
+fn rename(sh: &Shared, key: &ThreadKey, title: Option<String>, lang: Lang) -> Response {
+    let slot = match sh.registry.slot(key) {
+        Ok(s) => s,
+        Err(e) => {
+            log::error!("thread {}: {e}", key.id);
+            return ApiError::new(Code::StateUnavailable, Msg::StateUnavailable).response(lang);
+        }
+    };
+    let renamed = sh.registry.rename(&slot, key, title);
+    drop(slot);
+    sh.registry.forget_if_absent(key);
+    match renamed {
+        Ok(Some(e)) => json_response(200, &entry_json(sh, key, &e)),
+        Ok(None) => ApiError::new(Code::ThreadNotFound, Msg::ThreadNotFound).response(lang),
+        Err(e) => {
+            log::error!("thread {}: rename failed: {e}", key.id);
+            ApiError::new(Code::StateUnavailable, Msg::StateUnavailable).response(lang)
+        }
+    }
 }
 
 /// The caller's thread's conversation, or the answer to send instead.

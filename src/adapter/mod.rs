@@ -251,6 +251,7 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
         // THREAD_BUSY says which run is active, so the client can subscribe to it or
         // cancel it (both routes take the execution id).
         Err(e) if e.code == Code::ThreadBusy => return Err(busy(&slot, lang)),
+        Err(e) if e.code == Code::ResumeRequired => return Err(resume_required(&slot, e, lang)),
         Err(e) if e.msg == Msg::ResumeUnknownInterruptId => {
             return Err(unknown_interrupt(
                 e,
@@ -369,6 +370,21 @@ pub(crate) fn busy(slot: &threads::Slot, lang: i18n::Lang) -> Response {
         }
     }
     ApiError::new(Code::ThreadBusy, Msg::ThreadBusy).response_with(lang, extra)
+}
+
+/// `409 RESUME_REQUIRED` naming the execution and the interrupts it waits for, so a client
+/// that lost them (another device, a cleared tab) can answer them (`GET /threads/{id}` has
+/// them whole).
+fn resume_required(slot: &threads::Slot, e: ApiError, lang: i18n::Lang) -> Response {
+    let mut extra = serde_json::Map::new();
+    if let Some(t) = lock(slot).as_ref() {
+        let ex = &t.doc.execution;
+        extra.insert("executionId".into(), ex.execution_id.clone().into());
+        let ids: Vec<serde_json::Value> =
+            ex.pending.iter().map(|(id, _)| id.clone().into()).collect();
+        extra.insert("interruptIds".into(), ids.into());
+    }
+    e.response_with(lang, extra)
 }
 
 /// 409 `UNKNOWN_INTERRUPT` before the stream, naming the id in its message and as

@@ -13,7 +13,7 @@ use crate::principal::{Caller, ThreadKey};
 use crate::store::conversations::{ConversationFiles, Conversations};
 use crate::store::document::ThreadDoc;
 use crate::store::files::{FileStore, StoreError};
-use crate::store::index::{After, Entry, Status};
+use crate::store::index::{After, Entry, Filter, Status};
 
 /// Where thread documents live (a trait so tests can inject failures). Conversations are
 /// another store's (`store::conversations`): a registry made with `Registry::new` keeps none.
@@ -342,6 +342,7 @@ impl Registry {
         caller: &Caller,
         after: Option<(u64, String)>,
         limit: usize,
+        filter: Filter,
     ) -> Result<(Vec<Entry>, bool), StoreError> {
         let Some(c) = self.conversations.clone() else {
             return Ok((Vec::new(), false));
@@ -350,8 +351,29 @@ impl Registry {
         let caller = caller.clone();
         self.calls.run(move || {
             let after: Option<After<'_>> = after.as_ref().map(|(t, id)| (*t, id.as_str()));
-            c.page(&caller, after, limit, &status_of)
+            c.page(&caller, after, limit, &|e| filter.keeps(e), &status_of)
         })
+    }
+
+    /// Rename a thread (under its lock: its log has one writer at a time). `Ok(None)`: the
+    /// caller has no such thread.
+    pub(crate) fn rename(
+        &self,
+        slot: &Slot,
+        key: &ThreadKey,
+        title: Option<String>,
+    ) -> Result<Option<Entry>, StoreError> {
+        let Some(c) = self.conversations.clone() else {
+            return Ok(None);
+        };
+        let held = lock(slot);
+        let status_of = Self::status_of(&self.store);
+        let key = key.clone();
+        let r = self
+            .calls
+            .run(move || c.rename(&key, title.as_deref(), &status_of));
+        drop(held);
+        r
     }
 
     /// The cached state of a thread, if it is cached (a listing's live status; never a read).

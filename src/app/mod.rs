@@ -261,7 +261,7 @@ impl Job {
                 routed,
             ),
             work => {
-                self.threads(work, caller, routed);
+                self.threads(work, &body, caller, routed);
                 Vec::new()
             }
         };
@@ -389,10 +389,16 @@ impl Job {
         self.respond(r, routed)
     }
 
-    fn threads(&self, work: &Work, caller: Caller, routed: Option<String>) {
-        let req = match ThreadsRequest::parse(work, self.lang) {
+    fn threads(&self, work: &Work, body: &[u8], caller: Caller, routed: Option<String>) {
+        let req = match ThreadsRequest::parse(work, body, self.lang) {
             Ok(r) => ThreadsRequest { caller, ..r },
-            Err(e) => return self.respond(ApiError::invalid_field(&e, self.lang), &routed),
+            Err(BodyError::Json) => {
+                let e = ApiError::new(Code::InvalidJson, Msg::RenameInvalidJson);
+                return self.respond(e.response(self.lang), &routed);
+            }
+            Err(BodyError::Field(e)) => {
+                return self.respond(ApiError::invalid_field(&e, self.lang), &routed);
+            }
         };
         self.answered("thread route", &routed, || self.backend.threads(req));
     }

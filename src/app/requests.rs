@@ -142,10 +142,19 @@ impl SubscribeRequest {
 /// What a thread route asks (the body-less routes: their input is the path and query).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ThreadsQuery {
-    /// `GET /threads?limit=N&cursor=C`.
+    /// `GET /threads?limit=N&cursor=C&q=TEXT&status=S`.
     List {
         limit: usize,
         cursor: Option<String>,
+        filter: crate::store::index::Filter,
+    },
+    /// `GET /threads/{threadId}`.
+    Get { thread_id: String },
+    /// `PATCH /threads/{threadId}` `{"title": "…"}` (`null` or `""`: the first message's
+    /// title again).
+    Rename {
+        thread_id: String,
+        title: Option<String>,
     },
     /// `GET /threads/{threadId}/messages?limit=N&before=C`.
     Messages {
@@ -186,7 +195,11 @@ fn query_pairs(query: &str) -> Result<Vec<(String, String)>, FieldError> {
 impl ThreadsRequest {
     /// The query of a thread route: `limit` 1..=`limits::MAX_PAGE` (default
     /// `limits::DEFAULT_PAGE`); the cursor is opaque here (the backend reads it).
-    pub fn parse(work: &crate::routes::Work, lang: Lang) -> Result<ThreadsRequest, FieldError> {
+    pub fn parse(
+        work: &crate::routes::Work,
+        body: &[u8],
+        lang: Lang,
+    ) -> Result<ThreadsRequest, BodyError> {
         use crate::routes::Work;
         let page = |pairs: &[(String, String)], key: &'static str| {
             let get = |k: &str| pairs.iter().find(|(x, _)| x == k).map(|(_, v)| v.clone());
@@ -206,11 +219,25 @@ impl ThreadsRequest {
         };
         let what = match work {
             Work::ListThreads { query } => {
-                let (limit, cursor) = page(&query_pairs(query)?, "cursor")?;
-                ThreadsQuery::List { limit, cursor }
+                let pairs = query_pairs(query).map_err(BodyError::Field)?;
+                let (limit, cursor) = page(&pairs, "cursor").map_err(BodyError::Field)?;
+                let filter = list_filter(&pairs).map_err(BodyError::Field)?;
+                ThreadsQuery::List {
+                    limit,
+                    cursor,
+                    filter,
+                }
             }
+            Work::Thread { thread_id } => ThreadsQuery::Get {
+                thread_id: thread_id.clone(),
+            },
+            Work::RenameThread { thread_id } => ThreadsQuery::Rename {
+                thread_id: thread_id.clone(),
+                title: rename_title(body)?,
+            },
             Work::ThreadMessages { thread_id, query } => {
-                let (limit, before) = page(&query_pairs(query)?, "before")?;
+                let pairs = query_pairs(query).map_err(BodyError::Field)?;
+                let (limit, before) = page(&pairs, "before").map_err(BodyError::Field)?;
                 ThreadsQuery::Messages {
                     thread_id: thread_id.clone(),
                     limit,
@@ -220,13 +247,63 @@ impl ThreadsRequest {
             Work::DeleteThread { thread_id } => ThreadsQuery::Delete {
                 thread_id: thread_id.clone(),
             },
-            _ => return Err(FieldError::new("", Problem::Value)),
+            _ => return Err(BodyError::Field(FieldError::new("", Problem::Value))),
         };
         Ok(ThreadsRequest {
             what,
             caller: Caller::Shared,
             lang,
         })
+    }
+}
+
+/// A title or search text: at most `limits::THREAD_TITLE_MAX_CHARS` characters, no control
+/// characters (a title is shown in lists and logs).
+fn title_text(v: &str) -> bool {
+    v.chars().count() <= limits::THREAD_TITLE_MAX_CHARS && !v.chars().any(char::is_control)
+}
+
+/// `q` (case-insensitive, on titles) and `status` (`idle`, `running`, `interrupted`).
+fn list_filter(pairs: &[(String, String)]) -> Result<crate::store::index::Filter, FieldError> {
+    let get = |k: &str| pairs.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str());
+    let q = match get("q") {
+        None => None,
+        Some(q) if q.trim().is_empty() || !title_text(q) => {
+            return Err(FieldError::new("q", Problem::Value));
+        }
+        Some(q) => Some(q.trim().to_lowercase()),
+    };
+    let status = match get("status") {
+        None => None,
+        Some(s) => Some(
+            crate::store::index::Status::named(s)
+                .ok_or_else(|| FieldError::new("status", Problem::Value))?,
+        ),
+    };
+    Ok(crate::store::index::Filter { q, status })
+}
+
+/// A rename's body: exactly `{"title": string | null}`; an empty title is none.
+fn rename_title(body: &[u8]) -> Result<Option<String>, BodyError> {
+    let v = parse_json(body).ok_or(BodyError::Json)?;
+    let o = object(&v)?;
+    if let Some(k) = o.keys().find(|k| *k != "title") {
+        return Err(BodyError::Field(FieldError::new(k, Problem::Unknown)));
+    }
+    match o.get("title") {
+        None => Err(BodyError::Field(FieldError::new(
+            "title",
+            Problem::Required,
+        ))),
+        Some(Value::Null) => Ok(None),
+        Some(Value::String(t)) if !title_text(t) => {
+            Err(BodyError::Field(FieldError::new("title", Problem::Value)))
+        }
+        Some(Value::String(t)) => Ok(Some(t.trim().to_string()).filter(|t| !t.is_empty())),
+        Some(_) => Err(BodyError::Field(FieldError::new(
+            "title",
+            Problem::Type("string"),
+        ))),
     }
 }
 

@@ -46,6 +46,11 @@ pub fn end(at: u64, run_id: &str, ops: &Ops) -> Vec<u8> {
     line(&json!({"at": at, "run": run_id, "ops": ops.to_json()}))
 }
 
+/// The title a person gave the thread (`None`: back to the first message's).
+pub fn title(at: u64, title: Option<&str>) -> Vec<u8> {
+    line(&json!({"at": at, "title": title}))
+}
+
 /// A turn a stop cut off (found open after a restart).
 pub fn cut(at: u64, run_id: &str) -> Vec<u8> {
     line(&json!({"at": at, "run": run_id, "cut": true}))
@@ -55,11 +60,15 @@ pub fn cut(at: u64, run_id: &str) -> Vec<u8> {
 /// migration from the whole-file form).
 pub fn snapshot(t: &Transcript) -> Vec<u8> {
     let mut out = header(&t.thread_id, t.created_at);
-    out.extend(line(&json!({"at": t.updated_at, "snapshot": {
+    let mut snap = json!({
         "dropped": t.dropped,
         "droppedIds": t.dropped_ids,
         "messages": t.messages,
-    }})));
+    });
+    if let Some(title) = &t.renamed {
+        snap["title"] = json!(title);
+    }
+    out.extend(line(&json!({"at": t.updated_at, "snapshot": snap})));
     out
 }
 
@@ -139,6 +148,14 @@ pub fn replay(bytes: &[u8], thread_id: &str) -> Result<Replayed, HistoryError> {
 
 fn apply(t: &mut Transcript, open: &mut Vec<String>, r: &Value) -> Option<()> {
     let at = r.get("at")?.as_u64()?;
+    // A rename is no activity: the thread keeps its place in listings and its retention.
+    if let Some(title) = r.get("title") {
+        t.renamed = match title {
+            Value::Null => None,
+            v => Some(v.as_str()?.to_string()),
+        };
+        return Some(());
+    }
     t.updated_at = t.updated_at.max(at);
     if let Some(s) = r.get("snapshot") {
         let ids = s.get("droppedIds")?.as_array()?;
@@ -152,6 +169,10 @@ fn apply(t: &mut Transcript, open: &mut Vec<String>, r: &Value) -> Option<()> {
             return None;
         }
         t.messages = messages.clone();
+        t.renamed = match s.get("title") {
+            None => None,
+            Some(v) => Some(v.as_str()?.to_string()),
+        };
         open.clear();
         return Some(());
     }
@@ -258,6 +279,19 @@ mod tests {
         ended.extend(end(3, "r1", &Ops::default()));
         ended.extend(cut(4, "r1"));
         assert_eq!(replay(&ended, "t").unwrap().transcript.messages.len(), 1);
+    }
+
+    #[test]
+    fn a_rename_is_kept_through_a_snapshot_and_moves_nothing() {
+        let mut log = header("t", 1);
+        log.extend(input(5, "r1", &[user("u1", "hello there")]));
+        log.extend(title(9, Some("My thread")));
+        let t = replay(&log, "t").unwrap().transcript;
+        assert_eq!((t.title(), t.updated_at), ("My thread".to_string(), 5));
+        let again = replay(&snapshot(&t), "t").unwrap().transcript;
+        assert_eq!(again.title(), "My thread");
+        log.extend(title(10, None));
+        assert_eq!(replay(&log, "t").unwrap().transcript.title(), "hello there");
     }
 
     #[test]

@@ -348,6 +348,33 @@ impl Conversations {
         });
     }
 
+    /// Give a thread a title of a person's choosing (`None`: the first message's again),
+    /// kept in its log. `Ok(None)`: the caller has no such thread.
+    pub fn rename(
+        &self,
+        key: &ThreadKey,
+        title: Option<&str>,
+        status_of: StatusOf<'_>,
+    ) -> Result<Option<Entry>, StoreError> {
+        let index = self.index(&key.caller, status_of)?;
+        let Some(before) = lock(&index)
+            .as_ref()
+            .and_then(|ix| ix.get(&key.id).cloned())
+        else {
+            return Ok(None);
+        };
+        let mut read = self.read_for_write(key, before.created_at)?;
+        let (stamp, _) = self.append(key, &read, &conv_log::title(before.updated_at, title))?;
+        read.replayed.transcript.renamed = title.map(str::to_string);
+        let (t, _) = read.replayed.bounded(self.bounds);
+        let mut entry = entry_of(&t, Some(stamp), before.status, before.run);
+        // A thread with a state file only keeps its time.
+        entry.updated_at = entry.updated_at.max(before.updated_at);
+        entry.created_at = before.created_at;
+        self.update_index(&key.caller, status_of, |ix| Some(ix.upsert(entry.clone())));
+        Ok(Some(entry))
+    }
+
     /// Remove a thread's conversation and its index entry.
     pub fn delete(&self, key: &ThreadKey, status_of: StatusOf<'_>) -> Result<(), StoreError> {
         self.files.remove_logs(key)?;
@@ -373,6 +400,7 @@ impl Conversations {
         caller: &Caller,
         after: Option<After<'_>>,
         limit: usize,
+        only: &dyn Fn(&Entry) -> bool,
         status_of: StatusOf<'_>,
     ) -> Result<(Vec<Entry>, bool), StoreError> {
         let index = self.index(caller, status_of)?;
@@ -380,7 +408,7 @@ impl Conversations {
         let Some(ix) = g.as_ref() else {
             return Ok((Vec::new(), false));
         };
-        let (page, more) = ix.page(after, limit);
+        let (page, more) = ix.page(after, limit, only);
         Ok((page.into_iter().cloned().collect(), more))
     }
 

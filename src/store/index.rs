@@ -105,6 +105,32 @@ fn line(v: &Value) -> Vec<u8> {
     out
 }
 
+/// Which threads a listing shows: those whose title holds `q` (case-insensitive), in
+/// `status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// Lowercase.
+    pub q: Option<String>,
+    pub status: Option<Status>,
+}
+
+impl Filter {
+    pub fn keeps(&self, e: &Entry) -> bool {
+        self.status.is_none_or(|s| s == e.status)
+            && self
+                .q
+                .as_deref()
+                .is_none_or(|q| e.title.to_lowercase().contains(q))
+    }
+}
+
+impl Status {
+    /// A listing's `status=` value.
+    pub fn named(s: &str) -> Option<Status> {
+        Status::parse(s)
+    }
+}
+
 /// Where a listing page starts: after this (updatedAt, threadId) in newest-first order.
 pub type After<'a> = (u64, &'a str);
 
@@ -185,8 +211,14 @@ impl CallerIndex {
         self.entries.values()
     }
 
-    /// Up to `limit` entries after `after`, newest first, and whether more follow.
-    pub fn page(&self, after: Option<After<'_>>, limit: usize) -> (Vec<&Entry>, bool) {
+    /// Up to `limit` entries after `after` that `only` keeps, newest first, and whether more
+    /// follow.
+    pub fn page(
+        &self,
+        after: Option<After<'_>>,
+        limit: usize,
+        only: &dyn Fn(&Entry) -> bool,
+    ) -> (Vec<&Entry>, bool) {
         use std::ops::Bound::{Excluded, Unbounded};
         let from = match after {
             Some((t, id)) => Excluded((Reverse(t), id.to_string())),
@@ -195,7 +227,8 @@ impl CallerIndex {
         let mut it = self
             .order
             .range((from, Unbounded))
-            .filter_map(|(_, id)| self.entries.get(id));
+            .filter_map(|(_, id)| self.entries.get(id))
+            .filter(|e| only(e));
         let page: Vec<&Entry> = it.by_ref().take(limit).collect();
         let more = it.next().is_some();
         (page, more)
@@ -254,7 +287,9 @@ mod tests {
         let mut seen = Vec::new();
         let mut after: Option<(u64, String)> = None;
         loop {
-            let (page, more) = ix.page(after.as_ref().map(|(t, id)| (*t, id.as_str())), 4);
+            let (page, more) = ix.page(after.as_ref().map(|(t, id)| (*t, id.as_str())), 4, &|_| {
+                true
+            });
             seen.extend(page.iter().map(|e| e.thread_id.clone()));
             let last = page.last().map(|e| (e.updated_at, e.thread_id.clone()));
             if !more {

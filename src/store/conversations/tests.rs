@@ -75,7 +75,7 @@ fn a_turn_is_listed_running_from_its_admission_and_a_restart_marks_it_cut() {
     assert_eq!(e.title, "first");
     // A first turn still running is listed too.
     begin(&c, &key("new"), 30, "n1", vec![user("u-n1", "brand new")]);
-    let (page, _) = c.page(&Caller::Shared, None, 10, &idle).unwrap();
+    let (page, _) = c.page(&Caller::Shared, None, 10, &|_| true, &idle).unwrap();
     assert_eq!(page[0].thread_id, "new");
     assert_eq!(page[0].status, Status::Running);
 
@@ -107,7 +107,9 @@ fn a_listing_reads_the_index_not_the_conversations() {
     }
     let again = store(&files);
     files.log_reads.store(0, Ordering::SeqCst);
-    let (page, more) = again.page(&Caller::Shared, None, 20, &idle).unwrap();
+    let (page, more) = again
+        .page(&Caller::Shared, None, 20, &|_| true, &idle)
+        .unwrap();
     assert_eq!((page.len(), more), (20, true));
     assert_eq!(page[0].thread_id, "t49");
     assert_eq!(
@@ -143,7 +145,7 @@ fn twenty_thousand_threads_page_newest_first_without_gaps_or_repeats() {
         let mut after: Option<(u64, String)> = None;
         loop {
             let a = after.as_ref().map(|(t, id)| (*t, id.as_str()));
-            let (page, more) = c.page(&Caller::Shared, a, 200, &idle).unwrap();
+            let (page, more) = c.page(&Caller::Shared, a, 200, &|_| true, &idle).unwrap();
             seen.extend(page.iter().map(|e| (e.updated_at, e.thread_id.clone())));
             after = page.last().map(|e| (e.updated_at, e.thread_id.clone()));
             if !more {
@@ -168,7 +170,9 @@ fn an_index_lost_or_behind_its_logs_is_derived_again() {
     // The journal is lost: every thread is found again from its log.
     lock(&files.indexes).clear();
     let again = store(&files);
-    let (page, _) = again.page(&Caller::Shared, None, 10, &idle).unwrap();
+    let (page, _) = again
+        .page(&Caller::Shared, None, 10, &|_| true, &idle)
+        .unwrap();
     let listed: Vec<&str> = page.iter().map(|e| e.thread_id.as_str()).collect();
     assert_eq!(listed, ["b", "a"]);
     assert_eq!(page[1].title, "alpha");
