@@ -167,3 +167,94 @@ fn source_files_stay_short_and_errors_say_why() {
         unit_errors.join("\n")
     );
 }
+
+/// The anchors of a Markdown text: `` [`Name`](../src/file.rs#L12) `` → (name, file, line).
+fn anchors(md: &str) -> Vec<(String, String, usize)> {
+    let mut out = Vec::new();
+    let mut rest = md;
+    while let Some(i) = rest.find("`](../src/") {
+        let before = &rest[..i];
+        let name = before.rsplit("[`").next().unwrap_or("").to_string();
+        let after = &rest[i + "`](../".len()..];
+        let end = after.find(')').unwrap_or(after.len());
+        let target = &after[..end];
+        if let Some((file, line)) = target.split_once("#L")
+            && let Ok(n) = line.parse::<usize>()
+        {
+            out.push((name, file.to_string(), n));
+        }
+        rest = &after[end..];
+    }
+    out
+}
+
+/// Whether `line` declares the last segment of `name` (`Type::function`, `Type`, `function`).
+fn declares(line: &str, name: &str) -> bool {
+    let item = name.rsplit("::").next().unwrap_or(name);
+    let l = line.trim_start();
+    ["fn ", "struct ", "enum ", "trait ", "const ", "static ", "type ", "mod ", "macro_rules! "]
+        .iter()
+        .any(|kw| {
+            l.split(kw).skip(1).any(|tail| {
+                tail.starts_with(item)
+                    && tail[item.len()..]
+                        .chars()
+                        .next()
+                        .is_none_or(|c| !c.is_ascii_alphanumeric() && c != '_')
+            })
+        })
+}
+
+/// sozu's rule for design docs: an anchor is `file:line`, and a stale anchor is a broken doc.
+/// Every `` [`Name`](../src/file.rs#L12) `` in docs/ points at the line that declares `Name`;
+/// the failure says where it is now.
+#[test]
+fn every_anchor_in_the_docs_points_at_what_it_names() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for doc in std::fs::read_dir(root.join("docs")).unwrap() {
+        let doc = doc.unwrap().path();
+        if doc.extension().is_none_or(|x| x != "md") {
+            continue;
+        }
+        let md = std::fs::read_to_string(&doc).unwrap();
+        let name = doc.file_name().unwrap().to_string_lossy().into_owned();
+        for (item, file, line) in anchors(&md) {
+            checked += 1;
+            let Ok(text) = std::fs::read_to_string(root.join(&file)) else {
+                broken.push(format!("{name}: `{item}` → {file}: no such file"));
+                continue;
+            };
+            let lines: Vec<&str> = text.lines().collect();
+            if lines.get(line.wrapping_sub(1)).is_some_and(|l| declares(l, &item)) {
+                continue;
+            }
+            let now: Vec<String> = lines
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| declares(l, &item))
+                .map(|(i, _)| format!("#L{}", i + 1))
+                .collect();
+            broken.push(format!(
+                "{name}: `{item}` → {file}#L{line} does not declare it (declared at: {})",
+                if now.is_empty() { "nowhere".to_string() } else { now.join(", ") }
+            ));
+        }
+    }
+    assert!(checked >= 20, "too few anchors in docs/: {checked}");
+    assert!(broken.is_empty(), "stale anchors:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn anchors_and_declarations_are_read_as_written() {
+    let md = "see [`Registry::admit`](../src/adapter/threads.rs#L312) and [`x`](https://e/)";
+    assert_eq!(
+        anchors(md),
+        [("Registry::admit".to_string(), "src/adapter/threads.rs".to_string(), 312)]
+    );
+    assert!(declares("    pub(crate) fn admit<R>(", "Registry::admit"));
+    assert!(declares("pub struct RunCell {", "RunCell"));
+    assert!(!declares("    pub(crate) fn admitted(", "Registry::admit"));
+    assert!(!declares("    // admit here", "admit"));
+}
