@@ -192,17 +192,27 @@ fn anchors(md: &str) -> Vec<(String, String, usize)> {
 fn declares(line: &str, name: &str) -> bool {
     let item = name.rsplit("::").next().unwrap_or(name);
     let l = line.trim_start();
-    ["fn ", "struct ", "enum ", "trait ", "const ", "static ", "type ", "mod ", "macro_rules! "]
-        .iter()
-        .any(|kw| {
-            l.split(kw).skip(1).any(|tail| {
-                tail.starts_with(item)
-                    && tail[item.len()..]
-                        .chars()
-                        .next()
-                        .is_none_or(|c| !c.is_ascii_alphanumeric() && c != '_')
-            })
+    [
+        "fn ",
+        "struct ",
+        "enum ",
+        "trait ",
+        "const ",
+        "static ",
+        "type ",
+        "mod ",
+        "macro_rules! ",
+    ]
+    .iter()
+    .any(|kw| {
+        l.split(kw).skip(1).any(|tail| {
+            tail.starts_with(item)
+                && tail[item.len()..]
+                    .chars()
+                    .next()
+                    .is_none_or(|c| !c.is_ascii_alphanumeric() && c != '_')
         })
+    })
 }
 
 /// sozu's rule for design docs: an anchor is `file:line`, and a stale anchor is a broken doc.
@@ -227,7 +237,10 @@ fn every_anchor_in_the_docs_points_at_what_it_names() {
                 continue;
             };
             let lines: Vec<&str> = text.lines().collect();
-            if lines.get(line.wrapping_sub(1)).is_some_and(|l| declares(l, &item)) {
+            if lines
+                .get(line.wrapping_sub(1))
+                .is_some_and(|l| declares(l, &item))
+            {
                 continue;
             }
             let now: Vec<String> = lines
@@ -238,7 +251,11 @@ fn every_anchor_in_the_docs_points_at_what_it_names() {
                 .collect();
             broken.push(format!(
                 "{name}: `{item}` → {file}#L{line} does not declare it (declared at: {})",
-                if now.is_empty() { "nowhere".to_string() } else { now.join(", ") }
+                if now.is_empty() {
+                    "nowhere".to_string()
+                } else {
+                    now.join(", ")
+                }
             ));
         }
     }
@@ -251,7 +268,11 @@ fn anchors_and_declarations_are_read_as_written() {
     let md = "see [`Registry::admit`](../src/adapter/threads.rs#L312) and [`x`](https://e/)";
     assert_eq!(
         anchors(md),
-        [("Registry::admit".to_string(), "src/adapter/threads.rs".to_string(), 312)]
+        [(
+            "Registry::admit".to_string(),
+            "src/adapter/threads.rs".to_string(),
+            312
+        )]
     );
     assert!(declares("    pub(crate) fn admit<R>(", "Registry::admit"));
     assert!(declares("pub struct RunCell {", "RunCell"));

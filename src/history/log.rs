@@ -198,15 +198,16 @@ fn apply(t: &mut Transcript, open: &mut Vec<String>, r: &Value) -> Option<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::agui::events::Event;
 
-    fn user(id: &str, text: &str) -> Value {
+    pub(crate) fn user(id: &str, text: &str) -> Value {
         json!({"id": id, "role": "user", "content": text})
     }
 
-    fn answer(id: &str, text: &str) -> Ops {
+    /// A run's ops: one assistant message with `text`.
+    pub(crate) fn answer(id: &str, text: &str) -> Ops {
         let mut o = Ops::default();
         o.record(&Event::TextStart {
             message_id: id.into(),

@@ -1,10 +1,8 @@
 use std::sync::atomic::Ordering;
 
-use serde_json::json;
-
 use super::mem::MemFiles;
 use super::*;
-use crate::agui::events::Event;
+use crate::history::log::tests::{answer, user};
 
 fn idle(_: &ThreadKey) -> Status {
     Status::Idle
@@ -12,22 +10,6 @@ fn idle(_: &ThreadKey) -> Status {
 
 fn key(id: &str) -> ThreadKey {
     ThreadKey::shared(id)
-}
-
-fn user(id: &str, text: &str) -> Value {
-    json!({"id": id, "role": "user", "content": text})
-}
-
-fn answer(id: &str, text: &str) -> Ops {
-    let mut o = Ops::default();
-    o.record(&Event::TextStart {
-        message_id: id.into(),
-    });
-    o.record(&Event::TextContent {
-        message_id: id.into(),
-        delta: text.into(),
-    });
-    o
 }
 
 fn store(files: &Arc<MemFiles>) -> Conversations {
