@@ -4,7 +4,10 @@
 //! around them.
 
 pub mod admission;
+// The run's life as one value; wired into the driver, the cancel route and the tap next.
 pub(crate) mod cancel;
+#[cfg(test)]
+mod cell;
 mod driver;
 mod ending;
 pub mod env;
