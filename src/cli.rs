@@ -632,6 +632,18 @@ fn serve_with(
     let (threads, history_bytes) = store.history_census();
     crate::metrics::M.threads.set(threads);
     crate::metrics::M.history_bytes.set(history_bytes);
+    // Who is calling is decided before the backend exists: the tokens file also carries
+    // callers' own quotas.
+    let identity = identity(&cfg, addr, signals)?;
+    let token_file = match &identity {
+        crate::auth::Identity::Tokens(f) => Some(f.clone()),
+        _ => None,
+    };
+    let usage_files: Arc<dyn crate::quota::UsageFiles> = store.clone();
+    let quotas = Arc::new(
+        crate::quota::Quotas::new(cfg.caller_limits, Some(usage_files))
+            .with_named_metrics(token_file.is_some()),
+    );
     let shared = Arc::new(
         Shared::new(
             Registry::files(store),
@@ -651,13 +663,14 @@ fn serve_with(
         .with_readiness(ready.clone())
         .with_default_cwd(cfg.default_cwd.clone())
         .with_server_key(server_key)
-        .with_history(cfg.history, cfg.thread_retention),
+        .with_history(cfg.history, cfg.thread_retention)
+        .with_quotas(quotas.clone(), token_file),
     );
     let backend: Arc<dyn Backend> = Arc::new(AguiBackend {
         shared: shared.clone(),
     });
     let mut routes = RouteConfig::new(cfg.auth_token.clone(), health_body(cfg.agui_protocol));
-    routes.identity = identity(&cfg, addr, signals)?;
+    routes.identity = identity;
     routes.metrics = metrics_access(&cfg, &routes.identity);
     routes.capabilities_body = capabilities_body(&cfg, cfg.default_cwd.as_deref());
     routes.hosts = HostRule::for_listener(addr.ip().is_loopback(), cfg.allowed_hosts.as_deref());
@@ -713,6 +726,8 @@ fn serve_with(
     }
     let served = server.run();
     chores_stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    // What the last flush period counted.
+    quotas.flush();
     served.map_err(StartError::io("serve"))?;
     log::info!("stopped");
     Ok(())
@@ -738,6 +753,19 @@ fn housekeeping(shared: &Arc<Shared>, cfg: &Config) -> Vec<crate::chores::Chore>
         }
         true
     })]
+    .into_iter()
+    .chain(std::iter::once({
+        // Usage reaches its files here, not at each run's end (no fsync more per run).
+        let weak = Arc::downgrade(shared);
+        crate::chores::Chore::every(crate::limits::USAGE_FLUSH, move || {
+            let Some(sh) = weak.upgrade() else {
+                return false;
+            };
+            sh.quotas.flush();
+            true
+        })
+    }))
+    .collect()
 }
 
 /// Reference §8.3: exit when no loaded thread has an active run or a pending interrupt, no

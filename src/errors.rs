@@ -59,6 +59,9 @@ pub enum Code {
     /// New in iac-agui: a known caller that may not read this route (`/metrics` once callers
     /// are told apart, without the metrics credential).
     Forbidden,
+    /// New in iac-agui: the caller is over a quota of its own (concurrent runs, admissions
+    /// per minute; issue 44); `Retry-After` says when to try again.
+    RateLimited,
 }
 
 impl Code {
@@ -99,6 +102,7 @@ impl Code {
             Code::HistoryUnreadable => "HISTORY_UNREADABLE",
             Code::ResumeRejected => "RESUME_REJECTED",
             Code::Forbidden => "FORBIDDEN",
+            Code::RateLimited => "RATE_LIMITED",
         }
     }
 
@@ -107,6 +111,7 @@ impl Code {
         match self {
             Code::Unauthorized => 401,
             Code::Forbidden => 403,
+            Code::RateLimited => 429,
             Code::HostNotAllowed => 421,
             Code::UnsupportedMediaType => 415,
             Code::RequestTooLarge => 413,

@@ -27,6 +27,7 @@ pub mod malloc;
 pub(crate) mod metrics;
 mod notify;
 pub mod principal;
+pub mod quota;
 pub(crate) mod rfc3339;
 pub mod routes;
 pub(crate) mod scan;

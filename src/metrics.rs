@@ -1,8 +1,9 @@
 //! Process metrics in the Prometheus text format 0.0.4 (`GET /metrics`).
 //!
 //! Plain atomics in one static, so the loop renders them without blocking and no code path
-//! needs a handle. Labels only ever take server-defined values (outcomes, error codes, kinds):
-//! never a thread or run id, never anything a client chose.
+//! needs a handle. Labels only ever take server-defined values (outcomes, error codes, kinds)
+//! or, for usage, the principal names of the operator's tokens file (a bounded set): never a
+//! thread or run id, never anything a client chose (identity-header names stay out).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -124,6 +125,13 @@ pub struct Metrics {
     pub call_handoffs: Counter,
     pub loop_wakes: Counter,
     pub fsyncs: Counter,
+    /// Per-caller quotas (issue 44): refusals by quota; usage summed over every caller, and
+    /// per principal when principals come from the tokens file.
+    pub quota_refusals: Labeled,
+    pub usage_runs: Counter,
+    pub usage_input_tokens: Counter,
+    pub usage_output_tokens: Counter,
+    pub usage_by_principal: Mutex<BTreeMap<String, [u64; 3]>>,
 }
 
 pub static M: Metrics = Metrics {
@@ -153,7 +161,80 @@ pub static M: Metrics = Metrics {
     call_handoffs: Counter::new(),
     loop_wakes: Counter::new(),
     fsyncs: Counter::new(),
+    quota_refusals: Labeled::new(),
+    usage_runs: Counter::new(),
+    usage_input_tokens: Counter::new(),
+    usage_output_tokens: Counter::new(),
+    usage_by_principal: Mutex::new(BTreeMap::new()),
 };
+
+/// A label value as the text format writes it.
+fn label_value(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+fn usage(o: &mut String, m: &Metrics) {
+    labeled(
+        o,
+        "iac_agui_caller_quota_refusals_total",
+        "quota",
+        "429 RATE_LIMITED answers, by the quota refused (runs, rate).",
+        &m.quota_refusals,
+    );
+    scalar(
+        o,
+        "iac_agui_usage_runs_total",
+        "counter",
+        "Runs ended with their usage counted (every caller).",
+        m.usage_runs.get() as i64,
+    );
+    head(
+        o,
+        "iac_agui_usage_tokens_total",
+        "counter",
+        "Tokens the kernel reported in RUN_FINISHED.usage (every caller).",
+    );
+    let _ = writeln!(
+        o,
+        "iac_agui_usage_tokens_total{{direction=\"input\"}} {}\niac_agui_usage_tokens_total{{direction=\"output\"}} {}",
+        m.usage_input_tokens.get(),
+        m.usage_output_tokens.get()
+    );
+    let by = lock(&m.usage_by_principal);
+    if by.is_empty() {
+        return;
+    }
+    head(
+        o,
+        "iac_agui_principal_runs_total",
+        "counter",
+        "Runs ended, per principal of the tokens file.",
+    );
+    for (p, v) in by.iter() {
+        let _ = writeln!(
+            o,
+            "iac_agui_principal_runs_total{{principal=\"{}\"}} {}",
+            label_value(p),
+            v[0]
+        );
+    }
+    head(
+        o,
+        "iac_agui_principal_tokens_total",
+        "counter",
+        "Tokens the kernel reported, per principal of the tokens file.",
+    );
+    for (p, v) in by.iter() {
+        let p = label_value(p);
+        let _ = writeln!(
+            o,
+            "iac_agui_principal_tokens_total{{principal=\"{p}\",direction=\"input\"}} {}\niac_agui_principal_tokens_total{{principal=\"{p}\",direction=\"output\"}} {}",
+            v[1], v[2]
+        );
+    }
+}
 
 fn head(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
@@ -371,6 +452,7 @@ pub fn render() -> String {
         "Restarts of the managed kernel.",
         c(m.kernel_restarts.get()),
     );
+    usage(&mut o, m);
     o
 }
 

@@ -42,6 +42,10 @@ pub enum Work {
     RenameThread {
         thread_id: String,
     },
+    /// `GET /usage?days=N`: the caller's own usage (issue 44).
+    Usage {
+        query: String,
+    },
 }
 
 impl Work {
@@ -49,7 +53,10 @@ impl Work {
     fn method(&self) -> &'static str {
         match self {
             Work::Run | Work::Cancel { .. } | Work::Subscribe { .. } => "POST",
-            Work::ListThreads { .. } | Work::ThreadMessages { .. } | Work::Thread { .. } => "GET",
+            Work::ListThreads { .. }
+            | Work::ThreadMessages { .. }
+            | Work::Thread { .. }
+            | Work::Usage { .. } => "GET",
             Work::DeleteThread { .. } => "DELETE",
             Work::RenameThread { .. } => "PATCH",
         }
@@ -323,6 +330,13 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
         });
     }
     let route = match_thread_route(head.raw_path(), head.query().unwrap_or(""))
+        .or_else(|| {
+            (path == "/usage").then(|| {
+                Route::Work(Work::Usage {
+                    query: head.query().unwrap_or("").into(),
+                })
+            })
+        })
         .or_else(|| match_route(&path));
     let Some(route) = route else {
         return HeadDecision::Respond(not_found_or_redirect(head, &path));

@@ -166,6 +166,19 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
             Err(m) => return reject(Code::InvalidInput, m),
         },
     };
+    // Quotas (issue 44) once the request is known to be well formed, before anything is
+    // written: a guidance message joins a run already counted.
+    let ticket = if props.active_guidance {
+        None
+    } else {
+        match sh
+            .quotas
+            .admit(&req.caller, sh.limits_of(&req.caller), sh.env.now_ms())
+        {
+            Ok(t) => Some(t),
+            Err(over) => return Err(rate_limited(over, lang)),
+        }
+    };
     let digest = digest::digest(&req.body);
     drop(req.body);
     let slot = match sh.registry.slot(&key) {
@@ -304,6 +317,7 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
         control,
         snapshot,
         skipped,
+        ticket,
     };
     Ok(Box::new(Admitted {
         args,
@@ -357,6 +371,18 @@ fn warn_unknown_fields(body: &serde_json::Value, thread_id: &str) {
             crate::logging::escape(k)
         );
     }
+}
+
+/// `429 RATE_LIMITED` before the stream, `Retry-After` in seconds.
+fn rate_limited(over: crate::quota::Over, lang: i18n::Lang) -> Response {
+    crate::metrics::M.quota_refusals.inc(over.label());
+    let msg = match over {
+        crate::quota::Over::Runs { .. } => Msg::RateLimitedRuns,
+        crate::quota::Over::Rate { .. } => Msg::RateLimitedRate,
+    };
+    ApiError::new(Code::RateLimited, msg)
+        .response(lang)
+        .with_header("retry-after", over.retry_after().to_string())
 }
 
 /// `409 THREAD_BUSY` naming the thread's active run, so its owner can subscribe to it or
@@ -414,6 +440,9 @@ fn admit_on_call_thread(sh: &Arc<Shared>, req: RunRequest) -> Result<Box<Admitte
 }
 
 /// The run on its worker, its state on the heap.
-fn drive(sh: &Shared, stream: &mut RunStream<'_>, admitted: Box<Admitted>) {
+fn drive(sh: &Shared, stream: &mut RunStream<'_>, mut admitted: Box<Admitted>) {
+    if let Some(t) = admitted.args.ticket.as_mut() {
+        t.start();
+    }
     Run::boxed(sh, stream, admitted).run();
 }

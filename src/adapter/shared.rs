@@ -54,6 +54,10 @@ pub struct Shared {
     /// `--thread-retention` (zero: threads are kept), and when expiry last ran.
     pub(crate) thread_retention: std::time::Duration,
     expired_at: Mutex<Option<std::time::Instant>>,
+    /// Per-caller quotas and usage (issue 44), and the tokens file whose lines may set a
+    /// principal's own quotas.
+    pub(crate) quotas: Arc<crate::quota::Quotas>,
+    pub(crate) token_file: Option<Arc<crate::auth::TokenFile>>,
 }
 
 impl Shared {
@@ -89,6 +93,8 @@ impl Shared {
             history_bounds: Default::default(),
             thread_retention: std::time::Duration::ZERO,
             expired_at: Mutex::new(None),
+            quotas: Arc::default(),
+            token_file: None,
             runs: Mutex::new(HashMap::new()),
             run_left: std::sync::Condvar::new(),
             wind_down_bound: crate::limits::WIND_DOWN_BOUND,
@@ -117,6 +123,29 @@ impl Shared {
     pub fn with_default_cwd(mut self, cwd: Option<String>) -> Shared {
         self.default_cwd = cwd;
         self
+    }
+
+    /// Hold callers to `quotas`; a principal's tokens-file line may set its own.
+    pub fn with_quotas(
+        mut self,
+        quotas: Arc<crate::quota::Quotas>,
+        token_file: Option<Arc<crate::auth::TokenFile>>,
+    ) -> Shared {
+        self.quotas = quotas;
+        self.token_file = token_file;
+        self
+    }
+
+    /// The quotas `caller` is held to: the options, with its tokens-file line's over them.
+    pub(crate) fn limits_of(&self, caller: &crate::principal::Caller) -> crate::quota::Limits {
+        let own = match self.token_file.as_ref().map(|f| f.tokens()) {
+            Some(t) => match &*t {
+                crate::auth::Tokens::Table(t) => t.limits(caller),
+                crate::auth::Tokens::Down(_) => Default::default(),
+            },
+            None => Default::default(),
+        };
+        self.quotas.defaults().over(own)
     }
 
     /// Bound each thread's stored conversation (`--history-max-messages`/`-bytes`), and

@@ -164,6 +164,8 @@ pub enum ThreadsQuery {
     },
     /// `DELETE /threads/{threadId}`.
     Delete { thread_id: String },
+    /// `GET /usage?days=N`: the caller's last N days (default 31).
+    Usage { days: usize },
 }
 
 /// A thread route's request, for its caller.
@@ -247,6 +249,18 @@ impl ThreadsRequest {
             Work::DeleteThread { thread_id } => ThreadsQuery::Delete {
                 thread_id: thread_id.clone(),
             },
+            Work::Usage { query } => {
+                let pairs = query_pairs(query).map_err(BodyError::Field)?;
+                let days = match pairs.iter().find(|(k, _)| k == "days") {
+                    None => limits::USAGE_DEFAULT_DAYS,
+                    Some((_, v)) => v
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|n| (1..=crate::quota::DAYS_KEPT).contains(n))
+                        .ok_or_else(|| BodyError::Field(FieldError::new("days", Problem::Value)))?,
+                };
+                ThreadsQuery::Usage { days }
+            }
             _ => return Err(BodyError::Field(FieldError::new("", Problem::Value))),
         };
         Ok(ThreadsRequest {

@@ -26,8 +26,39 @@ use crate::sync::Kick;
 #[derive(Debug, Default)]
 pub struct TokenTable {
     entries: Vec<(Caller, [u8; 32])>,
+    /// A principal's own quotas (`max_runs=N`, `rate=N` after the hash; issue 44): the
+    /// smallest given on any of its lines.
+    limits: HashMap<Caller, crate::quota::Limits>,
     /// `line N: …`, in line order; never a hash.
     problems: Vec<String>,
+}
+
+/// The quotas of a line's words after its hash; `Err` names the word that is not one.
+fn line_limits<'a>(words: impl Iterator<Item = &'a [u8]>) -> Result<crate::quota::Limits, String> {
+    let mut l = crate::quota::Limits::default();
+    for w in words {
+        let text = String::from_utf8_lossy(w);
+        let (k, v) = text.split_once('=').unwrap_or((&text, ""));
+        let n = v
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=limits::MAX_QUOTA_VALUE).contains(n));
+        match (k, n) {
+            ("max_runs", Some(n)) => l.max_runs = Some(n),
+            ("rate", Some(n)) => l.rate_per_min = Some(n),
+            _ => {
+                return Err(crate::logging::escape(&text).chars().take(40).collect());
+            }
+        }
+    }
+    Ok(l)
+}
+
+fn smaller(a: Option<u32>, b: Option<u32>) -> Option<u32> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, y) => x.or(y),
+    }
 }
 
 impl TokenTable {
@@ -43,6 +74,7 @@ impl TokenTable {
         let mut problems: Vec<(usize, String)> = Vec::new();
         let mut refused: BTreeSet<Caller> = BTreeSet::new();
         let mut good: Vec<(Caller, [u8; 32], usize)> = Vec::new();
+        let mut limits: HashMap<Caller, crate::quota::Limits> = HashMap::new();
         for (i, line) in text.split(|&b| b == b'\n').enumerate() {
             let n = i + 1;
             let line = line.trim_ascii();
@@ -66,10 +98,32 @@ impl TokenTable {
                     continue;
                 }
             };
-            let digest = match (parts.next(), parts.next()) {
-                (Some(h), None) => std::str::from_utf8(h).ok().and_then(crate::ids::unhex32),
-                _ => None,
-            };
+            let digest = parts
+                .next()
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(crate::ids::unhex32);
+            if digest.is_some() {
+                match line_limits(parts) {
+                    Ok(l) => {
+                        let e = limits.entry(caller.clone()).or_default();
+                        e.max_runs = smaller(e.max_runs, l.max_runs);
+                        e.rate_per_min = smaller(e.rate_per_min, l.rate_per_min);
+                    }
+                    Err(word) => {
+                        problems.push((
+                            n,
+                            format!(
+                                "line {n}: `{word}` is not a quota (`max_runs=N` or `rate=N`, \
+                                 N from 1 to {}): {} is refused until the line is fixed",
+                                limits::MAX_QUOTA_VALUE,
+                                name_of(&caller)
+                            ),
+                        ));
+                        refused.insert(caller);
+                        continue;
+                    }
+                }
+            }
             match digest {
                 Some(d) => good.push((caller, d, n)),
                 None => {
@@ -113,6 +167,7 @@ impl TokenTable {
                 .filter(|(c, _, _)| !refused.contains(c))
                 .map(|(c, d, _)| (c, d))
                 .collect(),
+            limits,
             problems: problems.into_iter().map(|(_, p)| p).collect(),
         }
     }
@@ -123,6 +178,11 @@ impl TokenTable {
 
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// `caller`'s own quotas (nothing said: none of its own).
+    pub fn limits(&self, caller: &Caller) -> crate::quota::Limits {
+        self.limits.get(caller).copied().unwrap_or_default()
     }
 
     /// What is wrong with the file, one entry per bad line (`line N: …`).

@@ -98,6 +98,8 @@ pub(crate) struct Config {
     /// (zero: for ever).
     pub(crate) history: crate::history::Bounds,
     pub(crate) thread_retention: Duration,
+    /// `--caller-max-runs`, `--caller-rate` (issue 44).
+    pub(crate) caller_limits: crate::quota::Limits,
     /// Zero disables idle shutdown.
     pub(crate) idle_shutdown: Duration,
     pub(crate) debug: bool,
@@ -153,6 +155,7 @@ impl Default for Config {
             state_dir: None,
             history: Default::default(),
             thread_retention: Duration::ZERO,
+            caller_limits: crate::quota::Limits::default(),
             idle_shutdown: Duration::ZERO,
             debug: false,
             log_stdout: false,
@@ -360,6 +363,12 @@ pub(crate) fn parse(
     if let Some(v) = pick("thread_retention") {
         c.thread_retention = as_seconds("thread_retention", v, true)?;
     }
+    if let Some(v) = pick("caller_max_runs") {
+        c.caller_limits.max_runs = as_quota("caller_max_runs", v)?;
+    }
+    if let Some(v) = pick("caller_rate") {
+        c.caller_limits.rate_per_min = as_quota("caller_rate", v)?;
+    }
     if let Some(v) = pick("auth_tokens_file") {
         let s = as_string("auth_tokens_file", v)?;
         if !s.trim().is_empty() {
@@ -522,6 +531,19 @@ fn as_int(key: &str, v: Scalar) -> Result<i64, ConfigError> {
             other.describe()
         ))),
     }
+}
+
+/// A quota: 0 is none; at most `limits::MAX_QUOTA_VALUE`.
+fn as_quota(key: &str, v: Scalar) -> Result<Option<u32>, ConfigError> {
+    let n = as_int(key, v)?;
+    if !(0..=i64::from(crate::limits::MAX_QUOTA_VALUE)).contains(&n) {
+        return Err(ConfigError(format!(
+            "{} must be from 0 (no limit) to {}.",
+            flag_name(key),
+            crate::limits::MAX_QUOTA_VALUE
+        )));
+    }
+    Ok(u32::try_from(n).ok().filter(|&n| n > 0))
 }
 
 fn as_count(key: &str, v: Scalar) -> Result<usize, ConfigError> {

@@ -193,6 +193,22 @@ pub(crate) const OPTIONS: &[Opt] = &[
     .env("IAC_CODE_AGUI_THREAD_RETENTION")
     .default("0"),
     opt(
+        "caller_max_runs",
+        "Runs one caller may have going at once before its next gets 429 (0 = no limit; a \
+         tokens-file line's max_runs=N is that caller's own)",
+    )
+    .flag("caller-max-runs", Some("N"))
+    .env("IAC_CODE_AGUI_CALLER_MAX_RUNS")
+    .default("0"),
+    opt(
+        "caller_rate",
+        "Runs one caller may start per minute (bursts up to it) before 429 (0 = no limit; a \
+         tokens-file line's rate=N is that caller's own)",
+    )
+    .flag("caller-rate", Some("N"))
+    .env("IAC_CODE_AGUI_CALLER_RATE")
+    .default("0"),
+    opt(
         "heartbeat_interval",
         "Seconds of silence before an SSE heartbeat",
     )

@@ -534,3 +534,4 @@ pub(crate) fn expand_vars(s: &str, get: impl Fn(&str) -> Option<String>) -> Stri
 mod logs;
 #[cfg(test)]
 mod tests;
+mod usage;

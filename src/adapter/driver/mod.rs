@@ -99,6 +99,9 @@ pub(crate) struct RunArgs {
     pub(crate) snapshot: Option<Vec<serde_json::Value>>,
     /// AG-UI 1.0: what of the request the run goes on without, told after `RUN_STARTED`.
     pub(crate) skipped: Vec<crate::agui::content::Skipped>,
+    /// The caller's concurrent-run quota, held for the run's life; its usage is counted
+    /// when it goes (issue 44).
+    pub(crate) ticket: Option<crate::quota::Ticket>,
 }
 
 pub(crate) struct Run<'a, 's> {
@@ -683,6 +686,9 @@ impl<'a, 's> Run<'a, 's> {
         } else {
             self.mapper.usage()
         };
+        if let Some(t) = self.a.ticket.as_mut() {
+            t.used(self.sh.env.now_ms(), used_of(&usage));
+        }
         let mut event = end.terminal(
             &self.a.thread.id,
             &self.a.run_id,
@@ -788,4 +794,18 @@ impl<'a, 's> Run<'a, 's> {
         }
         drop(stopping);
     }
+}
+
+/// A terminal event's usage entries summed (a run may report several models).
+fn used_of(usage: &[crate::agui::events::Usage]) -> crate::quota::Used {
+    let n = |v: i64| u64::try_from(v).unwrap_or(0);
+    usage
+        .iter()
+        .fold(crate::quota::Used::default(), |mut a, u| {
+            a.input_tokens += n(u.input_tokens);
+            a.output_tokens += n(u.output_tokens);
+            a.total_tokens += n(u.total_tokens);
+            a.cached_input_tokens += n(u.cached_input_tokens);
+            a
+        })
 }

@@ -46,7 +46,7 @@ impl FileStore {
     }
 
     /// A directory of `caller`'s, ready for a write.
-    fn writable_dir(&self, caller: &Caller) -> Result<PathBuf, StoreError> {
+    pub(super) fn writable_dir(&self, caller: &Caller) -> Result<PathBuf, StoreError> {
         self.ensure_writer()?;
         let dir = self.threads_dir(caller);
         if *caller != Caller::Shared {
