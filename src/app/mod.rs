@@ -185,6 +185,13 @@ impl Handler for App {
         matches!(route.work, Work::Run | Work::Subscribe { .. })
     }
 
+    fn caller(&self, route: &Routed) -> Option<Arc<str>> {
+        match &route.caller {
+            Caller::Named(name) => Some(name.clone()),
+            Caller::Shared => None,
+        }
+    }
+
     fn over_output_budget(&self, head: &RequestHead) -> Response {
         ApiError::new(Code::ServerBusy, Msg::ServerBusy)
             .response(self.lang(head))

@@ -41,6 +41,11 @@ impl OutputBudget {
         share.0 = now;
     }
 
+    /// Bytes counted for the connection.
+    pub(crate) fn get(share: &Share) -> usize {
+        share.0
+    }
+
     /// The connection is gone: its share is given back.
     pub(crate) fn release(&mut self, share: Share) {
         self.unsent -= share.0;

@@ -123,6 +123,8 @@ pub(crate) struct Conn<R> {
     pub(crate) peer_eof: bool,
     /// Its unsent output as the output budget counts it (synced after each flush).
     pub(crate) share: Share,
+    /// Whose requests it carries (the last one identified; `None`: nobody told apart).
+    pub(crate) caller: Option<super::fair::CallerId>,
 }
 
 impl<R> Conn<R> {
@@ -139,6 +141,7 @@ impl<R> Conn<R> {
             read_deadline: None,
             peer_eof: false,
             share: Share::default(),
+            caller: None,
         }
     }
 

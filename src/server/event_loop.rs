@@ -13,6 +13,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 
 use super::budget::OutputBudget;
 use super::conn::{BodyRead, Conn, Reservation, State};
+use super::fair::Callers;
 use super::http::{self, ChunkError, ChunkedDecoder, Framing, Response};
 use super::job::{self, ConnId, Inbox, Reply, StopReason};
 use super::out::OutBuf;
@@ -111,6 +112,8 @@ pub struct Server<H: Handler> {
     body_bytes: Arc<std::sync::atomic::AtomicUsize>,
     /// Output held for clients (`ServerConfig::output_budget`).
     budget: OutputBudget,
+    /// Each caller's connections and output, when callers are told apart (`fair`).
+    callers: Callers,
     /// What this server last added to the `output_buffered` gauge (tests run several).
     published: i64,
 }
@@ -161,6 +164,7 @@ impl<H: Handler> Server<H> {
             read_buf: vec![0u8; limits::READ_CHUNK].into_boxed_slice(),
             body_bytes: Arc::default(),
             budget,
+            callers: Callers::default(),
             published: 0,
         })
     }
@@ -305,6 +309,7 @@ impl<H: Handler> Server<H> {
             };
             let over = self.live >= self.cfg.max_connections;
             if over {
+                crate::metrics::M.unavailable.inc("connections");
                 log::warn!("connection refused: {} connections open", self.live);
             }
             // Past the limit a few more get their 503 through a slot of their own, so the write
@@ -397,7 +402,11 @@ impl<H: Handler> Server<H> {
         if let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) {
             // Every change of a connection's output ends in a drive: count it here, as held
             // in memory (a frame being written stays whole until its last byte is out).
-            self.budget.set(&mut conn.share, conn.out.held());
+            let now = conn.out.held();
+            if let Some(id) = conn.caller {
+                self.callers.set(id, OutputBudget::get(&conn.share), now);
+            }
+            self.budget.set(&mut conn.share, now);
             self.rearm(slot);
         }
     }
@@ -545,6 +554,20 @@ impl<H: Handler> Server<H> {
                 too_large,
                 route,
             } => {
+                // Known now: whose request it is. Past 7/8 of the connection limit a caller
+                // over its share of connections is refused, so the others still get in.
+                if !self.identify(slot, self.handler.caller(&route)) {
+                    crate::metrics::M.unavailable.inc("caller_connections");
+                    log::warn!(
+                        "connection refused: its caller holds more than its share of {} \
+                         connections",
+                        self.live
+                    );
+                    let r = self.handler.over_capacity().closing();
+                    (self.cfg.access_log)(&head.method, head.raw_path(), r.status, r.body.len());
+                    self.respond(slot, r, false, head_only);
+                    return;
+                }
                 let (remaining, chunked) = match head.framing {
                     Framing::Length(n) if n > limit as u64 => {
                         self.respond(slot, too_large.closing(), false, head_only);
@@ -596,8 +619,18 @@ impl<H: Handler> Server<H> {
         let head_only = b.head.method == "HEAD";
         // No new stream until slow readers catch up (a body this far was small or within the
         // body budget; the connection stays open).
-        if self.handler.opens_stream(&b.route) && self.refuses_streams() {
-            crate::metrics::M.unavailable.inc("output_budget");
+        let caller = self
+            .conns
+            .get(slot)
+            .and_then(Option::as_ref)
+            .and_then(|c| c.caller);
+        if let Some(reason) = self
+            .handler
+            .opens_stream(&b.route)
+            .then(|| self.refuses_stream(caller))
+            .flatten()
+        {
+            crate::metrics::M.unavailable.inc(reason);
             let r = self.handler.over_output_budget(&b.head);
             (self.cfg.access_log)(&b.head.method, b.head.raw_path(), r.status, r.body.len());
             self.respond(slot, r, keep_alive, head_only);
@@ -647,7 +680,12 @@ impl<H: Handler> Server<H> {
 
     fn flush(&mut self, slot: usize) {
         let now = self.clock.now();
-        let limit = self.out_limit();
+        let caller = self
+            .conns
+            .get(slot)
+            .and_then(Option::as_ref)
+            .and_then(|c| c.caller);
+        let limit = self.out_limit(caller);
         let Some(conn) = self.conn(slot) else { return };
         let before = conn.pending_out();
         while !conn.out.is_empty() {
@@ -699,6 +737,9 @@ impl<H: Handler> Server<H> {
         let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else {
             return;
         };
+        if let Some(id) = conn.caller.take() {
+            self.callers.leave(id, OutputBudget::get(&conn.share));
+        }
         self.budget.release(std::mem::take(&mut conn.share));
         if let Some(job) = conn.job() {
             // The stream never reached its end: whoever produces it must learn the client is gone.

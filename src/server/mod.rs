@@ -5,6 +5,7 @@
 pub(crate) mod budget;
 pub(crate) mod conn;
 pub mod event_loop;
+pub(crate) mod fair;
 pub mod http;
 pub(crate) mod job;
 pub(crate) mod out;
@@ -112,6 +113,12 @@ pub trait Handler: Send + Sync + 'static {
     /// By default every dispatched request counts.
     fn opens_stream(&self, _route: &Self::Route) -> bool {
         true
+    }
+
+    /// Who sends a request, when callers are told apart: the output budget and the connection
+    /// limit are then shared fairly between them (`fair`). `None` (the default): one pool.
+    fn caller(&self, _route: &Self::Route) -> Option<std::sync::Arc<str>> {
+        None
     }
 
     /// The answer for a request refused because the output budget is spent (its body was

@@ -1,52 +1,61 @@
 //! The loop's share of the output budget: what it counts as held, when it pauses runs
-//! with a client behind, and when it refuses new streams.
+//! with a client behind, and when it refuses new streams; and each caller's fair share of
+//! the budget and of the connection limit (`fair`).
 
+use super::super::fair::CallerId;
 use super::super::limits;
 use super::{Handler, Server};
 
 impl<H: Handler> Server<H> {
     /// Unsent output above which a connection's job gets no more replies taken and its
     /// worker reads no further upstream: the watermark, and far less while the output budget
-    /// is spent (so every run with a client behind pauses, and clients that keep up do not).
-    pub(super) fn out_limit(&self) -> usize {
+    /// is spent or the connection's caller is past its fair share of it (so every such run
+    /// with a client behind pauses, and clients that keep up do not).
+    pub(super) fn out_limit(&self, caller: Option<CallerId>) -> usize {
         let watermark = self.cfg.max_output_bytes / 2;
-        if self.budget.is_over() {
+        if self.budget.is_over() || caller.is_some_and(|id| self.callers.is_over(id)) {
             watermark.min(limits::OUTPUT_BEHIND)
         } else {
             watermark
         }
     }
 
+    /// What all connections and workers hold for clients now.
+    fn held_now(&self) -> usize {
+        self.budget
+            .held(self.inbox.queued())
+            .saturating_add(self.inbox.reading())
+    }
+
     /// Re-decide the output budget with what is held now and publish it; when it became
-    /// spent or available, mark or release every run by the new limit (a released job goes
-    /// back on the ready list, as the flush under the watermark does). True while spent.
+    /// spent or available, or a caller went past its share or back under it, mark or release
+    /// every run by its new limit (a released job goes back on the ready list, as the flush
+    /// under the watermark does). True while spent.
     pub(super) fn check_budget(&mut self) -> bool {
         // Large upstream events being read count too: runs that all start at once wait for
         // room to read theirs (`job::RunReads`) and new streams are refused meanwhile.
         self.inbox.counted_unsent(self.budget.unsent());
-        let held = self
-            .budget
-            .held(self.inbox.queued())
-            .saturating_add(self.inbox.reading());
+        let held = self.held_now();
         let now = i64::try_from(held).unwrap_or(i64::MAX);
         crate::metrics::M.output_buffered.add(now - self.published);
         self.published = now;
-        if !self.budget.update(held) {
+        let spent_changed = self.budget.update(held);
+        let shares_changed = self.callers.update(self.budget.limit());
+        if !spent_changed && !shares_changed {
             return self.budget.is_over();
         }
-        if self.budget.is_over() {
+        if spent_changed && self.budget.is_over() {
             log::warn!(
                 "output budget spent: {held} bytes held for clients (budget {}); new streams \
                  get 503 and runs with a client behind stop reading upstream",
                 self.budget.limit()
             );
-        } else {
+        } else if spent_changed {
             log::info!("output budget available again: {held} bytes held for clients");
         }
-        let limit = self.out_limit();
         for conn in self.conns.iter().flatten() {
             let Some(job) = conn.job() else { continue };
-            let behind = conn.pending_out() > limit;
+            let behind = conn.pending_out() > self.out_limit(conn.caller);
             job.set_congested(behind);
             if !behind {
                 job.renotify();
@@ -55,9 +64,47 @@ impl<H: Handler> Server<H> {
         self.budget.is_over()
     }
 
-    /// The output budget is spent, or large upstream events wait for room in it (what is
-    /// held then stays just under the budget, yet a new stream would only add to it).
-    pub(super) fn refuses_streams(&mut self) -> bool {
-        self.check_budget() || self.inbox.reads_starved()
+    /// Why a new stream of `caller` is refused, if it is (the `/metrics` reason): the output
+    /// budget is spent, or large upstream events wait for room in it (what is held then stays
+    /// just under the budget, yet a new stream would only add to it); or the caller is past
+    /// its fair share while all hold more than half the budget.
+    pub(super) fn refuses_stream(&mut self, caller: Option<CallerId>) -> Option<&'static str> {
+        if self.check_budget() || self.inbox.reads_starved() {
+            return Some("output_budget");
+        }
+        let id = caller?;
+        let (held, limit) = (self.held_now(), self.budget.limit());
+        (!self.callers.admits_stream(id, held, limit, false)).then_some("caller_share")
+    }
+
+    /// Count the connection for `caller` (its request's, `None`: callers are not told
+    /// apart); false when the caller is past its share of the connection limit while the
+    /// connections open are near it.
+    pub(super) fn identify(&mut self, slot: usize, caller: Option<std::sync::Arc<str>>) -> bool {
+        let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+            return true;
+        };
+        let held = super::OutputBudget::get(&conn.share);
+        let same = match (conn.caller, &caller) {
+            (Some(id), Some(name)) => self.callers.is(id, name),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
+            if let Some(old) = conn.caller.take() {
+                self.callers.leave(old, held);
+            }
+            if let Some(name) = &caller {
+                let id = self.callers.join(name);
+                self.callers.set(id, 0, held);
+                conn.caller = Some(id);
+            }
+        }
+        match conn.caller {
+            Some(id) => self
+                .callers
+                .admits_connection(id, self.live, self.cfg.max_connections),
+            None => true,
+        }
     }
 }

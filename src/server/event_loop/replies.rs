@@ -34,7 +34,12 @@ impl<H: Handler> Server<H> {
     /// timeout is dropped. While the output budget is spent the limit is far lower
     /// (`out_limit`).
     fn pump(&mut self, slot: usize, job: &Arc<JobShared>) {
-        let limit = self.out_limit();
+        let caller = self
+            .conns
+            .get(slot)
+            .and_then(Option::as_ref)
+            .and_then(|c| c.caller);
+        let limit = self.out_limit(caller);
         loop {
             let Some(conn) = self.conn(slot) else { return };
             if !conn.job().is_some_and(|j| Arc::ptr_eq(j, job)) {
