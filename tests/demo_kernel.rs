@@ -398,3 +398,17 @@ fn protocol_errors_like_the_kernel() {
     sock.read_to_string(&mut resp).unwrap();
     assert!(resp.contains("-32009"), "{resp}");
 }
+
+// Issue 46 item 8: the prompt ran its title and question together ("Run a local shell command
+// Allow once?"); a client shows the title and the question apart.
+#[test]
+fn the_demo_permission_prompt_is_a_question_apart_from_its_title() {
+    let (_k, c) = kernel();
+    let s = c.session();
+    let evs = drain(&s, message("please create a file (permission)", None, None));
+    let input = evs.last().unwrap().iac().unwrap()["input"].clone();
+    let title = input["title"].as_str().unwrap();
+    let prompt = input["prompt"].as_str().unwrap();
+    assert!(!title.is_empty() && prompt.ends_with('?'), "{input}");
+    assert!(!prompt.contains(title), "the prompt repeats its title: {prompt:?}");
+}

@@ -93,6 +93,10 @@ try {
     await page.waitForSelector(".interrupt button[data-decision=allow_once]", { timeout: 20000 });
     const labels = await page.$$eval(".interrupt:last-of-type button", (b) => b.map((x) => x.textContent));
     if (!labels.includes("Allow once") || !labels.includes("Deny")) fail("permission", labels.join(","));
+    // Regression (issue 46 item 8): the title and the question ran together on one line.
+    const { title, prompt } = await page.$eval(".interrupt:last-of-type", (b) => ({
+      title: b.querySelector(".title")?.textContent, prompt: b.querySelector(".prompt")?.textContent }));
+    if (title !== "Run a local shell command" || !prompt || prompt.includes(title) || !prompt.endsWith("?")) fail("permission", `title ${JSON.stringify(title)} prompt ${JSON.stringify(prompt)}`);
     await shot("02-permission-interrupt");
     await page.click(".interrupt button[data-decision=allow_once]");
     await finished(n + 2);
@@ -211,7 +215,7 @@ try {
     await tab.waitForSelector(row, { timeout: 10000 });
     const rows = await tab.$$eval("#threads .thread", (r) => r.length);
     if (rows !== 2) fail("threads", `${rows} rows`);
-    await tab.click(row + " button");
+    await tab.click(row + " .delete-button");
     await tab.waitForFunction((sel) => !document.querySelector(sel), { timeout: 10000 }, row);
     const gone = await fetch(base + "/threads/" + encodeURIComponent(second) + "/messages");
     if (gone.status !== 404) fail("delete", `the deleted thread answers ${gone.status}`);
@@ -252,6 +256,160 @@ try {
     await tab.close();
   });
 
+
+  // Issue 46 item 6 and issue 47: threads across tabs and devices (another browser context
+  // shares nothing with this one but the server).
+  const other = await browser.createBrowserContext();
+  const watch = (tab, errors) => {
+    tab.on("request", (req) => { if (!req.url().startsWith(origin)) foreign.push(req.url()); });
+    tab.on("pageerror", (e) => problems.push(String(e)));
+    tab.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+    tab.on("response", (r) => { if (r.status() >= 400) errors.push(r.status() + " " + r.url()); });
+  };
+  const openTab = async (ctx, errors = []) => {
+    const tab = await ctx.newPage();
+    await tab.setViewport({ width: 1280, height: 860 });
+    watch(tab, errors);
+    await tab.goto(base + "/console", { waitUntil: "load" });
+    await tab.waitForFunction(() => document.querySelector("#threads").children.length || /no threads/.test(document.querySelector("#threads").textContent), { timeout: 10000 });
+    return tab;
+  };
+  const idle = (tab, want = "finished") => tab.waitForFunction((w) => document.querySelector("#state").textContent === w, { timeout: 20000 }, want);
+  const say = async (tab, text) => { await tab.$eval("#input", (e, t) => { e.value = t; }, text); await tab.click("#send"); };
+
+  await step("a fresh tab asks the server nothing that answers 404", async () => {
+    const ctx = await browser.createBrowserContext();
+    const errors = [];
+    const tab = await openTab(ctx, errors);
+    await new Promise((r) => setTimeout(r, 500));
+    if (errors.length) fail("fresh tab", errors.join(" | "));
+    await ctx.close();
+  });
+
+  await step("a long status neither reflows the header nor pushes Send below the fold", async () => {
+    const before = await page.$eval("header", (h) => h.getBoundingClientRect().height);
+    await page.$eval("#state", (s) => { s.textContent = "error: " + "A_VERY_LONG_STATUS ".repeat(60); });
+    const after = await page.evaluate(() => ({ header: document.querySelector("header").getBoundingClientRect().height,
+      send: document.querySelector("#send").getBoundingClientRect().bottom, stop: document.querySelector("#stop").getBoundingClientRect().bottom, h: innerHeight }));
+    await shot("12-long-status");
+    await page.$eval("#state", (s) => { s.textContent = "finished"; });
+    if (after.header !== before) fail("long status", `header ${before} → ${after.header}`);
+    if (after.send > after.h || after.stop > after.h) fail("long status", `Send/Stop at ${after.send}/${after.stop} of ${after.h}`);
+  });
+
+  await step("a turn sent from another device shows; a thread deleted elsewhere shows as gone", async () => {
+    const thread = await page.$eval("#thread", (e) => e.value);
+    const users = await page.$$eval("#log .msg.user", (e) => e.length);
+    const tab = await openTab(other);
+    await tab.click(`#threads .thread[data-thread-id="${thread}"] .title`);
+    await tab.waitForFunction((n) => document.querySelectorAll("#log .msg.user").length >= n, { timeout: 10000 }, users);
+    await say(tab, "hello from the other device");
+    await idle(tab);
+    await page.reload({ waitUntil: "load" });
+    await page.waitForFunction(() => [...document.querySelectorAll("#log .msg.user")].some((e) => e.textContent === "hello from the other device"), { timeout: 10000 })
+      .catch(async () => fail("server wins", `this tab shows ${JSON.stringify(await page.$$eval("#log .msg.user", (e) => e.map((x) => x.textContent)))}`));
+    // A thread of this tab, deleted from the other device.
+    await page.click("#newThread");
+    await say(page, "a thread deleted elsewhere");
+    await idle(page);
+    const doomed = await page.$eval("#thread", (e) => e.value);
+    const r = await tab.evaluate(async (id) => (await fetch("/threads/" + encodeURIComponent(id), { method: "DELETE" })).status, doomed);
+    if (r !== 204) fail("delete elsewhere", `DELETE answered ${r}`);
+    await page.reload({ waitUntil: "load" });
+    await page.waitForSelector("#log .gone", { timeout: 10000 })
+      .catch(async () => fail("gone", `this tab shows ${await page.$eval("#log", (e) => e.innerText)}`));
+    if (await page.$$eval("#log .msg.user", (e) => e.length)) fail("gone", "the deleted thread's turns are still shown");
+    await shot("13-gone");
+    await tab.close();
+    await page.click(`#threads .thread[data-thread-id="${thread}"] .title`);
+    await page.waitForFunction((n) => document.querySelectorAll("#log .msg.user").length > n, { timeout: 10000 }, users);
+  });
+
+  await step("Raw events are cleared when another thread is opened", async () => {
+    if (!(await page.$$eval("#raw pre", (p) => p.length))) {
+      await say(page, "hello"); await idle(page);
+    }
+    await page.click("#newThread");
+    await say(page, "hello");
+    await idle(page);
+    const mine = await page.$eval("#thread", (e) => e.value);
+    const rows = await page.$$eval("#threads .thread", (r) => r.map((x) => x.dataset.threadId));
+    const another = rows.find((id) => id !== mine);
+    await page.click(`#threads .thread[data-thread-id="${another}"] .title`);
+    await page.waitForFunction((id) => document.querySelector("#thread").value === id, { timeout: 10000 }, another);
+    const left = await page.$$eval("#raw pre", (p) => p.map((x) => x.textContent));
+    if (left.length) fail("raw", `${left.length} raw events of the other thread left, e.g. ${left[0].slice(0, 80)}`);
+  });
+
+  await step("threads are found by title and by status; the waiting one has a badge", async () => {
+    await page.click("#newThread");
+    await say(page, "create a file (permission) zebra");
+    await page.waitForSelector(".interrupt button[data-decision=allow_once]", { timeout: 20000 });
+    const waiting = await page.$eval("#thread", (e) => e.value);
+    await page.waitForSelector(`#threads .thread[data-thread-id="${waiting}"] .badge`, { timeout: 10000 })
+      .catch(() => fail("badge", "the waiting thread has no badge"));
+    const badges = await page.$$eval("#threads .thread .badge", (b) => b.length);
+    if (badges !== 1) fail("badge", `${badges} badges`);
+    await page.type("#threadQ", "ZEBRA");
+    await page.waitForFunction((id) => { const r = [...document.querySelectorAll("#threads .thread")]; return r.length === 1 && r[0].dataset.threadId === id; }, { timeout: 10000 }, waiting)
+      .catch(async () => fail("search", `rows ${JSON.stringify(await page.$$eval("#threads .thread .title", (r) => r.map((x) => x.textContent)))}`));
+    await page.$eval("#threadQ", (e) => { e.value = ""; e.dispatchEvent(new Event("input")); });
+    await page.select("#threadStatus", "interrupted");
+    await page.waitForFunction((id) => { const r = [...document.querySelectorAll("#threads .thread")]; return r.length === 1 && r[0].dataset.threadId === id; }, { timeout: 10000 }, waiting)
+      .catch(async () => fail("status filter", `rows ${JSON.stringify(await page.$$eval("#threads .thread .title", (r) => r.map((x) => x.textContent)))}`));
+    await page.select("#threadStatus", "idle");
+    await page.waitForFunction((id) => { const r = [...document.querySelectorAll("#threads .thread")]; return r.length > 0 && r.every((x) => x.dataset.threadId !== id); }, { timeout: 10000 }, waiting)
+      .catch(() => fail("status filter", "idle lists the waiting thread"));
+    await page.select("#threadStatus", "");
+    await page.waitForSelector(`#threads .thread[data-thread-id="${waiting}"]`, { timeout: 10000 });
+    await shot("14-search-badge");
+  });
+
+  await step("a thread is renamed in place; a refused title says why", async () => {
+    const thread = await page.$eval("#thread", (e) => e.value);
+    const row = `#threads .thread[data-thread-id="${thread}"]`;
+    await page.click(row + " .rename-button");
+    await page.waitForSelector(row + " input.rename");
+    await page.$eval(row + " input.rename", (e) => { e.value = "x".repeat(201); });
+    await page.focus(row + " input.rename");
+    await page.keyboard.press("Enter");
+    await page.waitForFunction((sel) => /INVALID_INPUT/.test(document.querySelector(sel + " .rename-error")?.textContent || ""), { timeout: 10000 }, row)
+      .catch(() => fail("rename", "a title over 200 characters was not refused visibly"));
+    await page.$eval(row + " input.rename", (e) => { e.value = ""; });
+    await page.type(row + " input.rename", "Deploy the zebra site");
+    await page.keyboard.press("Enter");
+    await page.waitForFunction((sel) => document.querySelector(sel + " .title")?.textContent === "Deploy the zebra site", { timeout: 10000 }, row)
+      .catch(() => fail("rename", "the new title is not listed"));
+    const listed = await (await fetch(base + "/threads/" + encodeURIComponent(thread))).json();
+    if (listed.title !== "Deploy the zebra site") fail("rename", `the server has ${JSON.stringify(listed.title)}`);
+    await shot("15-renamed");
+  });
+
+  await step("a waiting thread is answered from another device, and its run resumes", async () => {
+    const thread = await page.$eval("#thread", (e) => e.value);
+    const tab = await openTab(other);
+    const row = `#threads .thread[data-thread-id="${thread}"]`;
+    await tab.waitForSelector(row + " .badge", { timeout: 10000 });
+    await tab.click(row + " .title");
+    await tab.waitForSelector(".interrupt button[data-decision=allow_once]", { timeout: 10000 })
+      .catch(async () => fail("answer elsewhere", `no answer form: ${await tab.$eval("#log", (e) => e.innerText)}`));
+    const t = await tab.$eval(".interrupt .title", (e) => e.textContent).catch(() => "");
+    if (t !== "Run a local shell command") fail("answer elsewhere", `title ${JSON.stringify(t)}`);
+    await tab.screenshot({ path: join(SHOTS, "16-answer-elsewhere.png"), fullPage: true });
+    await tab.click(".interrupt button[data-decision=allow_once]");
+    await idle(tab);
+    if (!(await tab.$$eval("#log pre.result", (r) => r.length))) fail("answer elsewhere", "no tool result after the answer");
+    const listed = await (await fetch(base + "/threads/" + encodeURIComponent(thread))).json();
+    if (listed.status !== "idle") fail("answer elsewhere", `thread ${listed.status}`);
+    // This tab's own form of the answered interrupt no longer takes an answer.
+    await page.reload({ waitUntil: "load" });
+    await page.waitForFunction(() => [...document.querySelectorAll(".interrupt button")].every((b) => b.disabled), { timeout: 10000 })
+      .catch(() => fail("answer elsewhere", "the answered form still takes an answer in the first tab"));
+    await tab.close();
+    await say(page, "hello");
+    await idle(page);
+  });
+
   await step("no external resource, no CSP violation or script error", async () => {
     if (foreign.length) fail("resources", foreign.join(", "));
     if (problems.length) fail("errors", problems.join(" | "));
@@ -260,7 +418,7 @@ try {
   });
   console.log(`browser-test: ${passed} passed, 0 failed (screenshots in ${SHOTS})`);
 } catch (e) {
-  console.error(e.message || e);
+  console.error(e.stack || e);
   console.error(`browser-test: ${passed} passed, 1 failed (screenshots so far in ${SHOTS})`);
   process.exitCode = 1;
 } finally {

@@ -213,7 +213,7 @@ impl Emitter<'_> {
 }
 
 pub(super) fn permission_input(em: &Emitter<'_>, tool: &str, command: &str) -> Value {
-    json!({"options": [{"label": "Allow once", "id": "allow_once"}, {"label": "Deny", "id": "deny"}], "title": "Run a local shell command", "safeSummary": format!("bash: {{\"command\":\"{command}\"}}"), "isReadOnly": false, "kind": "permission", "language": "en", "inputId": format!("permission-{}", ids::hex32()), "requestTaskId": em.task_id, "target": format!("the current local workspace; command: {command}"), "required": true, "schemaVersion": 1.0, "effect": "local_execution", "contextId": em.context_id, "purpose": "Execute a local command needed for the requested infrastructure task.", "toolName": "bash", "toolUseId": tool, "prompt": "Run a local shell command Allow once?"})
+    json!({"options": [{"label": "Allow once", "id": "allow_once"}, {"label": "Deny", "id": "deny"}], "title": "Run a local shell command", "safeSummary": format!("bash: {{\"command\":\"{command}\"}}"), "isReadOnly": false, "kind": "permission", "language": "en", "inputId": format!("permission-{}", ids::hex32()), "requestTaskId": em.task_id, "target": format!("the current local workspace; command: {command}"), "required": true, "schemaVersion": 1.0, "effect": "local_execution", "contextId": em.context_id, "purpose": "Execute a local command needed for the requested infrastructure task.", "toolName": "bash", "toolUseId": tool, "prompt": "Allow this command to run once?"})
 }
 
 pub(super) fn wait_for_input(
