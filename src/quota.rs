@@ -536,6 +536,20 @@ pub fn utc_day(ms: u64) -> String {
     s.get(..10).unwrap_or("1970-01-01").to_string()
 }
 
+/// A terminal event's usage entries summed (a run may report several models).
+impl Used {
+    pub(crate) fn of(usage: &[crate::agui::events::Usage]) -> Used {
+        let n = |v: i64| u64::try_from(v).unwrap_or(0);
+        usage.iter().fold(Used::default(), |mut a, u| {
+            a.input_tokens += n(u.input_tokens);
+            a.output_tokens += n(u.output_tokens);
+            a.total_tokens += n(u.total_tokens);
+            a.cached_input_tokens += n(u.cached_input_tokens);
+            a
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -410,5 +410,8 @@ fn the_demo_permission_prompt_is_a_question_apart_from_its_title() {
     let title = input["title"].as_str().unwrap();
     let prompt = input["prompt"].as_str().unwrap();
     assert!(!title.is_empty() && prompt.ends_with('?'), "{input}");
-    assert!(!prompt.contains(title), "the prompt repeats its title: {prompt:?}");
+    assert!(
+        !prompt.contains(title),
+        "the prompt repeats its title: {prompt:?}"
+    );
 }

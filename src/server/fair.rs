@@ -151,7 +151,7 @@ impl Callers {
         budget: usize,
         spent: bool,
     ) -> bool {
-        !spent && !(self.is_over(id) && held > budget / 2)
+        !(spent || self.is_over(id) && held > budget / 2)
     }
 
     /// Whether the caller's connection (counted in `live` and in its own) may be served with

@@ -379,7 +379,7 @@ try {
     await page.type(row + " input.rename", "Deploy the zebra site");
     await page.keyboard.press("Enter");
     await page.waitForFunction((sel) => document.querySelector(sel + " .title")?.textContent === "Deploy the zebra site", { timeout: 10000 }, row)
-      .catch(() => fail("rename", "the new title is not listed"));
+      .catch(async () => fail("rename", `the new title is not listed: ${await page.$eval(row, (e) => e.outerHTML).catch(() => "no row")}`));
     const listed = await (await fetch(base + "/threads/" + encodeURIComponent(thread))).json();
     if (listed.title !== "Deploy the zebra site") fail("rename", `the server has ${JSON.stringify(listed.title)}`);
     await shot("15-renamed");

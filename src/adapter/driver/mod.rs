@@ -687,7 +687,7 @@ impl<'a, 's> Run<'a, 's> {
             self.mapper.usage()
         };
         if let Some(t) = self.a.ticket.as_mut() {
-            t.used(self.sh.env.now_ms(), used_of(&usage));
+            t.used(self.sh.env.now_ms(), crate::quota::Used::of(&usage));
         }
         let mut event = end.terminal(
             &self.a.thread.id,
@@ -794,18 +794,4 @@ impl<'a, 's> Run<'a, 's> {
         }
         drop(stopping);
     }
-}
-
-/// A terminal event's usage entries summed (a run may report several models).
-fn used_of(usage: &[crate::agui::events::Usage]) -> crate::quota::Used {
-    let n = |v: i64| u64::try_from(v).unwrap_or(0);
-    usage
-        .iter()
-        .fold(crate::quota::Used::default(), |mut a, u| {
-            a.input_tokens += n(u.input_tokens);
-            a.output_tokens += n(u.output_tokens);
-            a.total_tokens += n(u.total_tokens);
-            a.cached_input_tokens += n(u.cached_input_tokens);
-            a
-        })
 }
