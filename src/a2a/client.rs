@@ -664,6 +664,36 @@ mod tests {
     }
 
     #[test]
+    fn a_large_delta_is_not_kept_as_a_template() {
+        let frame = |t: &str| {
+            format!(
+                "data: {{\"result\":{{\"statusUpdate\":{{\"taskId\":\"t\",\"contextId\":\"c\",\"status\":{{\"state\":\"TASK_STATE_WORKING\",\"message\":{{\"messageId\":\"m\",\"role\":\"ROLE_AGENT\",\"parts\":[{{\"text\":\"{t}\"}}]}}}}}}}},\"id\":\"1\",\"jsonrpc\":\"2.0\"}}\r\n\r\n"
+            )
+        };
+        let big = "x".repeat(1 << 20);
+        let burst = [frame("a"), frame(&big), frame("b")].concat();
+        let reader: Box<dyn Read + Send> =
+            Box::new(crate::a2a::sse::Pieces(VecDeque::from(
+                [burst.into_bytes()],
+            )));
+        let mut st = EventStream {
+            reader: Some(SseReader::new(reader, 4 << 20)),
+            ready: VecDeque::new(),
+            calls: None,
+            template: Template::default(),
+        };
+        for (want, kept) in [("a", true), (big.as_str(), false), ("b", true)] {
+            let Some(Payload::Event(e)) = st.next_payload().unwrap() else {
+                panic!("a delta");
+            };
+            assert_eq!(e.status_message().unwrap().text, want);
+            let held = st.template.held();
+            assert_eq!(held > 0, kept, "template of {} bytes: {held}", want.len());
+            assert!(held < 64 * 1024, "{held}");
+        }
+    }
+
+    #[test]
     fn percent_encoding() {
         assert_eq!(percent_encode("a b/c"), "a%20b%2Fc");
         assert_eq!(percent_encode("task-1_x.y~"), "task-1_x.y~");

@@ -91,9 +91,11 @@ impl SseParser {
                     } else {
                         self.extend_line(&input[..i])?;
                         let line = std::mem::take(&mut self.line);
-                        let r = self.end_line(&line, out);
-                        self.keep_line(line);
-                        r?;
+                        if let Err(line) = self.take_data_line(line) {
+                            let r = self.end_line(&line, out);
+                            self.keep_line(line);
+                            r?;
+                        }
                     }
                     let was_cr = input[i] == b'\r';
                     input = &input[i + 1..];
@@ -140,6 +142,20 @@ impl SseParser {
         // A large event must not keep its line's memory for the rest of the run.
         settle(&mut line, Pace::Burst, LINE_KEEP);
         self.line = line;
+    }
+
+    /// A long line read over several pieces that is its event's first `data:` line becomes
+    /// the event's data where it lies: a large delta is never held twice (issue 45, fault 1).
+    /// `Err` gives the line back for the ordinary path.
+    fn take_data_line(&mut self, mut line: Vec<u8>) -> Result<(), Vec<u8>> {
+        if self.has_data || line.len() < LINE_KEEP || !line.starts_with(b"data:") {
+            return Err(line);
+        }
+        let prefix = if line.get(5) == Some(&b' ') { 6 } else { 5 };
+        line.drain(..prefix);
+        self.data = line;
+        self.has_data = true;
+        Ok(())
     }
 
     fn end_line(&mut self, line: &[u8], out: &mut VecDeque<SseEvent>) -> Result<(), SseError> {
@@ -517,6 +533,45 @@ mod tests {
         assert!(r.parser.line.capacity() > 0);
         assert_eq!(r.next_event().unwrap().unwrap().data, b"partial\n1");
         assert_eq!(r.parser.line.capacity(), 0);
+    }
+
+    #[test]
+    fn a_long_data_line_becomes_the_events_data_without_a_copy() {
+        let body = "x".repeat(4 * LINE_KEEP);
+        let mut p = SseParser::new(1 << 20);
+        let mut out = VecDeque::new();
+        p.push(b"event: message\n", &mut out).unwrap();
+        for piece in format!("data: {body}").as_bytes().chunks(LINE_KEEP / 2) {
+            p.push(piece, &mut out).unwrap();
+        }
+        let line_at = p.line.as_ptr();
+        p.push(b"\n", &mut out).unwrap();
+        assert_eq!(
+            p.data.as_ptr(),
+            line_at,
+            "the line is the data, not a copy of it"
+        );
+        p.push(b"\n", &mut out).unwrap();
+        let ev = out.pop_front().unwrap();
+        assert_eq!(ev.event.as_deref(), Some("message"));
+        assert_eq!(ev.data, body.as_bytes());
+        // A second data line joins the first as before.
+        for piece in format!("data: {body}\ndata: {body}\n\n")
+            .as_bytes()
+            .chunks(1000)
+        {
+            p.push(piece, &mut out).unwrap();
+        }
+        assert_eq!(
+            out.pop_front().unwrap().data,
+            format!("{body}\n{body}").as_bytes()
+        );
+        // `data:` without the space, and a short line read in pieces, are unchanged.
+        p.push(format!("data:{body}").as_bytes(), &mut out).unwrap();
+        p.push(b"\n\ndata: sh", &mut out).unwrap();
+        p.push(b"ort\n\n", &mut out).unwrap();
+        assert_eq!(out.pop_front().unwrap().data, body.as_bytes());
+        assert_eq!(out.pop_front().unwrap().data, b"short");
     }
 
     /// Reads that fill the buffer grow it; the read of one paced event after them gives it back,

@@ -210,11 +210,20 @@ pub(crate) struct Template {
     spans: [Option<Span>; 7],
 }
 
+/// The largest frame kept as a template.
+const TEMPLATE_MAX: usize = 64 * 1024;
+
 impl Template {
     /// Keep `frame` (read in full into `spans`) when it can stand for the next ones: its
     /// text is one part read in place and no field needed unescaping (those are not kept).
     fn keep(&mut self, frame: &str, spans: &[Option<Span>; 7]) {
         self.frame.clear();
+        if frame.len() > TEMPLATE_MAX {
+            // A large delta is not the next one's template: a copy of it would double what a
+            // run holds for one event (issue 45, fault 1), and text streams are small deltas.
+            self.frame = String::new();
+            return;
+        }
         if spans[F_TEXT].is_some() && spans.iter().flatten().all(|s| !s.unescaped) {
             self.frame.push_str(frame);
             self.spans = *spans;

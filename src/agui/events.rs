@@ -137,6 +137,17 @@ impl Event {
         }
     }
 
+    /// The event's large text, if it has one (a delta, a tool's arguments or result).
+    fn large_text(&self) -> Option<&str> {
+        match self {
+            Event::TextContent { delta, .. }
+            | Event::ReasoningContent { delta, .. }
+            | Event::ToolArgs { delta, .. } => Some(delta),
+            Event::ToolResult { content, .. } => Some(content),
+            _ => None,
+        }
+    }
+
     pub(crate) fn type_name(&self) -> &'static str {
         match self {
             Event::RunStarted { .. } => "RUN_STARTED",
@@ -240,15 +251,28 @@ impl Stamped {
     /// The event framed for SSE with its id, `id: <id>\ndata: <json>\n\n`, in one
     /// allocation.
     pub(crate) fn to_sse(&self, id: u64) -> Vec<u8> {
-        let mut out = Vec::with_capacity(176);
-        frame_head(&mut out, id);
-        self.write_json(&mut out);
-        out.extend_from_slice(b"\n\n");
+        let mut out = self.sse_frame(id);
         // The frame lives on in the run's replay log: a grown buffer's spare half goes
         // (a shrink in place, no copy); a text delta's frame fits the first guess.
         if out.capacity() - out.len() > 64 {
             out.shrink_to_fit();
         }
+        out
+    }
+
+    /// A first guess at the framed event's size: a large text is written into room made for
+    /// it (escapes included), never into a buffer doubled while it is written, which would
+    /// hold up to twice its size, then a copy (issue 45, fault 1).
+    fn sse_capacity(&self) -> usize {
+        let text = self.event.large_text().map_or(0, str::len);
+        176 + text + text / 8
+    }
+
+    fn sse_frame(&self, id: u64) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.sse_capacity());
+        frame_head(&mut out, id);
+        self.write_json(&mut out);
+        out.extend_from_slice(b"\n\n");
         out
     }
 
@@ -467,6 +491,24 @@ mod tests {
 
     fn j(ev: Event) -> String {
         String::from_utf8(Stamped { ts: 7, event: ev }.to_json()).unwrap()
+    }
+
+    #[test]
+    fn a_large_events_frame_is_written_in_one_allocation() {
+        let some_escapes = format!("{}\"\n", "y".repeat(38)).repeat(1 << 16);
+        for text in ["x".repeat(3 << 20), some_escapes] {
+            let ev = Stamped {
+                ts: 7,
+                event: Event::ToolArgs {
+                    tool_call_id: "c".into(),
+                    delta: text.clone(),
+                },
+            };
+            let frame = ev.sse_frame(12);
+            assert_eq!(frame.capacity(), ev.sse_capacity(), "never grown");
+            assert!(frame.len() > text.len());
+            assert_eq!(ev.to_sse(12), frame);
+        }
     }
 
     #[test]
