@@ -61,6 +61,19 @@ fn metric(addr: std::net::SocketAddr, name: &str) -> i64 {
         .unwrap_or_else(|| panic!("{name} in /metrics"))
 }
 
+/// A counter that `/metrics` leaves out while it is zero (a labelled series).
+fn count(addr: std::net::SocketAddr, name: &str) -> i64 {
+    let r = raw(
+        addr,
+        b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".as_slice(),
+    );
+    assert_eq!(r.status, 200, "/metrics is answered");
+    r.text()
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
 /// Paused clients (from `open_and_pause`) read again, all at once: each stream arrives whole,
 /// numbered, with one terminal event, and the output held for them is given back.
 fn read_on_whole(
@@ -305,13 +318,20 @@ fn paused_readers_past_the_output_budget_get_new_runs_refused_until_they_read() 
             "admitted under the budget"
         );
         paused.push((s, got));
+        // Its event is read and waits in the server for the client: what is held settles
+        // (while the event is still being read, its read is counted three times; a
+        // client that has not been sent anything yet is not known to be behind).
         let before = held;
+        let mut last = -1;
         assert!(wait_until(Duration::from_secs(30), || {
-            metric("iac_agui_output_buffered_bytes") > before + MIB
+            std::thread::sleep(Duration::from_millis(700));
+            let now = metric("iac_agui_output_buffered_bytes");
+            // Under 2 × 8 MiB more: the read (counted 3 × 8 MiB) is over.
+            let settled = now == last && now > before && now < before + 16 * MIB;
+            last = now;
+            settled
         }));
-        // The rest of the event arrives.
-        std::thread::sleep(Duration::from_millis(500));
-        held = metric("iac_agui_output_buffered_bytes");
+        held = last;
     }
     // Each paused stream holds at most the watermark and one event (8 MiB of text) past it;
     // the one large event being read when the budget was passed counts three times its size.
@@ -423,4 +443,46 @@ fn paused_readers_that_arrive_at_once_stay_within_the_output_budget() {
         "peak RSS +{grew} bytes (bound {bound} + 28 MiB)"
     );
     read_on_whole(p.addr, paused, 8, 8);
+}
+
+/// Regression (issue 45, fault 1): 16 runs of `big 10 10`, 8 at a time, from clients reading
+/// as fast as they can: 8 of them were refused `503 SERVER_BUSY`, because the budget counted
+/// every large event being read or sent as if its client had stopped reading. Clients that
+/// keep up now wait for room as their events are read; a stream is refused only while
+/// clients that stopped reading hold a good part of the budget. Here the budget holds two
+/// runs' events (each counted three times while it is read), and four clients run twelve
+/// turns each.
+#[test]
+fn clients_that_keep_up_are_never_refused_while_large_events_wait_for_room() {
+    const MIB: usize = 1 << 20;
+    let p = start_pair(
+        "keep-up-budget",
+        &["--output-budget", &(6 * MIB).to_string()],
+    );
+    let clients: Vec<_> = (0..4)
+        .map(|c| {
+            let bodies: Vec<_> = (0..12)
+                .map(|i| p.body(&format!("fast-{c}"), &format!("r{i}"), "big 1 1"))
+                .collect();
+            let addr = p.addr;
+            std::thread::spawn(move || {
+                for body in bodies {
+                    let r = post_json(addr, "/", &[], &body);
+                    assert_eq!(r.status, 200, "{}", r.text());
+                    check_ids(&r.body).unwrap();
+                    check_big(&sse_events(&r.body).0, 1, 1);
+                }
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    assert_eq!(
+        count(
+            p.addr,
+            "iac_agui_unavailable_responses_total{reason=\"output_budget\"}"
+        ),
+        0
+    );
 }

@@ -225,6 +225,11 @@ impl JobShared {
     }
 
     /// The loop's view of the connection's output: above the watermark or not.
+    /// Bytes the worker has queued that the loop has not taken.
+    pub(crate) fn queued_bytes(&self) -> usize {
+        lock(&self.queue).bytes
+    }
+
     pub(crate) fn set_congested(&self, on: bool) {
         let was = self.congested.swap(on, Ordering::SeqCst);
         if was && !on {

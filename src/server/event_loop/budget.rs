@@ -6,6 +6,10 @@ use super::super::fair::CallerId;
 use super::super::limits;
 use super::{Handler, Server};
 
+/// A connection with output pending and no write progress for this long has a client that
+/// stopped reading (a prompt reader drains a socket buffer in microseconds).
+const BEHIND_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
+
 impl<H: Handler> Server<H> {
     /// Unsent output above which a connection's job gets no more replies taken and its
     /// worker reads no further upstream: the watermark, and far less while the output budget
@@ -64,12 +68,29 @@ impl<H: Handler> Server<H> {
         self.budget.is_over()
     }
 
+    /// What clients that stopped reading hold: the unsent output of connections that made no
+    /// progress for `BEHIND_AFTER`, with what their workers queued for them.
+    fn held_behind(&self) -> usize {
+        let now = std::time::Instant::now();
+        self.conns
+            .iter()
+            .flatten()
+            .filter(|c| {
+                c.pending_out() > 0
+                    && now.saturating_duration_since(c.last_progress) >= BEHIND_AFTER
+            })
+            .map(|c| c.pending_out() + c.job().map_or(0, |j| j.queued_bytes()))
+            .fold(0, usize::saturating_add)
+    }
+
     /// Why a new stream of `caller` is refused, if it is (the `/metrics` reason): the output
-    /// budget is spent, or large upstream events wait for room in it (what is held then stays
-    /// just under the budget, yet a new stream would only add to it); or the caller is past
-    /// its fair share while all hold more than half the budget.
+    /// budget is spent, or large upstream events wait for room in it, and clients that stopped
+    /// reading hold a quarter of it (issue 45, fault 1: large events of clients that keep up
+    /// only wait for room in the budget as they are read, they never refuse anyone); or the
+    /// caller is past its fair share while all hold more than half the budget.
     pub(super) fn refuses_stream(&mut self, caller: Option<CallerId>) -> Option<&'static str> {
-        if self.check_budget() || self.inbox.reads_starved() {
+        let spent = self.check_budget() || self.inbox.reads_starved();
+        if spent && self.held_behind() >= self.budget.limit() / 4 {
             return Some("output_budget");
         }
         let id = caller?;
