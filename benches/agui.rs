@@ -17,6 +17,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
+#[path = "agui/big.rs"]
+mod big;
 #[path = "agui/census.rs"]
 mod census;
 #[path = "agui/threads.rs"]
@@ -504,6 +506,7 @@ fn bench(memory: bool, events: bool) {
     }
     drop(a);
     threads::figures(&k, &mut add);
+    big::figures(&k, &mut add);
     json.insert("binary".into(), serde_json::json!(bin()));
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench.json");
     let _ = std::fs::write(
@@ -1035,6 +1038,11 @@ fn main() {
         load()
     } else if args.iter().any(|a| a == "census") {
         census::heap_census()
+    } else if args.iter().any(|a| a == "big") {
+        let mut add = |name: &str, value: String, target: &str, _: Option<bool>, _: f64| {
+            println!("{name:<48} {value:>16}   {target}");
+        };
+        big::figures(&kernel(), &mut add)
     } else if args.iter().any(|a| a == "threads") {
         // Only the stored-conversation rows (they write nothing).
         let mut add = |name: &str, value: String, target: &str, _: Option<bool>, _: f64| {

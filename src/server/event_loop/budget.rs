@@ -50,8 +50,9 @@ impl<H: Handler> Server<H> {
         }
         if spent_changed && self.budget.is_over() {
             log::warn!(
-                "output budget spent: {held} bytes held for clients (budget {}); new streams \
-                 get 503 and runs with a client behind stop reading upstream",
+                "output budget spent: {held} bytes held for clients (budget {}); runs with a \
+                 client behind stop reading upstream, and new streams get 503 while such \
+                 clients hold a quarter of the budget",
                 self.budget.limit()
             );
         } else if spent_changed {
