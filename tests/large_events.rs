@@ -47,8 +47,8 @@ fn open_and_pause(addr: std::net::SocketAddr, body: &[u8]) -> (TcpStream, Vec<u8
     (s, got)
 }
 
-/// A gauge or counter from the adapter's `/metrics`.
-fn metric(addr: std::net::SocketAddr, name: &str) -> i64 {
+/// A series of the adapter's `/metrics`, if it is there.
+fn series(addr: std::net::SocketAddr, name: &str) -> Option<i64> {
     let r = raw(
         addr,
         b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".as_slice(),
@@ -57,21 +57,17 @@ fn metric(addr: std::net::SocketAddr, name: &str) -> i64 {
     r.text()
         .lines()
         .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{name} in /metrics"))
+        .map(|v| v.trim().parse().unwrap())
+}
+
+/// A gauge or counter from the adapter's `/metrics`.
+fn metric(addr: std::net::SocketAddr, name: &str) -> i64 {
+    series(addr, name).unwrap_or_else(|| panic!("{name} in /metrics"))
 }
 
 /// A counter that `/metrics` leaves out while it is zero (a labelled series).
 fn count(addr: std::net::SocketAddr, name: &str) -> i64 {
-    let r = raw(
-        addr,
-        b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".as_slice(),
-    );
-    assert_eq!(r.status, 200, "/metrics is answered");
-    r.text()
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .map_or(0, |v| v.trim().parse().unwrap())
+    series(addr, name).unwrap_or(0)
 }
 
 /// Paused clients (from `open_and_pause`) read again, all at once: each stream arrives whole,

@@ -5,22 +5,10 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::{Add, Proc, adapter, post, read_sse, run_body, state_dir};
+use super::{Add, Proc, adapter, post, read_sse, run_body, state_dir, status_kib};
 
 const RUNS: usize = 16;
 const AT_ONCE: usize = 8;
-
-/// Peak resident KiB of a process (`VmHWM`).
-fn peak_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
-}
 
 pub fn figures(k: &Proc, add: &mut Add<'_>) {
     let dir = state_dir("big");
@@ -59,7 +47,7 @@ pub fn figures(k: &Proc, add: &mut Add<'_>) {
         bad as f64,
     );
     // The budget (128 MiB) plus what each run holds past it for one event in flight.
-    let peak = peak_kib(a.child.id()) as f64 / 1024.0;
+    let peak = status_kib(a.child.id(), "VmHWM:") as f64 / 1024.0;
     add(
         "large events: peak RSS (MiB)",
         format!("{peak:.0}"),

@@ -628,16 +628,18 @@ mod tests {
         }
     }
 
+    /// The kernel's text delta frame, as SSE.
+    fn delta_frame(t: &str) -> String {
+        format!(
+            "data: {{\"result\":{{\"statusUpdate\":{{\"taskId\":\"t\",\"contextId\":\"c\",\"status\":{{\"state\":\"TASK_STATE_WORKING\",\"message\":{{\"messageId\":\"m\",\"role\":\"ROLE_AGENT\",\"parts\":[{{\"text\":\"{t}\"}}]}}}}}}}},\"id\":\"1\",\"jsonrpc\":\"2.0\"}}\r\n\r\n"
+        )
+    }
+
     /// The delta frames of a burst are read against a template; the read that may wait
     /// (here the end of the stream) finds it released.
     #[test]
     fn a_burst_of_deltas_keeps_a_template_and_a_wait_holds_none() {
-        let frame = |t: &str| {
-            format!(
-                "data: {{\"result\":{{\"statusUpdate\":{{\"taskId\":\"t\",\"contextId\":\"c\",\"status\":{{\"state\":\"TASK_STATE_WORKING\",\"message\":{{\"messageId\":\"m\",\"role\":\"ROLE_AGENT\",\"parts\":[{{\"text\":\"{t}\"}}]}}}}}}}},\"id\":\"1\",\"jsonrpc\":\"2.0\"}}\r\n\r\n"
-            )
-        };
-        let burst = [frame("a"), frame("bb"), frame("ccc")].concat();
+        let burst = [delta_frame("a"), delta_frame("bb"), delta_frame("ccc")].concat();
         let reader: Box<dyn Read + Send> =
             Box::new(crate::a2a::sse::Pieces(VecDeque::from(
                 [burst.into_bytes()],
@@ -665,13 +667,8 @@ mod tests {
 
     #[test]
     fn a_large_delta_is_not_kept_as_a_template() {
-        let frame = |t: &str| {
-            format!(
-                "data: {{\"result\":{{\"statusUpdate\":{{\"taskId\":\"t\",\"contextId\":\"c\",\"status\":{{\"state\":\"TASK_STATE_WORKING\",\"message\":{{\"messageId\":\"m\",\"role\":\"ROLE_AGENT\",\"parts\":[{{\"text\":\"{t}\"}}]}}}}}}}},\"id\":\"1\",\"jsonrpc\":\"2.0\"}}\r\n\r\n"
-            )
-        };
         let big = "x".repeat(1 << 20);
-        let burst = [frame("a"), frame(&big), frame("b")].concat();
+        let burst = [delta_frame("a"), delta_frame(&big), delta_frame("b")].concat();
         let reader: Box<dyn Read + Send> =
             Box::new(crate::a2a::sse::Pieces(VecDeque::from(
                 [burst.into_bytes()],

@@ -72,7 +72,7 @@ impl<H: Handler> Server<H> {
     /// What clients that stopped reading hold: the unsent output of connections that made no
     /// progress for `BEHIND_AFTER`, with what their workers queued for them.
     fn held_behind(&self) -> usize {
-        let now = std::time::Instant::now();
+        let now = self.clock.now();
         self.conns
             .iter()
             .flatten()
