@@ -765,6 +765,7 @@ fn housekeeping(shared: &Arc<Shared>, cfg: &Config) -> Vec<crate::chores::Chore>
             true
         })
     }))
+    .chain(std::iter::once(crate::metrics::process_sampler()))
     .collect()
 }
 

@@ -5,6 +5,9 @@
 //! or, for usage, the principal names of the operator's tokens file (a bounded set): never a
 //! thread or run id, never anything a client chose (identity-header names stay out).
 
+mod process;
+pub(crate) use process::sampler as process_sampler;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Mutex;
@@ -453,6 +456,7 @@ pub fn render() -> String {
         c(m.kernel_restarts.get()),
     );
     usage(&mut o, m);
+    process::render(&mut o);
     o
 }
 

@@ -191,6 +191,39 @@ fn metrics_need_the_token_and_their_counters_move_with_runs() {
     );
     let before = before.text();
     assert!(before.contains("iac_agui_build_info{version=\""));
+    // The standard process series (issue 46, item 15), of the server's own process.
+    let series = |text: &str, name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name} in /metrics"))
+            .parse()
+            .unwrap()
+    };
+    let rss = std::fs::read_to_string(format!("/proc/{}/status", a.id())).unwrap();
+    let rss_kib: f64 = rss
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap();
+    let reported = series(&before, "process_resident_memory_bytes") / 1024.0;
+    assert!(
+        (reported - rss_kib).abs() < rss_kib / 2.0,
+        "{reported} KiB reported, {rss_kib} KiB read"
+    );
+    assert!(series(&before, "process_open_fds") >= 3.0);
+    assert!(series(&before, "process_max_fds") >= series(&before, "process_open_fds"));
+    assert!(series(&before, "process_cpu_seconds_total") >= 0.0);
+    use iac_agui::clock::Clock as _;
+    let now = iac_agui::clock::SystemClock
+        .wall()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let started = series(&before, "process_start_time_seconds");
+    assert!(
+        started <= now + 1.0 && started > now - 120.0,
+        "{started} vs {now}"
+    );
     let body = serde_json::to_vec(&serde_json::json!({"threadId": "m", "runId": "r1", "state": {}, "tools": [], "context": [],
         "messages": [{"id": "m", "role": "user", "content": "permission please"}],
         "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "r", "cwd": dir.join("ws")}}}))
