@@ -62,6 +62,11 @@ impl Backend for Scripted {
                 if stream.event(&Self::event(u64::from(granted), 0)).is_err() {
                     return;
                 }
+                // Then, if asked, an event the client may leave unread (a client behind).
+                let pad = b["pad"].as_u64().unwrap_or(0) as usize;
+                if pad > 0 && stream.event(&Self::event(2, pad)).is_err() {
+                    return;
+                }
                 let flag = stream.stop_flag();
                 for _ in 0..4000 {
                     if flag.is_stopped() {
@@ -432,10 +437,70 @@ fn bodies_past_the_body_budget_get_503_before_they_are_read() {
 
 /// Regression (issue 36, fault 2): while large upstream reads waited for room, what was held
 /// stayed just under the output budget, so the loop saw it available and admitted new streams
-/// (30 paused readers of `big 10 10`, 0.3 s apart, were all admitted in some runs). New streams
-/// are refused until the reads have room; small requests are still answered.
+/// (30 paused readers of `big 10 10`, 0.3 s apart, were all admitted in some runs). While a
+/// read waits and clients that stopped reading hold a quarter of the budget, new streams are
+/// refused until the reads have room; small requests are still answered. (Reads that wait for
+/// clients that keep up refuse nobody: `large_events::clients_that_keep_up_are_never_refused_*`
+/// and `a_read_waiting_for_room_beside_clients_that_keep_up_refuses_no_stream` below.)
 #[test]
 fn new_streams_are_refused_while_a_large_read_waits_for_room() {
+    const MIB: usize = 1 << 20;
+    let cfg = ServerConfig {
+        output_budget: 16 * MIB,
+        ..ServerConfig::default()
+    };
+    let (srv, _) = server_with(None, cfg);
+    let open = |bytes: usize, pad: usize| {
+        let mut r = Reader::new(srv.connect());
+        let body = json!({"script": "hold", "bytes": bytes, "pad": pad}).to_string();
+        r.sock
+            .write_all(&request(
+                "POST",
+                "/",
+                &[("Content-Type", "application/json")],
+                body.as_bytes(),
+            ))
+            .unwrap();
+        assert_eq!(r.head().unwrap().0, 200);
+        r
+    };
+    let granted = |r: &mut Reader| {
+        let event = r.chunk().unwrap();
+        String::from_utf8_lossy(&event).contains(r#""timestamp":1,"#)
+    };
+    let small_run = || post_json(srv.addr, "/", &[], br#"{"count":1}"#);
+    // 2 MiB held by a read and 12 MiB of output its client leaves unread (a loopback socket
+    // takes about 4 MiB of it, so 6 to 8 MiB stay unsent: far over a quarter of the budget):
+    // the budget is not spent, and a small run is admitted.
+    let mut first = open(2 * MIB, 12 * MIB);
+    assert!(granted(&mut first));
+    assert_eq!(small_run().status, 200);
+    // 10 MiB more does not fit: that read waits, and new streams get 503 meanwhile.
+    let mut second = open(10 * MIB, 0);
+    let refused = wait_until(Duration::from_secs(5), || small_run().status == 503);
+    assert!(
+        refused,
+        "a new stream was admitted while a read waited for room"
+    );
+    let r = small_run();
+    assert_eq!(r.status, 503);
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert_eq!(
+        raw(srv.addr, &request("GET", "/health", &[], b"")).status,
+        200
+    );
+    // The first client goes: its room is given back, the waiting read gets it, and new
+    // streams are admitted again.
+    drop(first);
+    assert!(granted(&mut second));
+    assert!(wait_until(Duration::from_secs(5), || small_run().status == 200));
+}
+
+/// Regression (issue 45, fault 1, at the server's level): a large read that waits for room
+/// beside clients that keep up (nothing of theirs unsent) refused every new stream, so fast
+/// readers of large events got `503 SERVER_BUSY`. They only wait for room now.
+#[test]
+fn a_read_waiting_for_room_beside_clients_that_keep_up_refuses_no_stream() {
     const MIB: usize = 1 << 20;
     let cfg = ServerConfig {
         output_budget: 4 * MIB,
@@ -456,34 +521,26 @@ fn new_streams_are_refused_while_a_large_read_waits_for_room() {
         assert_eq!(r.head().unwrap().0, 200);
         r
     };
-    let granted = |r: &mut Reader| {
-        let event = r.chunk().unwrap();
-        String::from_utf8_lossy(&event).contains(r#""timestamp":1,"#)
-    };
-    let small_run = || post_json(srv.addr, "/", &[], br#"{"count":1}"#);
-    // 3 of 4 MiB held: the budget is not spent, and a small run is admitted.
     let mut first = open(3 * MIB);
-    assert!(granted(&mut first));
-    assert_eq!(small_run().status, 200);
-    // 2 MiB more does not fit: that read waits, and new streams get 503 meanwhile.
+    let event = first.chunk().unwrap();
+    assert!(String::from_utf8_lossy(&event).contains(r#""timestamp":1,"#));
+    // 2 MiB more does not fit: the read waits (its first event is not sent)...
     let mut second = open(2 * MIB);
-    let refused = wait_until(Duration::from_secs(5), || small_run().status == 503);
-    assert!(
-        refused,
-        "a new stream was admitted while a read waited for room"
-    );
-    let r = small_run();
-    assert_eq!(r.status, 503);
-    assert_eq!(r.header("retry-after"), Some("1"));
-    assert_eq!(
-        raw(srv.addr, &request("GET", "/health", &[], b"")).status,
-        200
-    );
-    // The first client goes: its room is given back, the waiting read gets it, and new
-    // streams are admitted again.
+    second
+        .sock
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let waiting = (0..3).all(|_| second.sock.peek(&mut byte).is_err());
+    assert!(waiting, "the second read was granted past the budget");
+    // ...and new streams are admitted all the while: no client is behind.
+    for _ in 0..5 {
+        assert_eq!(post_json(srv.addr, "/", &[], br#"{"count":1}"#).status, 200);
+    }
+    second.sock.set_read_timeout(None).unwrap();
     drop(first);
-    assert!(granted(&mut second));
-    assert!(wait_until(Duration::from_secs(5), || small_run().status == 200));
+    let event = second.chunk().unwrap();
+    assert!(String::from_utf8_lossy(&event).contains(r#""timestamp":1,"#));
 }
 
 #[test]
