@@ -274,10 +274,7 @@ fn serve_demo_kernel(port: u16, env: &config::Environ) -> Result<(), StartError>
 /// `GET /capabilities`: an AG-UI 1.0 `AgentCapabilities` object (the discovery convention of
 /// the AG-UI docs and ag-ui-adk), with iac-code's own facts under `custom.iacCode`.
 pub(crate) fn capabilities_body(cfg: &Config, default_cwd: Option<&str>) -> Vec<u8> {
-    let protocol = match cfg.agui_protocol {
-        config::AguiProtocol::V0_1 => "0.1",
-        config::AguiProtocol::V1_0 => "1.0",
-    };
+    let dialect = crate::agui::dialect::Dialect::of(cfg.agui_protocol);
     let v = serde_json::json!({
         "identity": {
             "name": "iac-agui",
@@ -316,10 +313,10 @@ pub(crate) fn capabilities_body(cfg: &Config, default_cwd: Option<&str>) -> Vec<
         "custom": {
             "iacCode": {
                 "schemaVersion": 1,
-                "protocolMode": protocol,
+                "protocolMode": dialect.mode,
                 "forwardedPropsRequired": default_cwd.is_none(),
                 // `context[]` reaches the model in 1.0 mode (the reference ignores it).
-                "contextForwarded": cfg.agui_protocol == config::AguiProtocol::V1_0,
+                "contextForwarded": dialect.forwards_context,
                 "routes": {
                     "run": "POST /",
                     "cancel": "POST /extensions/iac-code/v1/executions/{executionId}/cancel",
@@ -359,8 +356,8 @@ pub fn health_body(protocol: config::AguiProtocol) -> Vec<u8> {
         "executionKernel": "a2a-1.0",
         "serverVersion": VERSION,
     });
-    if protocol == config::AguiProtocol::V1_0 {
-        v["protocolVersion"] = "1.0".into();
+    if let Some(version) = crate::agui::dialect::Dialect::of(protocol).protocol_version {
+        v["protocolVersion"] = version.into();
     }
     serde_json::to_vec(&v).unwrap_or_default()
 }

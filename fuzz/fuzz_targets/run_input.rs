@@ -2,7 +2,7 @@
 //! never panic, whatever the bytes.
 #![no_main]
 use iac_agui::agui::{content, digest, input};
-use iac_agui::config::AguiProtocol;
+use iac_agui::agui::dialect::Dialect;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -14,8 +14,8 @@ fuzz_target!(|data: &[u8]| {
         let _ = content::user_message(&inp.messages);
     }
     // AG-UI 1.0 mode's rules: skipping, not refusing, what it does not know.
-    if let Ok(inp) = input::parse_envelope_as(&body, AguiProtocol::V1_0) {
+    if let Ok(inp) = input::parse_envelope_as(&body, &Dialect::V1_0) {
         let mut skipped = inp.skipped.clone();
-        let _ = content::user_message_as(&inp.messages, AguiProtocol::V1_0, &mut skipped);
+        let _ = content::user_message_as(&inp.messages, &Dialect::V1_0, &mut skipped);
     }
 });

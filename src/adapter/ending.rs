@@ -5,9 +5,9 @@
 use serde_json::{Value, json};
 
 use crate::a2a::types::TaskState;
+use crate::agui::dialect::Dialect;
 use crate::agui::events::{Event, Outcome, Usage};
 use crate::catalog::Msg;
-use crate::config::AguiProtocol;
 use crate::errors::Code;
 use crate::i18n::Lang;
 
@@ -82,17 +82,21 @@ impl Ending {
         thread_id: &str,
         run_id: &str,
         usage: Vec<Usage>,
-        protocol: AguiProtocol,
+        dialect: &Dialect,
     ) -> Event {
         let outcome = match self {
             Ending::Success => Outcome::Success,
             Ending::Interrupt(list) => Outcome::Interrupt(list),
-            Ending::Error(Code::Cancelled, _) if protocol == AguiProtocol::V1_0 => {
-                Outcome::Cancelled
-            }
+            Ending::Error(Code::Cancelled, _) if dialect.cancel_as_outcome => Outcome::Cancelled,
             Ending::Error(code, message) => {
-                let ids = protocol == AguiProtocol::V0_1;
-                return Event::run_error(code, message, thread_id, run_id, usage, ids);
+                return Event::run_error(
+                    code,
+                    message,
+                    thread_id,
+                    run_id,
+                    usage,
+                    dialect.error_ids,
+                );
             }
         };
         Event::RunFinished {
@@ -124,7 +128,7 @@ mod tests {
     #[test]
     fn each_ending_has_one_terminal_event_per_dialect() {
         let t = |e: Ending, p| outcome_label(&e.terminal("t", "r", Vec::new(), p));
-        for p in [AguiProtocol::V0_1, AguiProtocol::V1_0] {
+        for p in [&Dialect::V0_1, &Dialect::V1_0] {
             assert_eq!(t(Ending::Success, p), "success");
             assert_eq!(t(Ending::Interrupt(vec![json!({})]), p), "interrupt");
             assert_eq!(
@@ -145,10 +149,10 @@ mod tests {
             );
         }
         let cancelled = || Ending::of_task(TaskState::Canceled, Lang::En);
-        assert_eq!(t(cancelled(), AguiProtocol::V0_1), "CANCELLED");
-        assert_eq!(t(cancelled(), AguiProtocol::V1_0), "cancelled");
+        assert_eq!(t(cancelled(), &Dialect::V0_1), "CANCELLED");
+        assert_eq!(t(cancelled(), &Dialect::V1_0), "cancelled");
         let Event::RunError { ids, .. } =
-            Ending::unavailable(false, Lang::En).terminal("t", "r", Vec::new(), AguiProtocol::V1_0)
+            Ending::unavailable(false, Lang::En).terminal("t", "r", Vec::new(), &Dialect::V1_0)
         else {
             panic!("a RUN_ERROR");
         };

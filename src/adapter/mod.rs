@@ -70,7 +70,7 @@ pub(crate) struct Admitted {
 impl Backend for AguiBackend {
     fn run(&self, req: RunRequest, stream: &mut RunStream<'_>) {
         let sh = &*self.shared;
-        stream.set_strict_v1(sh.protocol == crate::config::AguiProtocol::V1_0);
+        stream.set_dialect(sh.dialect);
         // Admission runs on a call thread: its depth (the checks, the state write) and the
         // chunks it frees stay off the worker, which lives as long as the stream and then
         // only ever holds the read → parse → project path (docs/performance.md, issue 26).
@@ -102,14 +102,14 @@ impl Backend for AguiBackend {
 fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
     let lang = req.payload_lang;
     let reject = |code, msg: Msg| Err(ApiError::new(code, msg).response(lang));
-    let mut inp = match input::parse_envelope_as(&req.body, sh.protocol) {
+    let mut inp = match input::parse_envelope_as(&req.body, &sh.dialect) {
         Ok(i) => i,
         Err(e) => return Err(ApiError::invalid_field(&e, lang)),
     };
     // AG-UI 1.0 `RunAgentInput.protocolVersion: Optional[str]` ("The protocol version this
     // consumer speaks, such as \"1.0\""): anything but a string is a malformed request. In
     // 0.1 mode it is an unknown key, ignored like the reference does.
-    if sh.protocol == crate::config::AguiProtocol::V1_0
+    if sh.dialect.checks_protocol_version
         && req
             .body
             .get("protocolVersion")
@@ -155,10 +155,10 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
     let mut skipped = std::mem::take(&mut inp.skipped);
     let user = match &inp.resume {
         Some(_) => None,
-        None => match content::user_message_as(&inp.messages, sh.protocol, &mut skipped) {
+        None => match content::user_message_as(&inp.messages, &sh.dialect, &mut skipped) {
             Ok(mut u) => {
                 // A new turn's message only: an answer or guidance is matched by its text.
-                if sh.protocol == crate::config::AguiProtocol::V1_0 && !props.active_guidance {
+                if sh.dialect.forwards_context && !props.active_guidance {
                     content::add_context(&mut u, &inp.context, &mut skipped);
                 }
                 Some(u)
@@ -199,7 +199,7 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
             props.ros_invocation_id = legacy;
         }
     }
-    let strict = sh.protocol == crate::config::AguiProtocol::V1_0;
+    let strict = sh.dialect.strict_resume_ids;
     let resume_ids: Vec<&str> = match (&inp.resume, strict) {
         (Some(r), true) => r.iter().map(|e| e.interrupt_id.as_str()).collect(),
         _ => Vec::new(),
@@ -350,8 +350,7 @@ fn conversation(
         .filter(|m| m["id"].as_str().is_none_or(|id| !known.contains(id)))
         .cloned()
         .collect();
-    let short = sh.protocol == crate::config::AguiProtocol::V1_0
-        && restated.iter().any(|id| !sent.contains(id));
+    let short = sh.dialect.snapshots_short_history && restated.iter().any(|id| !sent.contains(id));
     let snapshot = match stored {
         Some(mut t) if short => {
             t.add_input(&new);

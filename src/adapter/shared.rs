@@ -13,6 +13,7 @@ use super::threads::Registry;
 use super::upstream::Kernel;
 use super::winddown::WindDowns;
 use crate::a2a::client::A2aClient;
+use crate::agui::dialect::Dialect;
 use crate::app::Readiness;
 use crate::config::AguiProtocol;
 use crate::sync::lock;
@@ -24,7 +25,8 @@ pub struct Shared {
     pub(crate) env: Arc<dyn Env>,
     pub(crate) roots: Vec<PathBuf>,
     pub(crate) home: Option<String>,
-    pub(crate) protocol: AguiProtocol,
+    /// What the spoken AG-UI version changes (`--agui-protocol`, chosen once).
+    pub(crate) dialect: Dialect,
     /// Running executions, so the cancel route can stop them.
     pub(super) runs: Mutex<HashMap<String, Arc<RunControl>>>,
     /// Signalled when a run leaves `runs` (it released its thread): admission waits on it
@@ -81,7 +83,7 @@ impl Shared {
             env,
             roots,
             home,
-            protocol,
+            dialect: Dialect::of(protocol),
             default_cwd: None,
             server_key: {
                 let mut k = vec![0u8; 32];

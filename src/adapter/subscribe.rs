@@ -21,7 +21,6 @@ use crate::a2a::types::{A2aEvent, Payload, TaskState};
 use crate::agui::events::{Event, Stamped};
 use crate::app::{RunStream, SubscribeRequest};
 use crate::catalog::Msg;
-use crate::config::AguiProtocol;
 use crate::errors::{ApiError, Code};
 use crate::i18n::Lang;
 use crate::limits;
@@ -43,7 +42,7 @@ struct Facts {
 
 pub(crate) fn subscribe(sh: &Shared, req: SubscribeRequest, stream: &mut RunStream<'_>) {
     let lang = req.lang;
-    stream.set_strict_v1(sh.protocol == AguiProtocol::V1_0);
+    stream.set_dialect(sh.dialect);
     let err = |code, msg: Msg| ApiError::new(code, msg).response(lang);
     let key = crate::principal::ThreadKey::new(&req.caller, &req.thread_id);
     let log = sh.replay.get(&key, &req.run_id);
@@ -268,7 +267,7 @@ impl Snapshot<'_> {
             Default::default(),
             Default::default(),
         );
-        if self.sh.protocol == AguiProtocol::V1_0 {
+        if self.sh.dialect.run_scoped_messages {
             mapper = mapper.with_run_scoped_messages(&self.req.run_id);
         }
         let end = match first {
@@ -286,7 +285,7 @@ impl Snapshot<'_> {
             &self.req.thread_id,
             &self.req.run_id,
             mapper.usage(),
-            self.sh.protocol,
+            &self.sh.dialect,
         );
         let _ = stream.terminal(&self.stamp(event).to_json());
     }
@@ -295,7 +294,7 @@ impl Snapshot<'_> {
     fn open(&self, stream: &mut RunStream<'_>) -> Result<(), Stopped> {
         stream.start()?;
         let r = self.req;
-        let protocol_version = (self.sh.protocol == AguiProtocol::V1_0).then_some("1.0");
+        let protocol_version = self.sh.dialect.protocol_version;
         let f = &self.facts;
         let events = [
             Event::RunStarted {

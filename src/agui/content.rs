@@ -6,8 +6,8 @@
 use base64::Engine;
 use serde_json::{Value, json};
 
+use crate::agui::dialect::Dialect;
 use crate::catalog::Msg;
-use crate::config::AguiProtocol;
 use crate::limits;
 
 /// The last user message: its id and its A2A parts.
@@ -80,15 +80,15 @@ impl Skipped {
 
 /// The last user message by the reference's rules (0.1 mode).
 pub fn user_message(messages: &[Value]) -> Result<UserMessage, Msg> {
-    user_message_as(messages, AguiProtocol::V0_1, &mut Vec::new())
+    user_message_as(messages, &Dialect::V0_1, &mut Vec::new())
 }
 
-/// The last user message by the rules of `protocol`. AG-UI 1.0 mode skips what the kernel
+/// The last user message by the rules of `dialect`. AG-UI 1.0 mode skips what the kernel
 /// cannot take (media other than inline images of the four web types, unknown parts), adding
 /// it to `skipped`, instead of refusing the run; a message left with nothing is refused.
 pub fn user_message_as(
     messages: &[Value],
-    protocol: AguiProtocol,
+    dialect: &Dialect,
     skipped: &mut Vec<Skipped>,
 ) -> Result<UserMessage, Msg> {
     let m = messages
@@ -101,7 +101,7 @@ pub fn user_message_as(
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    let v1 = protocol == AguiProtocol::V1_0;
+    let v1 = dialect.reads_1_0_messages;
     let parts = match m.get("content") {
         Some(Value::String(s)) => vec![json!({"text": s})],
         Some(Value::Array(items)) => {
@@ -426,7 +426,7 @@ mod tests {
             img("image/png", "SUkqAAgAAAA=", None),
         ]);
         let mut skipped = Vec::new();
-        let u = user_message_as(&user(content.clone()), AguiProtocol::V1_0, &mut skipped).unwrap();
+        let u = user_message_as(&user(content.clone()), &Dialect::V1_0, &mut skipped).unwrap();
         assert_eq!(u.parts.len(), 2, "{:?}", u.parts);
         assert_eq!(u.parts[0], json!({"text":"look"}));
         assert_eq!(u.parts[1]["mediaType"], "image/png");
@@ -460,7 +460,7 @@ mod tests {
         // Nothing left to send: refused before the stream, not an empty message.
         let only = json!([{"type":"audio","source":{"type":"data","value":"AAAA","mimeType":"audio/wav"}}]);
         assert_eq!(
-            user_message_as(&user(only), AguiProtocol::V1_0, &mut Vec::new()),
+            user_message_as(&user(only), &Dialect::V1_0, &mut Vec::new()),
             Err(Msg::NothingTheAgentTakes)
         );
         // Regression: parts of unknown types only (listed by the envelope, not here) went to
@@ -468,7 +468,7 @@ mod tests {
         assert_eq!(
             user_message_as(
                 &user(json!([{"type":"hologram"}])),
-                AguiProtocol::V1_0,
+                &Dialect::V1_0,
                 &mut Vec::new()
             ),
             Err(Msg::NothingTheAgentTakes)
@@ -482,7 +482,7 @@ mod tests {
         assert_eq!(
             user_message_as(
                 &user(json!([img("image/png", "@@@@", None)])),
-                AguiProtocol::V1_0,
+                &Dialect::V1_0,
                 &mut Vec::new()
             ),
             Err(Msg::ImageBadBase64)

@@ -6,7 +6,7 @@ use serde_json::{Map, Number, Value};
 
 use super::content::Skipped;
 pub use super::field::{FieldError, Problem};
-use crate::config::AguiProtocol;
+use crate::agui::dialect::Dialect;
 
 mod messages;
 
@@ -126,15 +126,15 @@ pub(crate) fn unread_fields(body: &Value) -> impl Iterator<Item = &str> {
 /// Validate the envelope by the reference's rules (0.1 mode); the error names the field (the
 /// 400 `INVALID_INPUT` message).
 pub fn parse_envelope(body: &Value) -> Result<RunInput, FieldError> {
-    envelope(body, AguiProtocol::V0_1)
+    envelope(body, &Dialect::V0_1)
 }
 
-/// Validate the envelope by the rules of `protocol`.
-pub fn parse_envelope_as(body: &Value, protocol: AguiProtocol) -> Result<RunInput, FieldError> {
-    envelope(body, protocol)
+/// Validate the envelope by the rules of `dialect`.
+pub fn parse_envelope_as(body: &Value, dialect: &Dialect) -> Result<RunInput, FieldError> {
+    envelope(body, dialect)
 }
 
-fn envelope(body: &Value, protocol: AguiProtocol) -> R<RunInput> {
+fn envelope(body: &Value, dialect: &Dialect) -> R<RunInput> {
     let o = object(body, "")?;
     let thread_id = req_str(o, "threadId", "thread_id")?;
     // REC (D8): an empty thread id is an envelope error, not a state error.
@@ -151,7 +151,7 @@ fn envelope(body: &Value, protocol: AguiProtocol) -> R<RunInput> {
         None | Some(Value::Null) => return Err(FieldError::new("messages", Problem::Required)),
         Some(_) => return Err(FieldError::new("messages", Problem::Type("array"))),
     };
-    let mut rules = messages::Rules::new(protocol);
+    let mut rules = messages::Rules::new(dialect);
     let mut kept = Vec::with_capacity(messages.len());
     for (i, m) in messages.iter().enumerate() {
         if rules

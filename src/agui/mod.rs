@@ -2,6 +2,7 @@
 
 pub mod content;
 pub(crate) mod cwd;
+pub mod dialect;
 pub mod digest;
 pub mod events;
 pub(crate) mod field;

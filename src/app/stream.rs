@@ -60,7 +60,8 @@ pub struct RunStream<'a> {
     run_id: String,
     lang: Lang,
     /// AG-UI 1.0 events only (no threadId/runId on RUN_ERROR): set by the backend.
-    strict_v1: bool,
+    /// `RUN_ERROR` carries the ids (`Dialect::error_ids`; the reference's until told).
+    error_ids: bool,
     tap: Option<Arc<dyn StreamTap>>,
     clock: Arc<dyn Clock>,
 }
@@ -85,15 +86,15 @@ impl<'a> RunStream<'a> {
             thread_id,
             run_id,
             lang,
-            strict_v1: false,
+            error_ids: true,
             tap: None,
             clock,
         }
     }
 
-    /// The backend speaks strict AG-UI 1.0 (the terminal written here after a panic too).
-    pub(crate) fn set_strict_v1(&mut self, strict: bool) {
-        self.strict_v1 = strict;
+    /// The backend's dialect (the terminal written here after a panic speaks it too).
+    pub(crate) fn set_dialect(&mut self, dialect: crate::agui::dialect::Dialect) {
+        self.error_ids = dialect.error_ids;
     }
 
     /// Let `tap` see every event from now on and decide what a departed client means.
@@ -327,7 +328,7 @@ impl<'a> RunStream<'a> {
                 &self.thread_id,
                 &self.run_id,
                 Vec::new(),
-                !self.strict_v1,
+                self.error_ids,
             ),
         };
         self.terminal(&ev.to_json())

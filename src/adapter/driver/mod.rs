@@ -31,7 +31,6 @@ use crate::agui::events::{Event, Outcome, Stamped};
 use crate::agui::input::{IacProps, ResumeEntry};
 use crate::app::RunStream;
 use crate::catalog::Msg;
-use crate::config::AguiProtocol;
 use crate::errors::Code;
 use crate::i18n::Lang;
 use crate::sync::lock;
@@ -159,7 +158,7 @@ impl<'a, 's> Run<'a, 's> {
             )
         };
         let mut mapper = Mapper::new(&*sh.env, &a.thread.id, &a.run_id, steps, digests);
-        if sh.protocol == AguiProtocol::V1_0 {
+        if sh.dialect.run_scoped_messages {
             mapper = mapper.with_run_scoped_messages(&a.run_id);
         }
         Run {
@@ -448,7 +447,7 @@ impl<'a, 's> Run<'a, 's> {
     }
 
     fn run_started(&mut self) -> Step<()> {
-        let protocol_version = (self.sh.protocol == AguiProtocol::V1_0).then_some("1.0");
+        let protocol_version = self.sh.dialect.protocol_version;
         let ev = self.stamp(Event::RunStarted {
             thread_id: self.a.thread.id.clone(),
             run_id: self.a.run_id.clone(),
@@ -693,7 +692,7 @@ impl<'a, 's> Run<'a, 's> {
             &self.a.thread.id,
             &self.a.run_id,
             usage.clone(),
-            self.sh.protocol,
+            &self.sh.dialect,
         );
         // Settle before the terminal event leaves: a disconnect right after must not cancel.
         self.settled = true;
@@ -711,7 +710,7 @@ impl<'a, 's> Run<'a, 's> {
                 Msg::PersistTerminal,
                 self.lang(),
             )
-            .terminal(&self.a.thread.id, &self.a.run_id, usage, self.sh.protocol);
+            .terminal(&self.a.thread.id, &self.a.run_id, usage, &self.sh.dialect);
         }
         let outcome = super::ending::outcome_label(&event);
         self.stream.note_outcome(&self.execution_id, outcome);
@@ -768,7 +767,7 @@ impl<'a, 's> Run<'a, 's> {
             &self.a.thread.id,
             &self.a.run_id,
             Vec::new(),
-            self.sh.protocol == AguiProtocol::V0_1,
+            self.sh.dialect.error_ids,
         ));
         self.stream.log_terminal(&left.to_json());
         self.stream

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::{FieldError, Problem, R, field, object, opt_str, req_str};
 use crate::agui::content::{SkipReason, Skipped};
-use crate::config::AguiProtocol;
+use crate::agui::dialect::Dialect;
 
 pub(super) struct Rules {
     v1: bool,
@@ -18,9 +18,9 @@ pub(super) struct Rules {
 }
 
 impl Rules {
-    pub(super) fn new(protocol: AguiProtocol) -> Rules {
+    pub(super) fn new(dialect: &Dialect) -> Rules {
         Rules {
-            v1: protocol == AguiProtocol::V1_0,
+            v1: dialect.reads_1_0_messages,
             skipped: Vec::new(),
         }
     }

@@ -431,7 +431,7 @@ fn a_1_0_body_with_tool_part_lists_file_sources_and_unknown_kinds_is_accepted_in
         {"id":"t","role":"tool","toolCallId":"c1","content":[{"type":"text","text":"ok"},{"type":"image","source":{"type":"file","value":"file-123","provider":"openai"}}]},
         {"id":"u","role":"user","content":[{"type":"text","text":"hi"},{"type":"hologram","beam":1},{"type":"image","source":{"type":"file","value":"f","mimeType":"image/png"}}]}
     ]));
-    let v1 = parse_envelope_as(&body, AguiProtocol::V1_0).unwrap();
+    let v1 = parse_envelope_as(&body, &Dialect::V1_0).unwrap();
     let ids: Vec<&str> = v1
         .messages
         .iter()
@@ -471,7 +471,7 @@ fn a_1_0_body_with_tool_part_lists_file_sources_and_unknown_kinds_is_accepted_in
         json!([{"id":"x","content":"no role"}]),
     ] {
         assert!(
-            parse_envelope_as(&messages(bad.clone()), AguiProtocol::V1_0).is_err(),
+            parse_envelope_as(&messages(bad.clone()), &Dialect::V1_0).is_err(),
             "{bad}"
         );
     }
