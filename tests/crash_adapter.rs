@@ -96,14 +96,12 @@ fn sigkill_at_random_points_loses_nothing() {
             if name == "~index.jsonl" {
                 continue;
             }
-            // A conversation reads, and belongs to a thread whose state file exists.
+            // A conversation reads. One without its thread's state file is an admission the
+            // kill cut between its messages' append and its state save: never announced, and
+            // not listed after the restart (`listed == admitted` below).
             if let Some(id) = name.strip_suffix("~history.jsonl") {
                 let key = iac_agui::principal::ThreadKey::shared(id);
                 assert!(conversations.read(&key).unwrap().is_some(), "{name}");
-                assert!(
-                    store.load(&key).unwrap().is_some(),
-                    "{name} without its thread"
-                );
                 continue;
             }
             let id = name.trim_end_matches(".json");

@@ -540,6 +540,12 @@ impl Conversations {
             }
         }
         for f in found.into_values() {
+            // A conversation without its state file is an admission a stop cut before its
+            // state save (the turn's messages go first): never admitted, never announced, so
+            // not a thread; a retry of the run admits it.
+            if f.state_ms.is_none() {
+                continue;
+            }
             let Some(id) = self.files.thread_id(caller, &f.stem) else {
                 continue;
             };

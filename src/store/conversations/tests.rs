@@ -143,12 +143,37 @@ fn twenty_thousand_threads_page_newest_first_without_gaps_or_repeats() {
     }
 }
 
+/// Regression (crash test, SIGKILL between an admission's log append and its state save): the
+/// conversation of a turn never admitted was listed as a thread after the restart, although
+/// no state file (and no announcement) ever existed for it.
+#[test]
+fn a_conversation_without_its_state_file_is_not_a_thread() {
+    let files = Arc::new(MemFiles::default());
+    let c = store(&files);
+    // Its messages were appended (the first step of an admission), then the stop came.
+    c.begin_turn(&key("cut"), 10, "r1", &idle, |_| {
+        (vec![user("u-r1", "never admitted")], true)
+    })
+    .unwrap();
+    turn(&c, &key("kept"), 20, "r1", "admitted");
+    lock(&files.states).insert(key("kept"), 20);
+    lock(&files.indexes).clear();
+    let again = store(&files);
+    let (page, _) = again
+        .page(&Caller::Shared, None, 10, &|_| true, &idle)
+        .unwrap();
+    let listed: Vec<&str> = page.iter().map(|e| e.thread_id.as_str()).collect();
+    assert_eq!(listed, ["kept"]);
+}
+
 #[test]
 fn an_index_lost_or_behind_its_logs_is_derived_again() {
     let files = Arc::new(MemFiles::default());
     let c = store(&files);
     turn(&c, &key("a"), 10, "r1", "alpha");
     turn(&c, &key("b"), 20, "r1", "beta");
+    // Admitted threads: each has its state file.
+    lock(&files.states).extend([(key("a"), 10), (key("b"), 20)]);
     // The journal is lost: every thread is found again from its log.
     lock(&files.indexes).clear();
     let again = store(&files);
@@ -171,6 +196,7 @@ fn an_index_lost_or_behind_its_logs_is_derived_again() {
     assert_eq!((e.updated_at, e.messages), (51, 4));
     // A thread deleted behind the journal's back is no longer listed.
     lock(&files.logs).remove(&key("b"));
+    lock(&files.states).remove(&key("b"));
     let fourth = store(&files);
     assert!(fourth.entry(&key("b"), &idle).unwrap().is_none());
 }
@@ -247,6 +273,7 @@ fn a_conversation_of_the_whole_file_form_is_migrated_by_its_next_turn() {
     let mut old = Transcript::new("t", 3);
     old.add_input(&[user("u0", "from before")]);
     lock(&files.legacy).insert(key("t"), old.to_bytes());
+    lock(&files.states).insert(key("t"), 5);
     let c = store(&files);
     assert_eq!(
         c.entry(&key("t"), &idle).unwrap().unwrap().title,
