@@ -7,6 +7,7 @@ pub mod agui;
 pub mod app;
 pub mod auth;
 pub(crate) mod authority;
+pub mod budget;
 pub(crate) mod buffers;
 pub mod catalog;
 pub(crate) mod chores;

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use common::*;
 use iac_agui::app::{Backend, CancelRequest, RunRequest, RunStream};
+use iac_agui::budget::ReadGate;
 use iac_agui::catalog::Msg;
 use iac_agui::errors::{ApiError, Code};
 use iac_agui::i18n::Lang;
@@ -57,7 +58,7 @@ impl Backend for Scripted {
             // was granted, then keep it until the client goes.
             "hold" => {
                 stream.start().unwrap();
-                let mut gate = (stream.read_gates().make)(Arc::new(AtomicBool::new(false)));
+                let mut gate = stream.budget().read_hold(Arc::new(AtomicBool::new(false)));
                 let granted = gate.hold(b["bytes"].as_u64().unwrap_or(0) as usize);
                 if stream.event(&Self::event(u64::from(granted), 0)).is_err() {
                     return;

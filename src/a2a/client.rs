@@ -13,9 +13,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::calls::CallPool;
-use super::sse::{ReadGates, SseError, SseReader};
+use super::sse::{SseError, SseReader};
 use super::transport::LeanConnector;
 use super::types::{Payload, Template};
+use crate::budget::Budget;
 use crate::ids;
 use crate::limits;
 
@@ -171,7 +172,7 @@ impl A2aClient {
             agent,
             cfg: self.cfg.clone(),
             calls: self.calls.clone(),
-            gates: None,
+            budget: None,
             aborted: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -186,7 +187,7 @@ pub struct Session {
     cfg: Arc<A2aConfig>,
     calls: CallPool,
     /// Each stream's large events wait for memory here (`None`: they do not wait).
-    gates: Option<ReadGates>,
+    budget: Option<Arc<Budget>>,
     /// Set by the aborter: a stream waiting for memory gives up.
     aborted: Arc<AtomicBool>,
 }
@@ -276,7 +277,7 @@ impl EventStream {
     }
 
     /// The events returned so far are handled: give back the memory a large one held (see
-    /// [`super::sse::ReadGate`]). Before a wait that may be long (a client behind).
+    /// [`crate::budget::ReadGate`]). Before a wait that may be long (a client behind).
     pub(crate) fn settle_gate(&mut self) {
         if let Some(r) = self.reader.as_mut() {
             r.settle_gate();
@@ -309,20 +310,21 @@ fn json_of(data: &[u8]) -> Result<Value, A2aError> {
 }
 
 impl Session {
-    /// Streams opened from now on read large events only once `gates` has room for them.
-    pub(crate) fn gate_reads(&mut self, gates: ReadGates) {
-        self.gates = Some(gates);
+    /// Streams opened from now on read large events only once `budget` has room for them.
+    pub(crate) fn gate_reads(&mut self, budget: Arc<Budget>) {
+        self.budget = Some(budget);
     }
 
     /// A closure that aborts this session's I/O from another thread (blocked reads return).
     pub fn aborter(&self) -> Box<dyn FnOnce() + Send> {
         let agent = self.agent.clone();
         let aborted = self.aborted.clone();
-        let wake = self.gates.as_ref().map(|g| g.wake.clone());
+        let budget = self.budget.clone();
         Box::new(move || {
             aborted.store(true, Ordering::SeqCst);
-            if let Some(wake) = wake {
-                wake();
+            // Reads waiting for room look at the flag.
+            if let Some(b) = budget {
+                b.wake_readers();
             }
             agent.shutdown()
         })
@@ -438,8 +440,8 @@ impl Session {
         }
         let reader: Box<dyn Read + Send> = Box::new(resp.into_body().into_reader());
         let mut reader = SseReader::new(reader, self.cfg.max_event_bytes);
-        if let Some(gates) = &self.gates {
-            reader.set_gate((gates.make)(self.aborted.clone()));
+        if let Some(budget) = &self.budget {
+            reader.set_gate(Box::new(budget.read_hold(self.aborted.clone())));
         }
         Ok(EventStream {
             reader: Some(reader),

@@ -7,8 +7,6 @@
 use crate::buffers::{Pace, settle};
 use std::collections::VecDeque;
 use std::io::{self, Read};
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -213,41 +211,7 @@ const READ_MIN: usize = 256;
 /// the loop.
 const READ_MAX: usize = crate::limits::A2A_READ_BIG;
 
-/// Memory for the event being read, granted before its bytes are read (the server's output
-/// budget: issue 36, fault 2). One per reader; dropping it gives back what it holds.
-pub trait ReadGate: Send {
-    /// Hold `bytes` in all: more waits until they fit, less gives the rest back at once.
-    /// False: stop reading (the run is stopping).
-    fn hold(&mut self, bytes: usize) -> bool;
-}
-
-/// What a session's streams wait on for memory.
-#[derive(Clone)]
-pub struct ReadGates {
-    /// A gate for one stream; it gives up once the flag (the session's "aborted") is set.
-    pub make: Arc<dyn Fn(Arc<AtomicBool>) -> Box<dyn ReadGate> + Send + Sync>,
-    /// Wake the gates waiting for room so they look at their flags (the session is aborted).
-    pub wake: Arc<dyn Fn() + Send + Sync>,
-}
-
-/// A partial event this large asks the gate before more is read: smaller ones never wait.
-const GATE_FROM: usize = 256 * 1024;
-/// Held in steps of this much (one gate call per step of a large event).
-const GATE_STEP: usize = 1024 * 1024;
-/// What an event costs while it is read and projected, per byte: its bytes, the JSON read
-/// of them and the framed event for the client.
-const GATE_COST: usize = 3;
-
-/// What the gate must hold for a partial event of `partial` bytes.
-fn gate_need(partial: usize) -> usize {
-    if partial < GATE_FROM {
-        0
-    } else {
-        partial
-            .saturating_mul(GATE_COST)
-            .next_multiple_of(GATE_STEP)
-    }
-}
+use crate::budget::{GATE_FROM, ReadGate, gate_need};
 
 /// Pull reader over any `Read` (the upstream response body).
 pub(crate) struct SseReader<R> {
@@ -391,6 +355,7 @@ impl Read for Pieces {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::budget::{GATE_COST, GATE_STEP};
 
     /// The events of `input` fed in pieces of `split` bytes; `None` when the parser refuses it.
     fn parse_split(input: &[u8], split: usize) -> Option<Vec<SseEvent>> {

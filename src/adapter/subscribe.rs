@@ -232,7 +232,7 @@ impl Snapshot<'_> {
     fn run(self, stream: &mut RunStream<'_>) {
         let lang = self.req.lang;
         let mut session = self.sh.kernel.session();
-        session.gate_reads(stream.read_gates());
+        session.gate_reads(stream.budget());
         stream.on_stop(session.aborter());
         // A paused execution needs no kernel call: its interrupts are in the thread file.
         let first = match (&self.facts.task_id, self.facts.pending.is_empty()) {

@@ -5,7 +5,6 @@
 use serde_json::{Map, Value, json};
 
 use crate::a2a::client::{A2aClient, A2aError, EventStream, Restore, Session};
-use crate::a2a::sse::ReadGates;
 use crate::a2a::types::Payload;
 use crate::agui::input::{IacProps, RareProps};
 use crate::i18n::Lang;
@@ -26,8 +25,8 @@ pub(crate) trait Upstream: Send {
     fn pipeline_state(&self, task_id: &str, after: i64) -> Result<Option<Value>, A2aError>;
     /// A closure that aborts this session's I/O from another thread (blocked reads return).
     fn aborter(&self) -> Box<dyn FnOnce() + Send>;
-    /// Streams opened from now on read large events only once `gates` has room.
-    fn gate_reads(&mut self, _gates: ReadGates) {}
+    /// Streams opened from now on read large events only once `budget` has room.
+    fn gate_reads(&mut self, _budget: std::sync::Arc<crate::budget::Budget>) {}
 }
 
 /// Where sessions come from. A fresh session is also used for best-effort cancels, because a
@@ -72,8 +71,8 @@ impl Upstream for Session {
     fn aborter(&self) -> Box<dyn FnOnce() + Send> {
         Session::aborter(self)
     }
-    fn gate_reads(&mut self, gates: ReadGates) {
-        Session::gate_reads(self, gates);
+    fn gate_reads(&mut self, budget: std::sync::Arc<crate::budget::Budget>) {
+        Session::gate_reads(self, budget);
     }
 }
 

@@ -185,10 +185,9 @@ impl<'a> RunStream<'a> {
         self.outbox.hold(on);
     }
 
-    /// Gates for the run's upstream streams (their large events wait for room in the output
-    /// budget).
-    pub fn read_gates(&self) -> crate::a2a::sse::ReadGates {
-        self.outbox.read_gates()
+    /// The output budget the run's upstream streams hold their large events against.
+    pub fn budget(&self) -> std::sync::Arc<crate::budget::Budget> {
+        self.outbox.budget()
     }
 
     /// Before an upstream read: flush held events and wait while the client is behind (see

@@ -16,11 +16,11 @@ use std::time::Instant;
 
 use mio::net::TcpStream;
 
-use super::budget::Share;
 use super::http::{ChunkedDecoder, RequestHead, Response};
 use super::job::{ConnId, JobShared};
 use super::out::OutBuf;
 use super::timers::Armed;
+use crate::budget::Share;
 
 pub(crate) enum State<R> {
     /// Waiting for a request head. `started` once its first byte arrived (the header

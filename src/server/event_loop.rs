@@ -11,7 +11,6 @@ use std::time::Instant;
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 
-use super::budget::OutputBudget;
 use super::conn::{BodyRead, Conn, Reservation, State};
 use super::fair::Callers;
 use super::http::{self, ChunkError, ChunkedDecoder, Framing, Response};
@@ -19,6 +18,7 @@ use super::job::{self, ConnId, Inbox, Reply, StopReason};
 use super::out::OutBuf;
 use super::timers::{Clock, SystemClock, TimerSet};
 use super::{Handler, HeadDecision, Request, ServerConfig};
+use crate::budget::OutputBudget;
 use crate::limits;
 
 mod budget;
@@ -142,7 +142,7 @@ impl<H: Handler> Server<H> {
         let inbox = Inbox::new(Box::new(move || {
             let _ = w.wake();
         }));
-        inbox.set_output_budget(cfg.output_budget);
+        inbox.budget().set_limit(cfg.output_budget);
         Ok(Server {
             poll,
             listener: Some(listener),

@@ -7,10 +7,11 @@
 //! through a flag plus hooks, which the worker uses to close its upstream socket at once.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use super::http::Response;
+use crate::budget::Budget;
 use crate::limits;
 use crate::sync::lock;
 
@@ -54,32 +55,8 @@ impl Reply {
 pub(crate) struct Inbox {
     ready: Mutex<Vec<Arc<JobShared>>>,
     waker: Box<dyn Fn() + Send + Sync>,
-    /// Bytes queued by all jobs and not taken by the loop yet (their share of the output
-    /// budget).
-    queued: AtomicUsize,
-    /// Large upstream events being read, against the output budget ([`RunReads`]).
-    reads: Mutex<Reads>,
-    room: Condvar,
-    /// Readers waiting in `room` (the loop wakes them only when there are some).
-    read_waiters: AtomicUsize,
-    /// `reads.held`, for the loop to read without the lock.
-    reading: AtomicUsize,
-    /// Readers that found no room and wait for it (new streams are refused meanwhile).
-    starved: AtomicUsize,
-    /// Unsent output of all connections as the loop last counted it.
-    unsent: AtomicUsize,
-    /// The output budget (`usize::MAX`: none).
-    limit: AtomicUsize,
-}
-
-/// What the large upstream reads of all runs hold.
-#[derive(Debug, Default)]
-struct Reads {
-    held: usize,
-    /// The readers holding or waiting, oldest first: the oldest may always go on while the
-    /// budget is not spent, so readers that each hold part of what they need never all wait.
-    readers: std::collections::BTreeSet<u64>,
-    next: u64,
+    /// The output budget: the bytes jobs queue count against it.
+    budget: Arc<Budget>,
 }
 
 impl Inbox {
@@ -87,51 +64,13 @@ impl Inbox {
         Arc::new(Inbox {
             ready: Mutex::new(Vec::new()),
             waker,
-            queued: AtomicUsize::new(0),
-            reads: Mutex::new(Reads::default()),
-            room: Condvar::new(),
-            read_waiters: AtomicUsize::new(0),
-            reading: AtomicUsize::new(0),
-            starved: AtomicUsize::new(0),
-            unsent: AtomicUsize::new(0),
-            limit: AtomicUsize::new(usize::MAX),
+            budget: Budget::new(usize::MAX),
         })
     }
 
-    /// The output budget large upstream reads are held against.
-    pub(crate) fn set_output_budget(&self, limit: usize) {
-        self.limit.store(limit, Ordering::Relaxed);
-    }
-
-    /// The loop counted the connections' unsent output: readers waiting for room try again
-    /// when it fell.
-    pub(crate) fn counted_unsent(&self, unsent: usize) {
-        let before = self.unsent.swap(unsent, Ordering::SeqCst);
-        if unsent < before && self.read_waiters.load(Ordering::SeqCst) > 0 {
-            self.wake_readers();
-        }
-    }
-
-    /// Wake the readers waiting for room (under the lock they wait with: none misses it).
-    fn wake_readers(&self) {
-        let _r = lock(&self.reads);
-        self.room.notify_all();
-    }
-
-    /// Bytes held by large upstream events being read (part of what the budget counts).
-    pub(crate) fn reading(&self) -> usize {
-        self.reading.load(Ordering::SeqCst)
-    }
-
-    /// Some large upstream event waits for room in the output budget: the budget is as good
-    /// as spent even while what is held stays just under it.
-    pub(crate) fn reads_starved(&self) -> bool {
-        self.starved.load(Ordering::SeqCst) > 0
-    }
-
-    /// Bytes queued by all jobs that the loop has not taken.
-    pub(crate) fn queued(&self) -> usize {
-        self.queued.load(Ordering::Relaxed)
+    /// The output budget workers and the loop share.
+    pub(crate) fn budget(&self) -> &Arc<Budget> {
+        &self.budget
     }
 
     /// Jobs that queued something since the last call.
@@ -254,7 +193,7 @@ impl JobShared {
             n += 1;
         }
         q.bytes -= taken;
-        self.inbox.queued.fetch_sub(taken, Ordering::Relaxed);
+        self.inbox.budget.sub_queued(taken);
         // A quiet job (an event at a time) keeps no queue memory between its events: a
         // waiting stream holds none. A busy one keeps its ring.
         let pace = if n <= 1 {
@@ -293,7 +232,7 @@ impl Drop for JobShared {
     fn drop(&mut self) {
         // Replies nobody will take (the connection closed first) leave the budget with the job.
         let q = self.queue.get_mut().unwrap_or_else(|e| e.into_inner());
-        self.inbox.queued.fetch_sub(q.bytes, Ordering::Relaxed);
+        self.inbox.budget.sub_queued(q.bytes);
     }
 }
 
@@ -305,98 +244,6 @@ pub struct Outbox {
     /// Events are queued without waking the loop until [`Outbox::flush`] (the worker has
     /// more upstream bytes in hand): one wake per burst instead of one per event.
     held: std::cell::Cell<bool>,
-}
-
-/// One upstream stream's large event, held against the output budget: output for clients
-/// and events being read share one budget, so runs that all start at once wait here for
-/// their large events instead of each reading one whole (issue 36, fault 2: 30 paused
-/// readers of `big 10 10` sent at once held 350 MB of output).
-struct RunReads {
-    inbox: Arc<Inbox>,
-    /// The session was aborted (client gone and no grace holds the run, cancel, shutdown):
-    /// stop waiting. Its aborter wakes the waiting gates.
-    aborted: Arc<AtomicBool>,
-    ticket: Option<u64>,
-    held: usize,
-}
-
-/// How often a reader waiting for room looks again without being woken (a safety net: the
-/// loop wakes readers when output goes out, gates when they give memory back, aborters when
-/// their session ends).
-const READ_WAIT_POLL: std::time::Duration = std::time::Duration::from_secs(1);
-
-impl crate::a2a::sse::ReadGate for RunReads {
-    fn hold(&mut self, bytes: usize) -> bool {
-        let inbox = &*self.inbox;
-        let mut r = lock(&inbox.reads);
-        if bytes <= self.held {
-            r.held -= self.held - bytes;
-            inbox.reading.store(r.held, Ordering::SeqCst);
-            self.held = bytes;
-            if bytes == 0
-                && let Some(t) = self.ticket.take()
-            {
-                r.readers.remove(&t);
-            }
-            if inbox.read_waiters.load(Ordering::SeqCst) > 0 {
-                inbox.room.notify_all();
-            }
-            return true;
-        }
-        let ticket = *self.ticket.get_or_insert_with(|| {
-            r.next += 1;
-            let t = r.next;
-            r.readers.insert(t);
-            t
-        });
-        let more = bytes - self.held;
-        // Counted before the first look at the output: the loop, which lowers it and then
-        // looks at this count, either sees this reader or is seen by it (no lost wake-up).
-        inbox.read_waiters.fetch_add(1, Ordering::SeqCst);
-        let mut waited = false;
-        let granted = loop {
-            let limit = inbox.limit.load(Ordering::SeqCst);
-            let out = inbox.unsent.load(Ordering::SeqCst) + inbox.queued();
-            let fits = out.saturating_add(r.held).saturating_add(more) <= limit;
-            let oldest = r.readers.first() == Some(&ticket);
-            if fits || (oldest && out <= limit - limit / 8) {
-                r.held += more;
-                inbox.reading.store(r.held, Ordering::SeqCst);
-                self.held = bytes;
-                break true;
-            }
-            if self.aborted.load(Ordering::SeqCst) {
-                break false;
-            }
-            if !waited {
-                waited = true;
-                inbox.starved.fetch_add(1, Ordering::SeqCst);
-                crate::metrics::M.reads_waiting.add(1);
-                log::debug!(
-                    "a large upstream event waits for {more} bytes of room in the output \
-                     budget ({out} bytes held for clients, {} for events being read)",
-                    r.held
-                );
-            }
-            r = inbox
-                .room
-                .wait_timeout(r, READ_WAIT_POLL)
-                .map(|(g, _)| g)
-                .unwrap_or_else(|e| e.into_inner().0);
-        };
-        inbox.read_waiters.fetch_sub(1, Ordering::SeqCst);
-        if waited {
-            inbox.starved.fetch_sub(1, Ordering::SeqCst);
-            crate::metrics::M.reads_waiting.add(-1);
-        }
-        granted
-    }
-}
-
-impl Drop for RunReads {
-    fn drop(&mut self) {
-        crate::a2a::sse::ReadGate::hold(self, 0);
-    }
 }
 
 /// Returned by [`Outbox::send`] when the loop stopped the job (client gone or shutdown).
@@ -436,7 +283,7 @@ impl Outbox {
         self.sent.set((status, bytes + reply.size() as u64));
         let hold = self.held.get() && matches!(reply, Reply::Event(_));
         q.bytes += reply.size();
-        s.inbox.queued.fetch_add(reply.size(), Ordering::Relaxed);
+        s.inbox.budget.add_queued(reply.size());
         q.items.push_back(reply);
         if !q.notified && !hold {
             s.mark_ready(q);
@@ -448,22 +295,10 @@ impl Outbox {
         self.shared.stop_reason()
     }
 
-    /// Gates for the run's upstream streams: their large events wait for room in the output
-    /// budget ([`RunReads`]) until their session is aborted.
-    pub(crate) fn read_gates(&self) -> crate::a2a::sse::ReadGates {
-        let inbox = self.shared.inbox.clone();
-        let waker = inbox.clone();
-        crate::a2a::sse::ReadGates {
-            make: Arc::new(move |aborted| {
-                Box::new(RunReads {
-                    inbox: inbox.clone(),
-                    aborted,
-                    ticket: None,
-                    held: 0,
-                })
-            }),
-            wake: Arc::new(move || waker.wake_readers()),
-        }
+    /// The output budget the run's upstream streams hold their large events against
+    /// ([`crate::budget::ReadHold`]).
+    pub(crate) fn budget(&self) -> Arc<Budget> {
+        self.shared.inbox.budget.clone()
     }
 
     /// Wait while the client's connection is above its output watermark (or until the job

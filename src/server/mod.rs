@@ -2,7 +2,6 @@
 //! decides what each request head means and runs the work on its own threads, talking back
 //! through a [`job::Outbox`].
 
-pub(crate) mod budget;
 pub(crate) mod conn;
 pub mod event_loop;
 pub(crate) mod fair;

@@ -143,7 +143,7 @@ impl<'a, 's> Run<'a, 's> {
         a: RunArgs,
         mut session: Box<dyn Upstream>,
     ) -> Run<'a, 's> {
-        session.gate_reads(stream.read_gates());
+        session.gate_reads(stream.budget());
         let (context_id, execution_id, steps, digests) = {
             let g = lock(&a.slot);
             let t = g.as_ref().map(|t| &t.doc);

@@ -3,12 +3,8 @@
 //! the budget and of the connection limit (`fair`).
 
 use super::super::fair::CallerId;
-use super::super::limits;
 use super::{Handler, Server};
-
-/// A connection with output pending and no write progress for this long has a client that
-/// stopped reading (a prompt reader drains a socket buffer in microseconds).
-const BEHIND_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
+use crate::budget;
 
 impl<H: Handler> Server<H> {
     /// Unsent output above which a connection's job gets no more replies taken and its
@@ -16,19 +12,15 @@ impl<H: Handler> Server<H> {
     /// is spent or the connection's caller is past its fair share of it (so every such run
     /// with a client behind pauses, and clients that keep up do not).
     pub(super) fn out_limit(&self, caller: Option<CallerId>) -> usize {
-        let watermark = self.cfg.max_output_bytes / 2;
-        if self.budget.is_over() || caller.is_some_and(|id| self.callers.is_over(id)) {
-            watermark.min(limits::OUTPUT_BEHIND)
-        } else {
-            watermark
-        }
+        let squeezed = self.budget.is_over() || caller.is_some_and(|id| self.callers.is_over(id));
+        budget::out_limit(self.cfg.max_output_bytes / 2, squeezed)
     }
 
     /// What all connections and workers hold for clients now.
     fn held_now(&self) -> usize {
         self.budget
-            .held(self.inbox.queued())
-            .saturating_add(self.inbox.reading())
+            .held(self.inbox.budget().queued())
+            .saturating_add(self.inbox.budget().reading())
     }
 
     /// Re-decide the output budget with what is held now and publish it; when it became
@@ -38,7 +30,7 @@ impl<H: Handler> Server<H> {
     pub(super) fn check_budget(&mut self) -> bool {
         // Large upstream events being read count too: runs that all start at once wait for
         // room to read theirs (`job::RunReads`) and new streams are refused meanwhile.
-        self.inbox.counted_unsent(self.budget.unsent());
+        self.inbox.budget().counted_unsent(self.budget.unsent());
         let held = self.held_now();
         let now = i64::try_from(held).unwrap_or(i64::MAX);
         crate::metrics::M.output_buffered.add(now - self.published);
@@ -77,8 +69,10 @@ impl<H: Handler> Server<H> {
             .iter()
             .flatten()
             .filter(|c| {
-                c.pending_out() > 0
-                    && now.saturating_duration_since(c.last_progress) >= BEHIND_AFTER
+                budget::is_behind(
+                    c.pending_out(),
+                    now.saturating_duration_since(c.last_progress),
+                )
             })
             .map(|c| c.pending_out() + c.job().map_or(0, |j| j.queued_bytes()))
             .fold(0, usize::saturating_add)
@@ -90,8 +84,11 @@ impl<H: Handler> Server<H> {
     /// only wait for room in the budget as they are read, they never refuse anyone); or the
     /// caller is past its fair share while all hold more than half the budget.
     pub(super) fn refuses_stream(&mut self, caller: Option<CallerId>) -> Option<&'static str> {
-        let spent = self.check_budget() || self.inbox.reads_starved();
-        if spent && self.held_behind() >= self.budget.limit() / 4 {
+        let spent = self.check_budget();
+        let starved = self.inbox.budget().reads_starved();
+        if (spent || starved)
+            && budget::refuses_stream(spent, starved, self.held_behind(), self.budget.limit())
+        {
             return Some("output_budget");
         }
         let id = caller?;
@@ -106,7 +103,7 @@ impl<H: Handler> Server<H> {
         let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
             return true;
         };
-        let held = super::OutputBudget::get(&conn.share);
+        let held = budget::OutputBudget::get(&conn.share);
         let same = match (conn.caller, &caller) {
             (Some(id), Some(name)) => self.callers.is(id, name),
             (None, None) => true,

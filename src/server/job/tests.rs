@@ -1,4 +1,5 @@
 use super::*;
+use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 fn inbox() -> (Arc<Inbox>, Arc<AtomicUsize>) {
@@ -16,86 +17,6 @@ const ID: ConnId = ConnId {
     slot: 3,
     generation: 1,
 };
-
-type Gate = Box<dyn crate::a2a::sse::ReadGate>;
-type Held = std::sync::mpsc::Receiver<(bool, Gate)>;
-
-/// `gate.hold(bytes)` on a thread: its answer if it came within `wait`, else the channel
-/// it will come on.
-fn hold_within(mut gate: Gate, bytes: usize, wait: Duration) -> Result<(bool, Gate), Held> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let r = gate.hold(bytes);
-        let _ = tx.send((r, gate));
-    });
-    rx.recv_timeout(wait).map_err(|_| rx)
-}
-
-/// Well under `READ_WAIT_POLL`: an answer this fast came from a wake-up, not the poll.
-const WOKEN: Duration = Duration::from_millis(500);
-const WAITS: Duration = Duration::from_millis(300);
-
-#[test]
-fn large_reads_wait_for_room_in_the_output_budget_the_oldest_first() {
-    const MIB: usize = 1 << 20;
-    let (inbox, _) = inbox();
-    inbox.set_output_budget(16 * MIB);
-    let (_ja, a) = new_job(ID, 8, &inbox);
-    let (_jb, b) = new_job(ID, 8, &inbox);
-    let (gates_a, gates_b) = (a.read_gates(), b.read_gates());
-    let never = || Arc::new(AtomicBool::new(false));
-    let (ga, gb) = ((gates_a.make)(never()), (gates_b.make)(never()));
-    let (granted, ga) = hold_within(ga, 6 * MIB, WOKEN).unwrap();
-    assert!(granted);
-    // Output held for paused clients fills the rest: B's read would pass the budget.
-    inbox.counted_unsent(8 * MIB);
-    let rb = hold_within(gb, 4 * MIB, WAITS)
-        .err()
-        .expect("B waits: 8 + 6 + 4 > 16");
-    assert_eq!(inbox.reading(), 6 * MIB);
-    // A, the oldest reader, goes on past the budget while it is not spent (14 of 16):
-    // readers that each hold part of an event never all wait for each other.
-    let (granted, ga) = hold_within(ga, 12 * MIB, WAITS).expect("the oldest goes on");
-    assert!(granted);
-    // A's event is handled: its memory goes back and B, woken, reads.
-    let (_, ga) = hold_within(ga, 0, WOKEN).unwrap();
-    let (granted, gb) = rb.recv_timeout(WOKEN).expect("B is woken");
-    assert!(granted);
-    assert_eq!(inbox.reading(), 4 * MIB);
-    // B is the oldest now, but the budget is spent (15 of 16 held by output): it waits
-    // until the loop counts output going out.
-    inbox.counted_unsent(15 * MIB);
-    let rb = hold_within(gb, 8 * MIB, WAITS)
-        .err()
-        .expect("spent: even the oldest waits");
-    inbox.counted_unsent(2 * MIB);
-    let (granted, gb) = rb.recv_timeout(WOKEN).expect("woken by the loop's count");
-    assert!(granted);
-    drop((ga, gb));
-    assert_eq!(inbox.reading(), 0, "dropped gates give back what they held");
-}
-
-#[test]
-fn an_aborted_session_stops_its_reads_waiting_for_room() {
-    const MIB: usize = 1 << 20;
-    let (inbox, _) = inbox();
-    inbox.set_output_budget(4 * MIB);
-    inbox.counted_unsent(4 * MIB);
-    let (_j, out) = new_job(ID, 8, &inbox);
-    let gates = out.read_gates();
-    let aborted = Arc::new(AtomicBool::new(false));
-    let g = (gates.make)(aborted.clone());
-    let r = hold_within(g, 2 * MIB, WAITS)
-        .err()
-        .expect("spent: it waits");
-    // What the session's aborter does (cancel, client gone, shutdown).
-    aborted.store(true, Ordering::SeqCst);
-    (gates.wake)();
-    let (granted, g) = r.recv_timeout(WOKEN).expect("woken by the aborter");
-    assert!(!granted, "an aborted session reads no more");
-    drop(g);
-    assert_eq!(inbox.reading(), 0);
-}
 
 #[test]
 fn one_wake_per_burst() {
@@ -123,29 +44,29 @@ fn queued_bytes_count_until_taken_or_dropped_with_the_job() {
     out.send(Reply::StartStream(Vec::new())).unwrap();
     out.send(Reply::Event(vec![0; 1000].into())).unwrap();
     out.send(Reply::Event(vec![0; 500].into())).unwrap();
-    assert_eq!(inbox.queued(), 1500);
+    assert_eq!(inbox.budget().queued(), 1500);
     let mut got = Vec::new();
     job.drain(2, usize::MAX, &mut got);
     assert_eq!(
-        inbox.queued(),
+        inbox.budget().queued(),
         500,
         "taken by the loop: the output counts it now"
     );
     let (other, other_out) = new_job(ID, 8, &inbox);
     other_out.send(Reply::Event(vec![0; 70].into())).unwrap();
-    assert_eq!(inbox.queued(), 570);
+    assert_eq!(inbox.budget().queued(), 570);
     drop(out);
     drop(job);
     // The ready list holds the job until the loop looks at it.
     drop(inbox.take_ready());
     assert_eq!(
-        inbox.queued(),
+        inbox.budget().queued(),
         70,
         "a closed connection's queue is given back"
     );
     drop((other, other_out));
     drop(inbox.take_ready());
-    assert_eq!(inbox.queued(), 0);
+    assert_eq!(inbox.budget().queued(), 0);
 }
 
 #[test]
