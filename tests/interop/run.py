@@ -924,8 +924,8 @@ def scenario_restart(a, w, args, kernel_url, token):
     expect(s2, snap[-1]["outcome"]["interrupts"] == ev[-1]["outcome"]["interrupts"], "other interrupts than before")
     st, ev2 = b.post(s, w.body("restart", "", resume=[{"interruptId": pid, "status": "resolved", "payload": {"decision": "allow_once"}}]))
     expect(s, st == 200 and outcome(ev2) == "success", f"{st} {ev2 if st != 200 else outcome(ev2)}")
-    # The conversation survived the restart, and the resume's part follows it (in 0.1 mode the
-    # answer continues the interrupted run's message: same ids, longer text).
+    # The conversation survived the restart, and the resume's part follows it (in both dialects
+    # the answer after the approval is a message of its own, after the tool result).
     st, after = b.get_json("/threads/restart/messages")
     ids = lambda c: [m["id"] for m in c["messages"]]
     n = len(before["messages"])
