@@ -73,7 +73,8 @@ census:
 load:
 	$(CARGO) bench --bench agui -- load
 
-# Two --demo pairs behind nginx with thread affinity (installs nginx from Debian if missing).
+# Two --demo pairs behind nginx with thread affinity, and the identity-header recipe of
+# docs/operations.md run as written (installs nginx from Debian if missing).
 fleet:
 	tests/fleet/run.sh
 

@@ -226,29 +226,45 @@ impl Transcript {
             .chain(self.dropped_ids.iter().map(String::as_str))
     }
 
-    /// Apply a run's recorded events with the client's rules.
-    pub fn apply(&mut self, ops: &Ops) {
+    /// Apply run `run_id`'s recorded events with the client's rules. A message the run opens
+    /// under an id an earlier run used is a new one named as 1.0 mode names it
+    /// (`run_scope`): 0.1 mode keeps the kernel's id across a resume, and the text after a
+    /// permission must not join the text before it, above the tool's result.
+    pub fn apply(&mut self, ops: &Ops, run_id: &str) {
+        let mut run = RunIds::default();
         for op in &ops.ops {
-            self.apply_one(op);
+            self.apply_one(op, run_id, &mut run);
         }
     }
 
-    fn apply_one(&mut self, op: &Op) {
+    fn apply_one(&mut self, op: &Op, run_id: &str, run: &mut RunIds) {
         match op {
             Op::Open { id, role } => {
-                if self.position(id).is_none() {
+                let mut id = run.named(id).to_string();
+                if self.position(&id).is_some() && !run.made.contains(&id) {
+                    let fresh = format!("{id}.{}", run_scope(run_id));
+                    run.renamed.push((id, fresh.clone()));
+                    id = fresh;
+                }
+                if self.position(&id).is_none() {
                     self.messages
                         .push(json!({"id": id, "role": role, "content": ""}));
+                    run.made.push(id);
                 }
             }
             Op::Append { id, delta } => {
-                if let Some(i) = self.position(id)
+                if let Some(i) = self.position(run.named(id))
                     && let Some(Value::String(c)) = self.messages[i].get_mut("content")
                 {
                     c.push_str(delta);
                 }
             }
-            Op::ToolStart { id, name, parent } => self.tool_start(id, name, parent.as_deref()),
+            Op::ToolStart { id, name, parent } => {
+                let parent = parent.as_deref().map(|p| run.named(p).to_string());
+                if let Some(made) = self.tool_start(id, name, parent.as_deref()) {
+                    run.made.push(made);
+                }
+            }
             Op::ToolArgs { id, delta } => {
                 if let Some(f) = self.tool_call(id).and_then(|c| c.get_mut("function"))
                     && let Some(Value::String(a)) = f.get_mut("arguments")
@@ -294,12 +310,13 @@ impl Transcript {
 
     /// `TOOL_CALL_START`: the call goes into its parent assistant message (made when
     /// missing, named after the parent, or after the call when the parent id names
-    /// another role's message).
-    fn tool_start(&mut self, id: &str, name: &str, parent: Option<&str>) {
+    /// another role's message). The id of the message made, if one was.
+    fn tool_start(&mut self, id: &str, name: &str, parent: Option<&str>) -> Option<String> {
         if let Some(call) = self.tool_call(id) {
             call["function"]["name"] = json!(name);
-            return;
+            return None;
         }
+        let mut made = None;
         let at = match parent.and_then(|p| self.position(p)) {
             Some(i) if self.messages[i]["role"] == "assistant" => i,
             found => {
@@ -309,6 +326,7 @@ impl Transcript {
                 };
                 self.messages
                     .push(json!({"id": mid, "role": "assistant", "toolCalls": []}));
+                made = Some(mid.to_string());
                 self.messages.len() - 1
             }
         };
@@ -319,6 +337,7 @@ impl Transcript {
             Some(calls) => calls.push(call),
             None => m["toolCalls"] = json!([call]),
         }
+        made
     }
 
     /// Drop the oldest messages beyond the bounds; a marker (a system message, first)
@@ -362,6 +381,30 @@ impl Transcript {
 }
 
 /// The length of `v` as compact JSON, counted without building it.
+/// The suffix that makes a text message's id one run's own (`{kernel id}.{suffix}`): how 1.0
+/// mode names messages on the wire, and how any mode's stored conversation names a message a
+/// later run opens again.
+pub(crate) fn run_scope(run_id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    crate::ids::hex(&Sha256::digest(run_id.as_bytes())[..4])
+}
+
+/// The message ids one run's ops made, and the ones it renamed (`Transcript::apply`).
+#[derive(Default)]
+struct RunIds {
+    made: Vec<String>,
+    renamed: Vec<(String, String)>,
+}
+
+impl RunIds {
+    fn named<'a>(&'a self, id: &'a str) -> &'a str {
+        self.renamed
+            .iter()
+            .find(|(from, _)| from == id)
+            .map_or(id, |(_, to)| to.as_str())
+    }
+}
+
 fn json_len(v: &Value) -> usize {
     struct Count(usize);
     impl std::io::Write for Count {

@@ -314,10 +314,10 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
         return HeadDecision::Respond(health(cfg, live));
     }
     if !cfg.hosts.allows(head.header("host")) {
-        return HeadDecision::Respond(
-            ApiError::new(Code::HostNotAllowed, Msg::HostNotAllowed)
-                .response(header_lang(head, cfg.default_lang)),
-        );
+        return HeadDecision::Respond(host_not_allowed(
+            head.header("host"),
+            header_lang(head, cfg.default_lang),
+        ));
     }
     let path = http::percent_decode(head.raw_path());
     if path == "/console"
@@ -409,6 +409,20 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
         too_large: ApiError::new(Code::RequestTooLarge, msg).response(lang),
         route: Routed { work, caller },
     }
+}
+
+/// 421 naming the Host received: behind a proxy that rewrites it (nginx sends the upstream's
+/// address unless told `proxy_set_header Host $host;`) the operator sees which name to allow.
+fn host_not_allowed(host: Option<&[u8]>, lang: Lang) -> Response {
+    let got = String::from_utf8_lossy(host.unwrap_or_default());
+    let got: String = crate::logging::escape(got.trim())
+        .chars()
+        .take(260)
+        .collect();
+    ApiError::with_message(
+        Code::HostNotAllowed,
+        Msg::HostNotAllowed.text(lang).replace("{host}", &got),
+    )
 }
 
 /// 401 (naming the identity header when it is missing), 400 naming the header that cannot

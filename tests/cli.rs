@@ -194,6 +194,44 @@ fn a_loaded_pending_interrupt_prevents_idle_shutdown() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[test]
+fn a_421_names_the_host_it_got_and_allowed_hosts() {
+    // Regression (issue 46.4): behind nginx without `proxy_set_header Host $host;` every
+    // request was 421 with a body that named neither the Host received nor the option.
+    let dir = common::tempdir("cli-421");
+    let (mut child, addr) = start_with_env(
+        &["--allowed-hosts", "agui.example.com"],
+        &[("IAC_CODE_AGUI_STATE_DIR", dir.to_str().unwrap())],
+    );
+    let upstream = format!("127.0.0.1:{}", addr.port());
+    let r = get_with_host(addr, &upstream);
+    assert_eq!(r.status, 421);
+    assert_eq!(r.error_code(), "HOST_NOT_ALLOWED");
+    let body = r.json();
+    let msg = body["error"]["message"].as_str().unwrap();
+    assert!(msg.contains(&format!("`{upstream}`")), "{msg}");
+    assert!(msg.contains("--allowed-hosts"), "{msg}");
+    // In every language (the Host is the caller's, the option's name is not translated).
+    let de = common::raw(
+        addr,
+        &common::request(
+            "GET",
+            "/threads",
+            &[("Host", "Other.Example"), ("Accept-Language", "de")],
+            b"",
+        ),
+    );
+    let body = de.json();
+    let msg = body["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("`Other.Example`") && msg.contains("--allowed-hosts") && msg.contains("Host"),
+        "{msg}"
+    );
+    assert_eq!(get_with_host(addr, "agui.example.com").status, 200);
+    child.kill().unwrap();
+    let _ = child.wait();
+}
+
 /// `GET /capabilities` with this Host (`/health` is answered whatever the Host).
 fn get_with_host(addr: std::net::SocketAddr, host: &str) -> common::Resp {
     common::raw(

@@ -279,3 +279,60 @@ fn anchors_and_declarations_are_read_as_written() {
     assert!(!declares("    pub(crate) fn admitted(", "Registry::admit"));
     assert!(!declares("    // admit here", "admit"));
 }
+
+/// `a2a-sdk[…]==1.2.0` in `text` after `key` → `[1, 2, 0]`.
+fn version_after(text: &str, key: &str) -> Vec<u32> {
+    let at = text.find(key).unwrap_or_else(|| panic!("{key} is gone")) + key.len();
+    let v: String = text[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    v.split('.').map(|n| n.parse().unwrap()).collect()
+}
+
+#[test]
+fn the_a2a_sdk_range_iac_code_starts_with_is_told_the_same_everywhere() {
+    // Issue 46.17: the README said both that a2a-sdk 1.2 works (the `[kernel]` pin) and that
+    // it fails (its Tests section). The wheel's pin is the truth; the docs and the interop
+    // suite's pins agree with it.
+    let read =
+        |p: &str| std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(p)).unwrap();
+    let (wheel, readme, ops, interop) = (
+        read("packaging/wheel.py"),
+        read("README.md"),
+        read("docs/operations.md"),
+        read("tests/interop/run.sh"),
+    );
+    let pin = &wheel[wheel.find("a2a-sdk[http-server,signing]>=").unwrap()..];
+    let (low, high) = (
+        version_after(pin, "a2a-sdk[http-server,signing]>="),
+        version_after(pin, ",<"),
+    );
+    let range = format!(
+        ">={},<{}",
+        low.iter().map(u32::to_string).collect::<Vec<_>>().join("."),
+        high.iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(".")
+    );
+    assert!(wheel.contains(&range));
+    for (name, doc) in [("README.md", &readme), ("docs/operations.md", &ops)] {
+        assert!(
+            doc.contains(&range),
+            "{name} does not give the range {range}"
+        );
+    }
+    let within = |v: &Vec<u32>| *v >= low && *v < high;
+    let pinned = version_after(&interop, "a2a-sdk[http-server,signing]==");
+    let newest = version_after(&interop, "SDK_NEWEST=\"a2a-sdk[http-server,signing]==");
+    let bad = version_after(&interop, "SDK_BAD=\"a2a-sdk[http-server,signing]==");
+    assert!(within(&pinned) && within(&newest) && !within(&bad));
+    // The newest that starts and the first that does not are named where the pins are told.
+    let dotted = |v: &Vec<u32>| v.iter().map(u32::to_string).collect::<Vec<_>>().join(".");
+    for (name, doc) in [("README.md", &readme), ("docs/operations.md", &ops)] {
+        for v in [dotted(&newest), dotted(&high)] {
+            assert!(doc.contains(&v), "{name} does not name a2a-sdk {v}");
+        }
+    }
+}

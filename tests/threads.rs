@@ -641,3 +641,71 @@ fn threads_are_found_by_title_and_status_and_an_interrupted_one_says_what_it_wai
         assert_eq!(r.status, 400, "{bad}: {}", r.text());
     }
 }
+
+/// A permission allowed on thread `thread`: the conversation the server then keeps.
+fn permission_allowed(p: &Procs, thread: &str) -> Value {
+    let first = run(p, thread, "p1", "permission please");
+    let id = interrupts(&first)[0]["id"].as_str().unwrap().to_string();
+    let body = json!({"threadId": thread, "runId": "p2", "state": {}, "tools": [], "context": [],
+        "messages": [], "resume": [{"interruptId": id, "status": "resolved",
+            "payload": {"decision": "allow_once"}}],
+        "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "r",
+            "cwd": p.dir.join("ws")}}});
+    let r = post_json(p.addr, "/", &[], &serde_json::to_vec(&body).unwrap());
+    assert_eq!(r.status, 200, "{}", r.text());
+    let (events, _) = sse_events(&r.body);
+    assert_eq!(last(&events)["type"], "RUN_FINISHED", "{events:?}");
+    messages(p, thread, "")["messages"].clone()
+}
+
+#[test]
+fn in_0_1_mode_the_text_after_a_permission_is_stored_as_its_own_message() {
+    // Regression (issue 46.7): 0.1 mode keeps the kernel's message id across the resume, and
+    // the stored conversation was one message "I'll create it.Created the file." above the
+    // tool's result. It is stored as 1.0 mode stores it: text, tool call, result, text.
+    let shape = |m: &Value| -> Vec<(String, String, usize)> {
+        m.as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                let calls = m["toolCalls"].as_array().map_or(0, Vec::len);
+                let text = m["content"].as_str().unwrap_or("").to_string();
+                (m["role"].as_str().unwrap().to_string(), text, calls)
+            })
+            .collect()
+    };
+    let mut old = start("threads-perm-01", &[]);
+    let stored = permission_allowed(&old, "perm");
+    let v1 = start("threads-perm-10", &["--agui-protocol", "1.0"]);
+    assert_eq!(shape(&stored), shape(&permission_allowed(&v1, "perm")));
+    let said: Vec<(String, String, usize)> = shape(&stored)
+        .into_iter()
+        .filter(|(role, ..)| role != "reasoning")
+        .collect();
+    let s = |x: &str| x.to_string();
+    assert_eq!(
+        said,
+        [
+            (s("user"), s("permission please"), 0),
+            (s("assistant"), s("I'll create it."), 1),
+            (s("tool"), s("Exit code: 0"), 0),
+            (s("assistant"), s("Created the file."), 0),
+        ]
+    );
+    // Named as 1.0 mode names it (the kernel's id and the run's suffix), so the ids stay
+    // unique; and the log replays to the same conversation after a restart.
+    let ids: Vec<&str> = stored
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert!(ids[1].starts_with(&format!("{}.", ids[0])), "{ids:?}");
+    let _ = old.adapter.kill();
+    let _ = old.adapter.wait();
+    let (adapter, addr) = common::procs::adapter(&old.dir, old.kernel_port, &[]);
+    old.adapter = adapter;
+    old.addr = addr;
+    assert_eq!(messages(&old, "perm", "")["messages"], stored);
+}

@@ -184,7 +184,7 @@ fn apply(t: &mut Transcript, open: &mut Vec<String>, r: &Value) -> Option<()> {
             open.push(run.to_string());
         }
     } else if let Some(ops) = r.get("ops") {
-        t.apply(&Ops::from_json(ops)?);
+        t.apply(&Ops::from_json(ops)?, run);
         close(open);
     } else if r.get("cut") == Some(&Value::Bool(true)) {
         if open.iter().any(|o| o == run) {

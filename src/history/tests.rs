@@ -38,7 +38,7 @@ fn user(id: &str, content: &str) -> Value {
 fn a_plain_run_is_the_user_message_and_one_assistant_message() {
     let mut t = Transcript::new("t", 1);
     t.add_input(&[user("u1", "hello")]);
-    t.apply(&ops(&text("m1", &["Hel", "lo", "!"])));
+    t.apply(&ops(&text("m1", &["Hel", "lo", "!"])), "r1");
     assert_eq!(
         t.messages,
         vec![
@@ -62,7 +62,7 @@ fn a_runs_text_is_held_up_to_the_cap_and_the_cut_is_marked() {
         content: "a big result".into(),
     });
     let mut t = Transcript::new("t", 1);
-    t.apply(&o);
+    t.apply(&o, "r0");
     assert_eq!(t.messages[0]["content"], format!("0123456789{CUT_MARK}"));
     assert_eq!(t.messages[1]["content"], "[…]");
     // Multi-byte text is cut on a character boundary.
@@ -75,7 +75,7 @@ fn a_runs_text_is_held_up_to_the_cap_and_the_cut_is_marked() {
         delta: "日本語".into(),
     });
     let mut t = Transcript::new("t", 1);
-    t.apply(&o);
+    t.apply(&o, "r0");
     assert_eq!(t.messages[0]["content"], format!("日{CUT_MARK}"));
 }
 
@@ -101,7 +101,7 @@ fn reasoning_is_a_reasoning_message_before_the_answer() {
     ];
     events.extend(text("m1", &["done"]));
     let mut t = Transcript::new("t", 1);
-    t.apply(&ops(&events));
+    t.apply(&ops(&events), "r2");
     assert_eq!(
         t.messages[0],
         json!({"id": "r1", "role": "reasoning", "content": "thinking"})
@@ -124,7 +124,7 @@ fn a_tool_result_of_a_later_run_goes_after_its_call() {
     });
     let mut t = Transcript::new("t", 1);
     t.add_input(&[user("u1", "create a file")]);
-    t.apply(&ops(&run1));
+    t.apply(&ops(&run1), "r3");
     // Run 2 (the resume): the result, then the answer.
     let mut run2 = vec![Event::ToolResult {
         tool_call_id: "c1".into(),
@@ -132,7 +132,7 @@ fn a_tool_result_of_a_later_run_goes_after_its_call() {
     }];
     run2.extend(text("m2", &["Created."]));
     t.add_input(&[user("u1", "create a file")]);
-    t.apply(&ops(&run2));
+    t.apply(&ops(&run2), "r4");
     let roles: Vec<&str> = t
         .messages
         .iter()
@@ -156,12 +156,15 @@ fn a_tool_call_without_an_assistant_parent_gets_one_like_the_client_makes() {
     t.add_input(&[user("u1", "x")]);
     // No parent: a message named after the call. A parent that is a user message: the
     // call's own id too. An unknown parent: a message of that id.
-    t.apply(&ops(&[
-        tool("c1", "a", None),
-        tool("c2", "b", Some("u1")),
-        tool("c3", "c", Some("p9")),
-        tool("c1", "renamed", None),
-    ]));
+    t.apply(
+        &ops(&[
+            tool("c1", "a", None),
+            tool("c2", "b", Some("u1")),
+            tool("c3", "c", Some("p9")),
+            tool("c1", "renamed", None),
+        ]),
+        "r5",
+    );
     let ids: Vec<&str> = t
         .messages
         .iter()
@@ -244,4 +247,49 @@ fn a_damaged_foreign_or_future_file_is_refused() {
         .unwrap()
         .replace("\"role\":\"user\"", "\"role\":7");
     assert!(Transcript::from_bytes(bad.as_bytes(), "t").is_err());
+}
+
+#[test]
+fn a_message_a_later_run_opens_again_is_a_new_one_after_the_tool_result() {
+    // Regression (issue 46.7): 0.1 mode resumes under the interrupted run's message id, and
+    // the answer after a permission joined the text before it, above the tool's result.
+    let mut run1 = text("m1", &["I'll create it."]);
+    run1.push(tool("c1", "bash", Some("m1")));
+    let mut t = Transcript::new("t", 1);
+    t.add_input(&[user("u1", "create a file")]);
+    t.apply(&ops(&run1), "run-1");
+    let mut run2 = vec![Event::ToolResult {
+        tool_call_id: "c1".into(),
+        content: "ok".into(),
+    }];
+    run2.extend(text("m1", &["Created ", "the file."]));
+    run2.push(tool("c2", "bash", Some("m1")));
+    t.apply(&ops(&run2), "run-2");
+    let again = format!("m1.{}", run_scope("run-2"));
+    let got: Vec<(&str, &str)> = t
+        .messages
+        .iter()
+        .map(|m| {
+            (
+                m["id"].as_str().unwrap(),
+                m["content"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("u1", "create a file"),
+            ("m1", "I'll create it."),
+            ("tool-result-c1", "ok"),
+            (again.as_str(), "Created the file."),
+        ]
+    );
+    // The run's own later references follow the new id; a message opened twice within one
+    // run stays one message.
+    assert_eq!(t.messages[3]["toolCalls"][0]["id"], "c2");
+    let mut run3 = text("m3", &["a"]);
+    run3.extend(text("m3", &["b"]));
+    t.apply(&ops(&run3), "run-3");
+    assert_eq!(t.messages.last().unwrap()["content"], "ab");
 }

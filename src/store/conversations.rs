@@ -293,7 +293,7 @@ impl Conversations {
         let mut read = self.read_for_write(key, now_ms)?;
         let (mut stamp, _) = self.append(key, &read, &conv_log::end(now_ms, run_id, ops))?;
         let raw = &mut read.replayed.transcript;
-        raw.apply(ops);
+        raw.apply(ops, run_id);
         raw.updated_at = now_ms;
         read.replayed.open.retain(|o| o != run_id);
         let (t, held) = read.replayed.bounded(self.bounds);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `make fleet`: two iac-agui --demo pairs behind a stock nginx with thread affinity, on
-# loopback ports. Installs nginx from Debian when it is missing. Stops everything it started.
+# `make fleet`: two iac-agui --demo pairs behind a stock nginx with thread affinity, then the
+# identity-header recipe of docs/operations.md run as written (recipe.py), on loopback ports.
+# Installs nginx from Debian when it is missing. Stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
@@ -12,4 +13,5 @@ if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
 fi
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 cargo build --quiet
-exec python3 tests/fleet/fleet.py --bin target/debug/iac-agui --nginx "$NGINX"
+python3 tests/fleet/fleet.py --bin target/debug/iac-agui --nginx "$NGINX"
+exec python3 tests/fleet/recipe.py --bin target/debug/iac-agui --nginx "$NGINX"

@@ -724,6 +724,44 @@ def scenario_ts_agent_v1(a, w):
     expect(s, p.returncode == 0 and "ts-agent-v1 ok" in out, out[-1500:])
 
 
+def scenario_ts_stop_v1(args, w):
+    """docs/clients.md's Stop for `HttpAgent` 1.0, on `--demo` (a 30 s disconnect grace) as the
+    guide says: `abortRun()` alone leaves the thread busy (409), the guide's `stoppable` block
+    (taken verbatim) frees it at once."""
+    s = "ts HttpAgent 1.0 stop"
+    script = os.environ.get("IAC_AGUI_TS_STOP_V1")
+    if not script:
+        fail(s, "IAC_AGUI_TS_STOP_V1 is not set (tests/interop/run.sh installs the client)")
+    log = open(os.path.join(w.dir, "demo-stop.log"), "w")
+    demo = subprocess.Popen([args.bin, "--demo", "--agui-protocol", "1.0", "--port", "0"],
+                            stderr=subprocess.PIPE, stdout=log, text=True)
+    try:
+        url, deadline = None, time.time() + 30
+        while not url and time.time() < deadline:
+            line = demo.stderr.readline()
+            if not line:
+                break
+            log.write(line)
+            url = ready_url(line)
+        expect(s, url, "the demo did not start")
+        threading.Thread(target=lambda: [log.write(x) for x in demo.stderr], daemon=True).start()
+        p = subprocess.run(["node", script, url.strip() + "/"], capture_output=True, text=True, timeout=120,
+                           cwd=os.path.dirname(script))
+        out = (p.stdout + p.stderr).strip()
+        expect(s, p.returncode == 0 and "ts-stop-v1 ok" in out, out[-1500:])
+    finally:
+        # A second signal stops at once: the run abortRun alone left going would hold a drain
+        # for its grace.
+        demo.terminate()
+        time.sleep(0.2)
+        demo.terminate()
+        try:
+            demo.wait(10)
+        except subprocess.TimeoutExpired:
+            demo.kill()
+            demo.wait(5)
+
+
 def scenario_copilotkit(args, w, kernel_url, token):
     """CopilotKit 1.75's runtime with docs/clients.md's `IacCodeAgent` registered, driven by
     CopilotKit's own client core: plain, permission → resume, Stop then the next turn. Its own
@@ -886,8 +924,8 @@ def scenario_restart(a, w, args, kernel_url, token):
     expect(s2, snap[-1]["outcome"]["interrupts"] == ev[-1]["outcome"]["interrupts"], "other interrupts than before")
     st, ev2 = b.post(s, w.body("restart", "", resume=[{"interruptId": pid, "status": "resolved", "payload": {"decision": "allow_once"}}]))
     expect(s, st == 200 and outcome(ev2) == "success", f"{st} {ev2 if st != 200 else outcome(ev2)}")
-    # The conversation survived the restart, and the resume's part follows it (in 0.1 mode the
-    # answer continues the interrupted run's message: same ids, longer text).
+    # The conversation survived the restart, and the resume's part follows it (in both dialects
+    # the answer after the approval is a message of its own, after the tool result).
     st, after = b.get_json("/threads/restart/messages")
     ids = lambda c: [m["id"] for m in c["messages"]]
     n = len(before["messages"])
@@ -1031,6 +1069,10 @@ def main():
             t0 = time.time()
             sc(a, w)
             print(f"ok   {sc.__name__} ({time.time() - t0:.1f}s)", flush=True)
+        if args.protocol == "1.0" and (not args.only or "ts_stop" in args.only):
+            t0 = time.time()
+            scenario_ts_stop_v1(args, w)
+            print(f"ok   scenario_ts_stop_v1 ({time.time() - t0:.1f}s)", flush=True)
         if args.mode == "external" and args.protocol == "0.1" and (not args.only or "copilotkit" in args.only):
             t0 = time.time()
             scenario_copilotkit(args, w, kernel_url, token)

@@ -126,9 +126,7 @@ impl<'e> Mapper<'e> {
     /// Text message ids of this run are the kernel's plus `.` and a digest of `run_id`
     /// (AG-UI 1.0 mode; 0.1 keeps the reference's ids).
     pub(crate) fn with_run_scoped_messages(mut self, run_id: &str) -> Mapper<'e> {
-        use sha2::{Digest, Sha256};
-        let h = Sha256::digest(run_id.as_bytes());
-        self.message_scope = Some(crate::ids::hex(&h[..4]));
+        self.message_scope = Some(crate::history::run_scope(run_id));
         self
     }
 
