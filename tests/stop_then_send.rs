@@ -124,3 +124,42 @@ fn a_cancel_the_kernel_holds_for_30_s_answers_within_the_bound() {
     assert_eq!(last(&events)["type"], "RUN_ERROR");
     assert_eq!(last(&events)["code"], "CANCELLED");
 }
+
+/// A Stop that cancels, then closes the stream at once (the CopilotKit `IacCodeAgent` and
+/// docs/clients.md's `HttpAgent` recipe): with a disconnect grace, the next turn on the
+/// thread must not wait out the grace (`409 THREAD_BUSY`; seen in 2 of 14 tries).
+#[test]
+fn a_turn_sent_after_a_cancel_and_a_disconnect_within_a_grace_succeeds() {
+    let s = stack(Duration::ZERO, |s| {
+        s.with_detach(Duration::from_secs(30), Default::default())
+    });
+    for i in 0..24 {
+        let thread = format!("g{i}");
+        let (r, session) = start_slow(&s, &thread, "slow");
+        let exec = session["value"]["executionId"].as_str().unwrap();
+        // Half the tries close the stream first, half cancel first.
+        let r = if i % 2 == 0 {
+            Some(r)
+        } else {
+            drop(r);
+            None
+        };
+        let c = s.cancel(exec, &thread, "ros-1");
+        assert!(
+            c.status == 200 || c.status == 202 || c.error_code() == "EXECUTION_NOT_FOUND",
+            "{} {}",
+            c.status,
+            c.text()
+        );
+        drop(r);
+        let next = s.post(&s.body(&thread, "next", "hello"));
+        assert_eq!(next.status, 200, "try {i}: {}", next.text());
+        let (ev, _) = sse_events(&next.body);
+        assert_eq!(
+            last(&ev)["outcome"]["type"],
+            "success",
+            "try {i}: {:?}",
+            last(&ev)
+        );
+    }
+}

@@ -247,8 +247,10 @@ impl Shared {
         }
     }
 
-    /// If the thread's active run has lost its client (or the server is stopping it), wait
-    /// on this worker, bounded, until that run released the thread.
+    /// If the thread's active run has lost its client, was cancelled (the cancel route
+    /// answered, so a client sends its next turn at once: a Stop that cancels and then closes
+    /// its stream got `409 THREAD_BUSY`), or the server is stopping it, wait on this worker,
+    /// bounded, until that run released the thread.
     pub(super) fn wait_for_departing_run(&self, slot: &super::threads::Slot) {
         let deadline = self.env.now() + crate::limits::DEPARTING_RUN_WAIT;
         let Some(execution) = lock(slot)
@@ -260,10 +262,11 @@ impl Shared {
         };
         // A stopped run releases its thread, then leaves `runs` and signals, under this lock.
         let mut runs = lock(&self.runs);
-        while runs
-            .get(&execution)
-            .is_some_and(|c| c.stopped.load(std::sync::atomic::Ordering::SeqCst))
-        {
+        let departing = |c: &Arc<RunControl>| {
+            use std::sync::atomic::Ordering::SeqCst;
+            c.stopped.load(SeqCst) || c.cancel_requested.load(SeqCst)
+        };
+        while runs.get(&execution).is_some_and(departing) {
             let left = deadline.saturating_duration_since(self.env.now());
             if left.is_zero() {
                 return;
