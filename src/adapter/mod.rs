@@ -4,9 +4,13 @@
 //! around them.
 
 pub mod admission;
-// The run's life as one value; wired into the driver, the cancel route and the tap next.
 pub(crate) mod cancel;
-#[cfg(test)]
+// The run's life as one value: who decides its end is wired (`RunControl`); the client's
+// place (detach, grace, adoption) and the panic guard move onto it next.
+#[cfg_attr(
+    not(test),
+    allow(dead_code, reason = "the client and panic rows are wired next")
+)]
 mod cell;
 mod driver;
 mod ending;

@@ -7,6 +7,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::cell::{Effect, Event as CellEvent, Life, RunCell};
 use super::env::Env;
 use super::replay::{ReplayBounds, ReplayLogs};
 use super::threads::Registry;
@@ -291,54 +292,36 @@ pub(crate) struct RunControl {
     pub(crate) stopped: AtomicBool,
     /// Aborts the run's upstream I/O, so a cancel ends the run at once.
     pub(crate) abort: Mutex<Option<Box<dyn FnOnce() + Send>>>,
-    /// Who decided how the run ends (`END_*`): the run itself or the cancel route, once.
-    end: std::sync::atomic::AtomicU8,
+    /// Who decided how the run ends, the run itself or the cancel route, once: the run's
+    /// life as one value, moved only by [`super::cell::step`]'s table.
+    cell: RunCell,
 }
-
-/// `RunControl::end`: nobody has decided how the run ends yet.
-const END_OPEN: u8 = 0;
-/// The cancel route decided: the run ends cancelled.
-const END_CANCELLED: u8 = 1;
-/// The run decided its own end (its terminal event is on its way).
-const END_OWN: u8 = 2;
 
 impl RunControl {
     /// The cancel route claims the run's end. False when the run had already decided its
     /// own: the route then answers `already_terminal` and changes nothing, so its answer
     /// never contradicts the terminal event the client gets.
     pub(crate) fn claim_cancel(&self) -> bool {
-        use std::sync::atomic::Ordering::SeqCst;
-        match self
-            .end
-            .compare_exchange(END_OPEN, END_CANCELLED, SeqCst, SeqCst)
-        {
-            Ok(_) => true,
-            Err(now) => now == END_CANCELLED,
-        }
+        self.cell
+            .send(CellEvent::Cancel)
+            .contains(&Effect::CancelClaimed)
     }
 
     /// Neither the run nor a cancel has claimed the end yet.
     pub(crate) fn end_open(&self) -> bool {
-        self.end.load(std::sync::atomic::Ordering::SeqCst) == END_OPEN
+        matches!(self.cell.life(), Life::Streaming(_))
     }
 
     /// Take back a cancel's claim whose save failed: the route answered an error, so the run
     /// ends as it would have (its own end, not `CANCELLED`).
     pub(crate) fn unclaim_cancel(&self) {
-        use std::sync::atomic::Ordering::SeqCst;
-        let _ = self
-            .end
-            .compare_exchange(END_CANCELLED, END_OPEN, SeqCst, SeqCst);
+        self.cell.send(CellEvent::CancelUnsaved);
     }
 
     /// The run claims its own end. False when the cancel route claimed it first: the run
     /// then ends cancelled, whatever the kernel said last.
     pub(crate) fn claim_end(&self) -> bool {
-        use std::sync::atomic::Ordering::SeqCst;
-        match self.end.compare_exchange(END_OPEN, END_OWN, SeqCst, SeqCst) {
-            Ok(_) => true,
-            Err(now) => now == END_OWN,
-        }
+        self.cell.send(CellEvent::OwnEnd).contains(&Effect::EndOwn)
     }
 
     /// Ask the run to stop and cut its upstream reads short.
