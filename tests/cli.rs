@@ -486,6 +486,43 @@ fn healthcheck_exit_codes() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Issue 46.14: the base URL a client is given (`http://HOST:PORT`, with or without the `/`)
+/// was probed as is and got 405; `/health` under it is probed, and a URL that names `/health`
+/// keeps working.
+#[test]
+fn healthcheck_accepts_the_base_url() {
+    let dir = common::tempdir("cli-healthcheck-base");
+    let (mut child, addr) =
+        start_with_env(&[], &[("IAC_CODE_AGUI_STATE_DIR", dir.to_str().unwrap())]);
+    for url in [
+        format!("http://{addr}"),
+        format!("http://{addr}/"),
+        format!("http://{addr}/health"),
+    ] {
+        let out = bin().args(["healthcheck", &url]).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{url}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // A path that is not the server's: its own `/health` is probed, and named when it fails.
+    let out = bin()
+        .args(["healthcheck", &format!("http://{addr}/nope/")])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("http://{addr}/nope/health: status 404")),
+        "{err}"
+    );
+    child.kill().unwrap();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Regression (second red-team, fault 1): behind `--allowed-hosts` the healthcheck sent
 /// `Host: 127.0.0.1:PORT` and got 421, and it read the port only from IAC_CODE_AGUI_PORT.
 #[test]
