@@ -129,6 +129,69 @@ fn a_kernel_that_fails_to_start_exits_1_with_the_reason() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("Cannot start the local A2A process"));
 }
 
+/// The fixes every kernel-not-found line names (issue 46.5).
+fn names_the_fixes(err: &str) {
+    for fix in ["[kernel]", "a2a-sdk>=1.0.2,<1.2.1", "--a2a-url", "--demo"] {
+        assert!(err.contains(fix), "{fix}: {err}");
+    }
+    assert!(!err.contains("entity not found"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
+
+/// Issue 46.5: with no kernel installed the start-up failure read `Cannot start the local A2A
+/// process (iac-code): entity not found`; it says where iac-agui looked and how to fix it.
+#[test]
+fn no_kernel_installed_says_where_it_looked_and_the_fixes() {
+    let dir = common::tempdir("cli-no-kernel");
+    let out = bin()
+        .args(["--port", "0"])
+        .env_remove("IAC_CODE_AGUI_KERNEL_CMD")
+        .env("PATH", &dir)
+        .env("IAC_CODE_AGUI_STATE_DIR", dir.join("state"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let exe_dir = std::path::Path::new(env!("CARGO_BIN_EXE_iac-agui"))
+        .parent()
+        .unwrap();
+    assert!(err.contains("no iac-code kernel found"), "{err}");
+    assert!(
+        err.contains(&format!("beside iac-agui (in {})", exe_dir.display())),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("iac-code is not on PATH (PATH={})", dir.display())),
+        "{err}"
+    );
+    names_the_fixes(&err);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 46.5: a mistyped `IAC_CODE_AGUI_KERNEL_CMD` read the same; the line names the
+/// variable and its value.
+#[test]
+fn a_mistyped_kernel_command_names_the_variable() {
+    let dir = common::tempdir("cli-kernel-typo");
+    let out = bin()
+        .args(["--port", "0"])
+        .env("IAC_CODE_AGUI_KERNEL_CMD", "iac-cdoe --verbose")
+        .env("IAC_CODE_AGUI_STATE_DIR", dir.join("state"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "IAC_CODE_AGUI_KERNEL_CMD is \"iac-cdoe --verbose\" and iac-cdoe is not on PATH"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("unset it"), "{err}");
+    names_the_fixes(&err);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn non_loopback_kernel_urls_are_refused_at_start() {
     let out = bin()
