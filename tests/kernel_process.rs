@@ -8,8 +8,13 @@ use iac_agui::config::Environ;
 use iac_agui::kernel::process::{KernelSpec, ManagedKernel};
 
 fn spec(mode: &str) -> (KernelSpec, PathBuf) {
-    let record =
-        std::env::temp_dir().join(format!("iac-agui-stub-{}-{mode}.json", std::process::id()));
+    // One record file per call: tests of the same mode run at once.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let record = std::env::temp_dir().join(format!(
+        "iac-agui-stub-{}-{mode}-{n}.json",
+        std::process::id()
+    ));
     let _ = std::fs::remove_file(&record);
     let spec = KernelSpec {
         variable: None,
