@@ -1077,3 +1077,54 @@ fn unknown_run_input_fields_are_accepted_and_logged_at_debug() {
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 46.11: a mistyped workspace was created silently (as the reference does); it is
+/// still created, and the log says so, naming it. A workspace that exists is not reported.
+#[test]
+fn a_missing_workspace_is_created_with_a_warning_naming_it() {
+    let dir = common::tempdir("cli-created-ws");
+    let roots = dir.join("roots");
+    std::fs::create_dir_all(roots.join("project")).unwrap();
+    let roots = roots.canonicalize().unwrap();
+    let (mut child, addr, log) = start_logged(
+        &[],
+        &[
+            (
+                "IAC_CODE_AGUI_STATE_DIR",
+                dir.join("state").to_str().unwrap(),
+            ),
+            ("IAC_CODE_AGUI_ALLOWED_CWDS", roots.to_str().unwrap()),
+        ],
+    );
+    let run = |thread: &str, cwd: &std::path::Path| {
+        let body = serde_json::json!({"threadId": thread, "runId": format!("{thread}-1"),
+            "messages": [{"id": "m", "role": "user", "content": "hello"}],
+            "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "ros",
+                "cwd": cwd}}});
+        let r = common::post_json(addr, "/", &[], &serde_json::to_vec(&body).unwrap());
+        assert_eq!(r.status, 200, "{}", r.text());
+    };
+    let created = |l: &String| l.contains("created the workspace");
+    run("t-existing", &roots.join("project"));
+    let typo = roots.join("projcet");
+    run("t-typo", &typo);
+    assert!(
+        typo.is_dir(),
+        "the reference's behaviour: the workspace is created"
+    );
+    let named = format!("created the workspace {} ", typo.display());
+    assert!(
+        common::wait_until(Duration::from_secs(5), || log
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains(&named) && l.contains("WARN"))),
+        "{:?}",
+        log.lock().unwrap()
+    );
+    // Only the directory that was missing is reported.
+    assert_eq!(log.lock().unwrap().iter().filter(|l| created(l)).count(), 1);
+    child.kill().unwrap();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
