@@ -35,8 +35,8 @@ pub(crate) enum StartError {
         allow(dead_code, reason = "only a no-demo build has it")
     )]
     NoDemo,
-    /// `--default-cwd` is not an allowed workspace.
-    DefaultCwd { dir: String, reason: String },
+    /// `--default-cwd` is not an allowed workspace, in the option's terms.
+    DefaultCwd(String),
 }
 
 impl StartError {
@@ -51,14 +51,14 @@ impl std::fmt::Display for StartError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StartError::Io { doing, err } => write!(f, "cannot {doing}: {err}"),
-            StartError::Kernel(m) | StartError::State(m) | StartError::Identity(m) => {
-                f.write_str(m)
-            }
+            StartError::Kernel(m)
+            | StartError::State(m)
+            | StartError::Identity(m)
+            | StartError::DefaultCwd(m) => f.write_str(m),
             StartError::Random(e) => write!(f, "refusing to start: {e}"),
             StartError::NoDemo => {
                 f.write_str("this build has no demo kernel (built without the `demo` feature)")
             }
-            StartError::DefaultCwd { dir, reason } => write!(f, "--default-cwd {dir:?}: {reason}"),
         }
     }
 }
@@ -434,10 +434,37 @@ fn checked_default_cwd(cfg: &Config) -> Result<Option<String>, StartError> {
     };
     crate::agui::cwd::resolve_cwd(&wanted, roots, home.as_deref())
         .map(Some)
-        .map_err(|m| StartError::DefaultCwd {
-            reason: m.text(crate::i18n::Lang::En).to_string(),
-            dir: wanted.clone(),
+        .map_err(|m| {
+            StartError::DefaultCwd(format!(
+                "{}: {wanted:?} {}",
+                cfg.default_cwd_origin,
+                default_cwd_refusal(m, roots)
+            ))
         })
+}
+
+/// Why `--default-cwd` is refused, in the terms of the options (the catalog's words are the
+/// request's: `forwardedProps.iacCode.cwd`).
+fn default_cwd_refusal(m: crate::catalog::Msg, roots: &[std::path::PathBuf]) -> String {
+    use crate::catalog::Msg;
+    match m {
+        Msg::CwdOutsideRoots if roots.is_empty() => "is outside the allowed workspace roots, and \
+             there are none (IAC_CODE_AGUI_ALLOWED_CWDS names no existing directory): list a root \
+             that holds it there."
+            .into(),
+        Msg::CwdOutsideRoots => {
+            let list: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+            format!(
+                "is outside the allowed workspace roots ({}): give a directory under one of \
+                 them, or set IAC_CODE_AGUI_ALLOWED_CWDS (`:`-separated) to roots that hold it.",
+                list.join(", ")
+            )
+        }
+        Msg::CwdNotAbsolute => "must be an absolute path (or start with ~/).".into(),
+        Msg::CwdNotDirectory => "is a file, not a directory.".into(),
+        Msg::CwdCreateFailed => "does not exist and cannot be created.".into(),
+        _ => "cannot be resolved to a directory.".into(),
+    }
 }
 
 /// The allowed workspace roots, with a warning when one is `/` (every absolute path would be

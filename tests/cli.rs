@@ -1128,3 +1128,76 @@ fn a_missing_workspace_is_created_with_a_warning_naming_it() {
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 46.10: a configuration error names where the value came from — the flag, the
+/// environment variable, or the config file and its line — and shows the value as written.
+#[test]
+fn configuration_errors_name_the_flag_the_variable_or_the_file_and_line() {
+    let dir = common::tempdir("cli-config-source");
+    let file = dir.join("agui.yaml");
+    std::fs::write(&file, "# iac-agui\nport: 0\nheartbeat-interval: 2.0x\n").unwrap();
+    let f = file.to_str().unwrap();
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], String);
+    let cases: [Case; 3] = [
+        (
+            &["--heartbeat-interval", "2.0x"],
+            &[],
+            "--heartbeat-interval must be a number of seconds, not \"2.0x\".".into(),
+        ),
+        (
+            &[],
+            &[("IAC_CODE_AGUI_PROTOCOL", "2.0")],
+            "IAC_CODE_AGUI_PROTOCOL must be 0.1 or 1.0, not \"2.0\".".into(),
+        ),
+        (
+            &["--config", f],
+            &[],
+            format!(
+                "heartbeat_interval (config file {f}, line 3) must be a number of seconds, \
+                 not 2.0x."
+            ),
+        ),
+    ];
+    for (args, env, said) in cases {
+        let out = bin().args(args).envs(env.iter().copied()).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?} {env:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim_end(), format!("iac-agui: {said}"));
+    }
+    // The value as written: `2.0` in the file, not `2`.
+    std::fs::write(&file, "agui_protocol: 2.0\n").unwrap();
+    let out = bin().args(["--config", f]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim_end(),
+        format!("iac-agui: agui_protocol (config file {f}, line 1) must be 0.1 or 1.0, not 2.0.")
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 46.10: `--default-cwd` outside the roots was explained in a request's terms
+/// (`forwardedProps.iacCode.cwd`); it is told as the option and the roots it must lie under.
+#[test]
+fn a_default_cwd_outside_the_roots_is_explained_in_option_terms() {
+    let dir = common::tempdir("cli-default-cwd-terms");
+    let root = dir.canonicalize().unwrap();
+    let out = bin()
+        .args(["--port", "0", "--demo"])
+        .env("IAC_CODE_AGUI_DEFAULT_CWD", "/etc")
+        .env("IAC_CODE_AGUI_ALLOWED_CWDS", &root)
+        .env("IAC_CODE_AGUI_STATE_DIR", root.join("state"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "IAC_CODE_AGUI_DEFAULT_CWD: \"/etc\" is outside the allowed workspace roots ({}): ",
+            root.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("IAC_CODE_AGUI_ALLOWED_CWDS"), "{err}");
+    assert!(!err.contains("forwardedProps"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
