@@ -35,8 +35,8 @@ pub(crate) enum StartError {
         allow(dead_code, reason = "only a no-demo build has it")
     )]
     NoDemo,
-    /// `--default-cwd` is not an allowed workspace.
-    DefaultCwd { dir: String, reason: String },
+    /// `--default-cwd` is not an allowed workspace, in the option's terms.
+    DefaultCwd(String),
 }
 
 impl StartError {
@@ -51,14 +51,14 @@ impl std::fmt::Display for StartError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StartError::Io { doing, err } => write!(f, "cannot {doing}: {err}"),
-            StartError::Kernel(m) | StartError::State(m) | StartError::Identity(m) => {
-                f.write_str(m)
-            }
+            StartError::Kernel(m)
+            | StartError::State(m)
+            | StartError::Identity(m)
+            | StartError::DefaultCwd(m) => f.write_str(m),
             StartError::Random(e) => write!(f, "refusing to start: {e}"),
             StartError::NoDemo => {
                 f.write_str("this build has no demo kernel (built without the `demo` feature)")
             }
-            StartError::DefaultCwd { dir, reason } => write!(f, "--default-cwd {dir:?}: {reason}"),
         }
     }
 }
@@ -92,7 +92,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let env = config::Environ::capture();
     if args.peek().is_some_and(|a| a == "healthcheck") {
         args.next();
-        return healthcheck(args, &env);
+        return crate::healthcheck::main(args, &env);
     }
     let cfg = match config::parse(args, &env) {
         Ok(Command::Serve(c)) => {
@@ -142,89 +142,6 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             crate::logging::fatal(&e);
-            ExitCode::from(EXIT_FAILURE)
-        }
-    }
-}
-
-/// The health URL of the server that `args` (the server's own options: flags, environment,
-/// `--config`) describe: its port on loopback, or on its address when it listens on one.
-fn health_url(args: Vec<OsString>, env: &config::Environ) -> Result<String, String> {
-    let cfg = match config::parse(args, env) {
-        Ok(Command::Serve(c)) => c,
-        Ok(_) => return Err("options only, no --help or --version".into()),
-        Err(e) => return Err(e.to_string()),
-    };
-    if cfg.port == 0 {
-        return Err("the server's port is 0 (any free port): give the URL".into());
-    }
-    let host = match cfg.host.parse::<std::net::IpAddr>() {
-        Ok(ip) if ip.is_unspecified() && ip.is_ipv6() => "[::1]".to_string(),
-        Ok(ip) if ip.is_unspecified() => "127.0.0.1".to_string(),
-        Ok(std::net::IpAddr::V6(ip)) => format!("[{ip}]"),
-        Ok(ip) => ip.to_string(),
-        Err(_) => cfg.host.clone(),
-    };
-    Ok(format!("http://{host}:{}/health", cfg.port))
-}
-
-/// `iac-agui healthcheck [URL] [server options]`: GET the health endpoint (by default the one
-/// of the server the same options, environment and `--config` describe) and exit 0 on 200,
-/// else 1. For container health checks in an image without a shell or curl. `/health` is
-/// answered whatever the `Host`, so `--allowed-hosts` does not get in the way.
-fn healthcheck(args: impl Iterator<Item = OsString>, env: &config::Environ) -> ExitCode {
-    use std::io::{Read, Write};
-    let mut args: Vec<OsString> = args.collect();
-    let given = args
-        .first()
-        .and_then(|a| a.to_str())
-        .filter(|a| !a.starts_with('-'))
-        .map(str::to_string);
-    if given.is_some() {
-        args.remove(0);
-    }
-    let url = match given.map_or_else(|| health_url(args, env), Ok) {
-        Ok(u) => u,
-        Err(e) => {
-            eprintln!("iac-agui healthcheck: {e}");
-            return ExitCode::from(EXIT_USAGE);
-        }
-    };
-    let check = || -> Result<u16, String> {
-        let (authority, path) =
-            crate::authority::http_url(&url).ok_or("only http:// URLs are supported")?;
-        let path = if path.is_empty() { "/health" } else { path };
-        let addr = authority
-            .to_socket_addrs()
-            .map_err(|e| format!("{authority}: {e}"))?
-            .next()
-            .ok_or("no address")?;
-        let timeout = std::time::Duration::from_secs(3);
-        let mut s =
-            std::net::TcpStream::connect_timeout(&addr, timeout).map_err(|e| e.to_string())?;
-        let _ = s.set_read_timeout(Some(timeout));
-        let _ = s.set_write_timeout(Some(timeout));
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
-        )
-        .map_err(|e| e.to_string())?;
-        let mut head = [0u8; 64];
-        let n = s.read(&mut head).map_err(|e| e.to_string())?;
-        let line = String::from_utf8_lossy(&head[..n]);
-        line.split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .ok_or_else(|| "not an HTTP answer".to_string())
-    };
-    match check() {
-        Ok(200) => ExitCode::SUCCESS,
-        Ok(status) => {
-            eprintln!("iac-agui healthcheck: {url}: status {status}");
-            ExitCode::from(EXIT_FAILURE)
-        }
-        Err(e) => {
-            eprintln!("iac-agui healthcheck: {url}: {e}");
             ExitCode::from(EXIT_FAILURE)
         }
     }
@@ -514,10 +431,37 @@ fn checked_default_cwd(cfg: &Config) -> Result<Option<String>, StartError> {
     };
     crate::agui::cwd::resolve_cwd(&wanted, roots, home.as_deref())
         .map(Some)
-        .map_err(|m| StartError::DefaultCwd {
-            reason: m.text(crate::i18n::Lang::En).to_string(),
-            dir: wanted.clone(),
+        .map_err(|m| {
+            StartError::DefaultCwd(format!(
+                "{}: {wanted:?} {}",
+                cfg.default_cwd_origin,
+                default_cwd_refusal(m, roots)
+            ))
         })
+}
+
+/// Why `--default-cwd` is refused, in the terms of the options (the catalog's words are the
+/// request's: `forwardedProps.iacCode.cwd`).
+fn default_cwd_refusal(m: crate::catalog::Msg, roots: &[std::path::PathBuf]) -> String {
+    use crate::catalog::Msg;
+    match m {
+        Msg::CwdOutsideRoots if roots.is_empty() => "is outside the allowed workspace roots, and \
+             there are none (IAC_CODE_AGUI_ALLOWED_CWDS names no existing directory): list a root \
+             that holds it there."
+            .into(),
+        Msg::CwdOutsideRoots => {
+            let list: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+            format!(
+                "is outside the allowed workspace roots ({}): give a directory under one of \
+                 them, or set IAC_CODE_AGUI_ALLOWED_CWDS (`:`-separated) to roots that hold it.",
+                list.join(", ")
+            )
+        }
+        Msg::CwdNotAbsolute => "must be an absolute path (or start with ~/).".into(),
+        Msg::CwdNotDirectory => "is a file, not a directory.".into(),
+        Msg::CwdCreateFailed => "does not exist and cannot be created.".into(),
+        _ => "cannot be resolved to a directory.".into(),
+    }
 }
 
 /// The allowed workspace roots, with a warning when one is `/` (every absolute path would be

@@ -16,6 +16,7 @@ pub mod clock;
 pub mod config;
 pub(crate) mod console;
 pub mod errors;
+pub(crate) mod healthcheck;
 pub mod history;
 pub mod i18n;
 pub(crate) mod ids;

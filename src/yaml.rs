@@ -25,8 +25,27 @@ impl Scalar {
     }
 }
 
+/// One key's value, with how and where it was written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub value: Scalar,
+    /// The text after `key:`, blanks and comment cut (`2.0`, `'abc'`): what an error quotes,
+    /// and what a number given to a text setting is read as.
+    pub raw: String,
+    /// The line it is on (from 1).
+    pub line: usize,
+}
+
 /// Parse the whole file. Keys have `-` normalised to `_` like the reference.
 pub fn parse_flat(text: &str) -> Result<BTreeMap<String, Scalar>, String> {
+    Ok(parse_entries(text)?
+        .into_iter()
+        .map(|(k, e)| (k, e.value))
+        .collect())
+}
+
+/// [`parse_flat`] with each value's text and line; a key given twice is its last line.
+pub fn parse_entries(text: &str) -> Result<BTreeMap<String, Entry>, String> {
     let mut map = BTreeMap::new();
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (n, raw) in text.lines().enumerate() {
@@ -56,8 +75,14 @@ pub fn parse_flat(text: &str) -> Result<BTreeMap<String, Scalar>, String> {
         if key.is_empty() {
             return Err(format!("line {line_no}: empty key"));
         }
-        let value = parse_scalar(value.trim()).map_err(|e| format!("line {line_no}: {e}"))?;
-        map.insert(key.replace('-', "_"), value);
+        let raw = value.trim();
+        let value = parse_scalar(raw).map_err(|e| format!("line {line_no}: {e}"))?;
+        let entry = Entry {
+            value,
+            raw: raw.to_string(),
+            line: line_no,
+        };
+        map.insert(key.replace('-', "_"), entry);
     }
     Ok(map)
 }
@@ -202,6 +227,21 @@ mod tests {
         assert_eq!(m["idle_shutdown"], Scalar::Float(1.5));
         assert_eq!(m["auth_token"], Scalar::Str("a#b".into()));
         assert_eq!(m["empty"], Scalar::Null);
+    }
+
+    #[test]
+    fn entries_keep_the_text_and_line_as_written() {
+        let m = parse_entries("# c\nport: 2.0   # two\n\nhost: '0123'\nmax-runs: 1_000\n").unwrap();
+        assert_eq!(
+            m["port"],
+            Entry {
+                value: Scalar::Float(2.0),
+                raw: "2.0".into(),
+                line: 2
+            }
+        );
+        assert_eq!((m["host"].raw.as_str(), m["host"].line), ("'0123'", 4));
+        assert_eq!(m["max_runs"].raw, "1_000");
     }
 
     #[test]

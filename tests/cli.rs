@@ -129,6 +129,69 @@ fn a_kernel_that_fails_to_start_exits_1_with_the_reason() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("Cannot start the local A2A process"));
 }
 
+/// The fixes every kernel-not-found line names (issue 46.5).
+fn names_the_fixes(err: &str) {
+    for fix in ["[kernel]", "a2a-sdk>=1.0.2,<1.2.1", "--a2a-url", "--demo"] {
+        assert!(err.contains(fix), "{fix}: {err}");
+    }
+    assert!(!err.contains("entity not found"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
+
+/// Issue 46.5: with no kernel installed the start-up failure read `Cannot start the local A2A
+/// process (iac-code): entity not found`; it says where iac-agui looked and how to fix it.
+#[test]
+fn no_kernel_installed_says_where_it_looked_and_the_fixes() {
+    let dir = common::tempdir("cli-no-kernel");
+    let out = bin()
+        .args(["--port", "0"])
+        .env_remove("IAC_CODE_AGUI_KERNEL_CMD")
+        .env("PATH", &dir)
+        .env("IAC_CODE_AGUI_STATE_DIR", dir.join("state"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let exe_dir = std::path::Path::new(env!("CARGO_BIN_EXE_iac-agui"))
+        .parent()
+        .unwrap();
+    assert!(err.contains("no iac-code kernel found"), "{err}");
+    assert!(
+        err.contains(&format!("beside iac-agui (in {})", exe_dir.display())),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("iac-code is not on PATH (PATH={})", dir.display())),
+        "{err}"
+    );
+    names_the_fixes(&err);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 46.5: a mistyped `IAC_CODE_AGUI_KERNEL_CMD` read the same; the line names the
+/// variable and its value.
+#[test]
+fn a_mistyped_kernel_command_names_the_variable() {
+    let dir = common::tempdir("cli-kernel-typo");
+    let out = bin()
+        .args(["--port", "0"])
+        .env("IAC_CODE_AGUI_KERNEL_CMD", "iac-cdoe --verbose")
+        .env("IAC_CODE_AGUI_STATE_DIR", dir.join("state"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "IAC_CODE_AGUI_KERNEL_CMD is \"iac-cdoe --verbose\" and iac-cdoe is not on PATH"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("unset it"), "{err}");
+    names_the_fixes(&err);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn non_loopback_kernel_urls_are_refused_at_start() {
     let out = bin()
@@ -521,6 +584,43 @@ fn healthcheck_exit_codes() {
     let down = bin().args(["healthcheck", &url]).output().unwrap();
     assert_eq!(down.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&down.stderr).contains("healthcheck"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 46.14: the base URL a client is given (`http://HOST:PORT`, with or without the `/`)
+/// was probed as is and got 405; `/health` under it is probed, and a URL that names `/health`
+/// keeps working.
+#[test]
+fn healthcheck_accepts_the_base_url() {
+    let dir = common::tempdir("cli-healthcheck-base");
+    let (mut child, addr) =
+        start_with_env(&[], &[("IAC_CODE_AGUI_STATE_DIR", dir.to_str().unwrap())]);
+    for url in [
+        format!("http://{addr}"),
+        format!("http://{addr}/"),
+        format!("http://{addr}/health"),
+    ] {
+        let out = bin().args(["healthcheck", &url]).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{url}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // A path that is not the server's: its own `/health` is probed, and named when it fails.
+    let out = bin()
+        .args(["healthcheck", &format!("http://{addr}/nope/")])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("http://{addr}/nope/health: status 404")),
+        "{err}"
+    );
+    child.kill().unwrap();
+    let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -1013,5 +1113,129 @@ fn unknown_run_input_fields_are_accepted_and_logged_at_debug() {
     assert!(common::wait_until(Duration::from_secs(5), logged));
     child.kill().unwrap();
     let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 46.11: a mistyped workspace was created silently (as the reference does); it is
+/// still created, and the log says so, naming it. A workspace that exists is not reported.
+#[test]
+fn a_missing_workspace_is_created_with_a_warning_naming_it() {
+    let dir = common::tempdir("cli-created-ws");
+    let roots = dir.join("roots");
+    std::fs::create_dir_all(roots.join("project")).unwrap();
+    let roots = roots.canonicalize().unwrap();
+    let (mut child, addr, log) = start_logged(
+        &[],
+        &[
+            (
+                "IAC_CODE_AGUI_STATE_DIR",
+                dir.join("state").to_str().unwrap(),
+            ),
+            ("IAC_CODE_AGUI_ALLOWED_CWDS", roots.to_str().unwrap()),
+        ],
+    );
+    let run = |thread: &str, cwd: &std::path::Path| {
+        let body = serde_json::json!({"threadId": thread, "runId": format!("{thread}-1"),
+            "messages": [{"id": "m", "role": "user", "content": "hello"}],
+            "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "ros",
+                "cwd": cwd}}});
+        let r = common::post_json(addr, "/", &[], &serde_json::to_vec(&body).unwrap());
+        assert_eq!(r.status, 200, "{}", r.text());
+    };
+    let created = |l: &String| l.contains("created the workspace");
+    run("t-existing", &roots.join("project"));
+    let typo = roots.join("projcet");
+    run("t-typo", &typo);
+    assert!(
+        typo.is_dir(),
+        "the reference's behaviour: the workspace is created"
+    );
+    let named = format!("created the workspace {} ", typo.display());
+    assert!(
+        common::wait_until(Duration::from_secs(5), || log
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains(&named) && l.contains("WARN"))),
+        "{:?}",
+        log.lock().unwrap()
+    );
+    // Only the directory that was missing is reported.
+    assert_eq!(log.lock().unwrap().iter().filter(|l| created(l)).count(), 1);
+    child.kill().unwrap();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 46.10: a configuration error names where the value came from — the flag, the
+/// environment variable, or the config file and its line — and shows the value as written.
+#[test]
+fn configuration_errors_name_the_flag_the_variable_or_the_file_and_line() {
+    let dir = common::tempdir("cli-config-source");
+    let file = dir.join("agui.yaml");
+    std::fs::write(&file, "# iac-agui\nport: 0\nheartbeat-interval: 2.0x\n").unwrap();
+    let f = file.to_str().unwrap();
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], String);
+    let cases: [Case; 3] = [
+        (
+            &["--heartbeat-interval", "2.0x"],
+            &[],
+            "--heartbeat-interval must be a number of seconds, not \"2.0x\".".into(),
+        ),
+        (
+            &[],
+            &[("IAC_CODE_AGUI_PROTOCOL", "2.0")],
+            "IAC_CODE_AGUI_PROTOCOL must be 0.1 or 1.0, not \"2.0\".".into(),
+        ),
+        (
+            &["--config", f],
+            &[],
+            format!(
+                "heartbeat_interval (config file {f}, line 3) must be a number of seconds, \
+                 not 2.0x."
+            ),
+        ),
+    ];
+    for (args, env, said) in cases {
+        let out = bin().args(args).envs(env.iter().copied()).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?} {env:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim_end(), format!("iac-agui: {said}"));
+    }
+    // The value as written: `2.0` in the file, not `2`.
+    std::fs::write(&file, "agui_protocol: 2.0\n").unwrap();
+    let out = bin().args(["--config", f]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim_end(),
+        format!("iac-agui: agui_protocol (config file {f}, line 1) must be 0.1 or 1.0, not 2.0.")
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 46.10: `--default-cwd` outside the roots was explained in a request's terms
+/// (`forwardedProps.iacCode.cwd`); it is told as the option and the roots it must lie under.
+#[test]
+fn a_default_cwd_outside_the_roots_is_explained_in_option_terms() {
+    let dir = common::tempdir("cli-default-cwd-terms");
+    let root = dir.canonicalize().unwrap();
+    let out = bin()
+        .args(["--port", "0", "--demo"])
+        .env("IAC_CODE_AGUI_DEFAULT_CWD", "/etc")
+        .env("IAC_CODE_AGUI_ALLOWED_CWDS", &root)
+        .env("IAC_CODE_AGUI_STATE_DIR", root.join("state"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "IAC_CODE_AGUI_DEFAULT_CWD: \"/etc\" is outside the allowed workspace roots ({}): ",
+            root.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("IAC_CODE_AGUI_ALLOWED_CWDS"), "{err}");
+    assert!(!err.contains("forwardedProps"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -8,10 +8,16 @@ use iac_agui::config::Environ;
 use iac_agui::kernel::process::{KernelSpec, ManagedKernel};
 
 fn spec(mode: &str) -> (KernelSpec, PathBuf) {
-    let record =
-        std::env::temp_dir().join(format!("iac-agui-stub-{}-{mode}.json", std::process::id()));
+    // One record file per call: tests of the same mode run at once.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let record = std::env::temp_dir().join(format!(
+        "iac-agui-stub-{}-{mode}-{n}.json",
+        std::process::id()
+    ));
     let _ = std::fs::remove_file(&record);
     let spec = KernelSpec {
+        variable: None,
         command: vec![
             "env".into(),
             format!("STUB_MODE={mode}"),
@@ -141,6 +147,7 @@ fn a_child_ignoring_sigterm_is_killed_after_the_grace_period() {
 fn a_missing_program_is_a_clear_error() {
     let spec = KernelSpec {
         command: vec!["/nonexistent/iac-code".into()],
+        variable: None,
         startup_timeout: Duration::from_secs(1),
         stop_grace: Duration::from_millis(100),
         launcher: None,

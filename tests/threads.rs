@@ -36,6 +36,33 @@ fn messages(p: &Procs, thread: &str, query: &str) -> Value {
     r.json()
 }
 
+/// Issue 46.13: a deleted thread was answered `HTTP/1.1 204 Unknown`; the bytes on the wire
+/// are the standard status line, with no body and no Content-Length (RFC 9110 §8.6), and
+/// the connection serves the next request.
+#[test]
+fn a_delete_is_answered_204_no_content_on_the_wire() {
+    use std::io::Read;
+    let p = start("threads-204", &[]);
+    run(&p, "gone", "g1", "hello");
+    let mut s = TcpStream::connect(p.addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    s.write_all(&request("DELETE", "/threads/gone", &[], b""))
+        .unwrap();
+    s.write_all(&request("GET", "/health", &[("Connection", "close")], b""))
+        .unwrap();
+    let mut wire = Vec::new();
+    s.read_to_end(&mut wire).unwrap();
+    let wire = String::from_utf8_lossy(&wire);
+    let (first, rest) = wire.split_once("\r\n\r\n").expect("a head");
+    assert!(first.starts_with("HTTP/1.1 204 No Content\r\n"), "{wire}");
+    assert!(
+        !first.to_ascii_lowercase().contains("content-length"),
+        "{wire}"
+    );
+    assert!(rest.starts_with("HTTP/1.1 200 OK\r\n"), "{wire}");
+}
+
 #[test]
 fn a_threads_conversation_is_listed_paged_and_deleted() {
     let p = start("threads-basic", &[]);

@@ -108,7 +108,16 @@ pub(crate) fn resolve_cwd(raw: &str, roots: &[PathBuf], home: Option<&str>) -> R
     match std::fs::metadata(&resolved) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => return Err(Msg::CwdNotDirectory),
-        Err(_) => std::fs::create_dir_all(&resolved).map_err(|_| Msg::CwdCreateFailed)?,
+        Err(_) => {
+            std::fs::create_dir_all(&resolved).map_err(|_| Msg::CwdCreateFailed)?;
+            // The reference creates it silently; a mistyped path then becomes a new, empty
+            // workspace with nothing to tell why the agent sees no files.
+            log::warn!(
+                "created the workspace {} (it did not exist; if the path is mistyped, the run \
+                 works in this new, empty directory)",
+                resolved.display()
+            );
+        }
     }
     resolved
         .into_os_string()

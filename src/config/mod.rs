@@ -124,6 +124,8 @@ pub(crate) struct Config {
     pub(crate) replay_retention: Duration,
     /// The workspace of requests without `forwardedProps.iacCode` (generic AG-UI clients).
     pub(crate) default_cwd: Option<String>,
+    /// Where `default_cwd` was set (`--default-cwd`, the variable, or the file and line).
+    pub(crate) default_cwd_origin: String,
     /// How long a drain lets running runs finish (0: stop at once).
     pub(crate) shutdown_grace: Duration,
     /// Serve the browser console at `/console` (`--console`, implied by `--demo`).
@@ -172,6 +174,7 @@ impl Default for Config {
             disconnect_grace: limits::DISCONNECT_GRACE,
             replay_retention: limits::REPLAY_RETENTION,
             default_cwd: None,
+            default_cwd_origin: "--default-cwd".into(),
             shutdown_grace: limits::SHUTDOWN_GRACE,
             console: false,
             warnings: Vec::new(),
@@ -253,16 +256,37 @@ pub(crate) fn parse(
         None => BTreeMap::new(),
     };
     let env_of = |k: &str| env(k).filter(|v| !v.is_empty());
-    let env_of_key = |key: &str| options::option(key).and_then(|o| o.env).and_then(env_of);
+    // The variable's name with its value: an error names the variable, not the flag.
+    let env_of_key = |key: &str| {
+        let name = options::option(key).and_then(|o| o.env)?;
+        Some((name, env_of(name)?))
+    };
+    let in_file = |key: &str| -> Option<Given> {
+        let e = file.get(key).filter(|e| e.value != Scalar::Null)?;
+        let path = config_path.as_deref().unwrap_or(std::path::Path::new(""));
+        Some(Given {
+            value: e.value.clone(),
+            written: e.raw.clone(),
+            origin: format!("{key} (config file {}, line {})", path.display(), e.line),
+            in_file: true,
+        })
+    };
     // flag > env > config > default, per key.
-    let pick = |key: &str| -> Option<Scalar> {
+    let pick = |key: &str| -> Option<Given> {
         if let Some(v) = flags.get(key) {
-            return Some(Scalar::Str(v.clone()));
+            return Some(Given::text(flag_name(key), v));
         }
-        if let Some(v) = env_of_key(key) {
-            return Some(Scalar::Str(v));
+        if let Some((name, v)) = env_of_key(key) {
+            return Some(Given::text(name.to_string(), &v));
         }
-        file.get(key).filter(|v| **v != Scalar::Null).cloned()
+        in_file(key)
+    };
+    // Where a switch or setting that is set came from, for errors about combinations.
+    let origin = |key: &str| {
+        if switches.contains(key) {
+            return flag_name(key);
+        }
+        pick(key).map_or_else(|| flag_name(key), |g| g.origin)
     };
 
     let mut c = Config::default();
@@ -283,100 +307,103 @@ pub(crate) fn parse(
         );
     }
     if let Some(v) = pick("log_format") {
-        let s = as_string("log_format", v)?;
+        let s = as_string(&v)?;
         c.log_format = crate::logging::LogFormat::parse(&s)
-            .ok_or_else(|| ConfigError(format!("--log-format must be text or json, not {s:?}.")))?;
+            .ok_or_else(|| v.err(format_args!("must be text or json, not {}.", v.shown())))?;
     }
     if let Some(v) = pick("allowed_hosts") {
-        let s = as_string("allowed_hosts", v)?;
+        let s = as_string(&v)?;
         let names: Vec<String> = s
             .split(',')
             .map(|n| n.trim().to_string())
             .filter(|n| !n.is_empty())
             .collect();
         if names.is_empty() {
-            return Err(ConfigError(
-                "--allowed-hosts needs at least one host name (or *).".into(),
-            ));
+            return Err(v.err(format_args!(
+                "needs at least one host name (or *), not {}.",
+                v.shown()
+            )));
         }
         c.allowed_hosts = Some(names);
     }
     if let Some(v) = pick("host") {
-        c.host = as_string("host", v)?;
+        c.host = as_string(&v)?;
     }
     if let Some(v) = pick("port") {
-        let n = as_int("port", v)?;
-        c.port = u16::try_from(n)
-            .map_err(|_| ConfigError("--port must be between 0 and 65535.".into()))?;
+        c.port = as_port(&v)?;
     }
     if let Some(v) = pick("a2a_url") {
-        c.a2a_url = Some(as_string("a2a_url", v)?);
+        let url = as_string(&v)?;
+        let url = crate::a2a::client::loopback_base_url(&url)
+            // Not quoted: a URL may carry credentials.
+            .map_err(|e| v.err(format_args!("cannot be used: {e}")))?;
+        c.a2a_url = Some(url);
     }
     if let Some(v) = pick("state_dir") {
-        let s = as_string("state_dir", v)?;
+        let s = as_string(&v)?;
         if !s.trim().is_empty() {
             c.state_dir = Some(PathBuf::from(s.trim()));
         }
     }
     if let Some(v) = pick("idle_shutdown") {
-        c.idle_shutdown = as_seconds("idle_shutdown", v, true)?;
+        c.idle_shutdown = as_seconds(&v, true)?;
     }
     if let Some(v) = pick("agui_protocol") {
-        let s = as_string("agui_protocol", v)?;
-        c.agui_protocol = AguiProtocol::parse(&s).ok_or_else(|| {
-            ConfigError(format!("--agui-protocol must be 0.1 or 1.0, not {s:?}."))
-        })?;
+        let s = as_string(&v)?;
+        c.agui_protocol = AguiProtocol::parse(&s)
+            .ok_or_else(|| v.err(format_args!("must be 0.1 or 1.0, not {}.", v.shown())))?;
     }
     if let Some(v) = pick("heartbeat_interval") {
-        c.heartbeat_interval = as_seconds("heartbeat_interval", v, false)?;
+        c.heartbeat_interval = as_seconds(&v, false)?;
     }
     if let Some(v) = pick("max_connections") {
-        c.max_connections = as_count("max_connections", v)?;
+        c.max_connections = as_count(&v)?;
     }
     if let Some(v) = pick("max_runs") {
-        c.max_runs = as_count("max_runs", v)?;
+        c.max_runs = as_count(&v)?;
     }
     if let Some(v) = pick("output_budget") {
-        c.output_budget = as_count("output_budget", v)?;
+        c.output_budget = as_count(&v)?;
     }
     if let Some(v) = pick("disconnect_grace") {
-        c.disconnect_grace = as_seconds("disconnect_grace", v, true)?;
+        c.disconnect_grace = as_seconds(&v, true)?;
     }
     if let Some(v) = pick("shutdown_grace") {
-        c.shutdown_grace = as_seconds("shutdown_grace", v, true)?;
+        c.shutdown_grace = as_seconds(&v, true)?;
     }
     if let Some(v) = pick("replay_retention") {
-        c.replay_retention = as_seconds("replay_retention", v, true)?;
+        c.replay_retention = as_seconds(&v, true)?;
     }
     if let Some(v) = pick("default_cwd") {
-        let s = as_string("default_cwd", v)?;
+        let s = as_string(&v)?;
         if !s.is_empty() {
             c.default_cwd = Some(s);
+            c.default_cwd_origin = v.origin;
         }
     }
     if let Some(v) = pick("history_max_messages") {
-        c.history.max_messages = as_count("history_max_messages", v)?;
+        c.history.max_messages = as_count(&v)?;
     }
     if let Some(v) = pick("history_max_bytes") {
-        c.history.max_bytes = as_count("history_max_bytes", v)?;
+        c.history.max_bytes = as_count(&v)?;
     }
     if let Some(v) = pick("thread_retention") {
-        c.thread_retention = as_seconds("thread_retention", v, true)?;
+        c.thread_retention = as_seconds(&v, true)?;
     }
     if let Some(v) = pick("caller_max_runs") {
-        c.caller_limits.max_runs = as_quota("caller_max_runs", v)?;
+        c.caller_limits.max_runs = as_quota(&v)?;
     }
     if let Some(v) = pick("caller_rate") {
-        c.caller_limits.rate_per_min = as_quota("caller_rate", v)?;
+        c.caller_limits.rate_per_min = as_quota(&v)?;
     }
     if let Some(v) = pick("auth_tokens_file") {
-        let s = as_string("auth_tokens_file", v)?;
+        let s = as_string(&v)?;
         if !s.trim().is_empty() {
             c.auth_tokens_file = Some(PathBuf::from(s.trim()));
         }
     }
     if let Some(v) = pick("identity_header") {
-        let s = as_string("identity_header", v)?;
+        let s = as_string(&v)?;
         let name = s.trim().to_ascii_lowercase();
         // An RFC 9110 token; the headers that carry credentials or routing are not names.
         let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
@@ -387,81 +414,73 @@ pub(crate) fn parse(
                 "authorization" | "host" | "cookie" | "content-type"
             )
         {
-            return Err(ConfigError(format!(
-                "--identity-header must be a header name such as X-Forwarded-User, not {s:?}."
+            return Err(v.err(format_args!(
+                "must be a header name such as X-Forwarded-User, not {}.",
+                v.shown()
             )));
         }
         c.identity_header = Some(name);
     }
     c.trust_identity_header =
-        trust_identity_header || file_bool(&file, "trust_identity_header")?.unwrap_or(false);
+        trust_identity_header || file_bool(in_file("trust_identity_header"))?.unwrap_or(false);
     if let Some(v) = pick("metrics_principals") {
-        let s = as_string("metrics_principals", v)?;
+        let s = as_string(&v)?;
         for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
             let caller = crate::principal::Caller::named(name.as_bytes()).map_err(|_| {
-                ConfigError(format!(
-                    "--metrics-principals takes principal names (comma-separated), not {name:?}."
+                v.err(format_args!(
+                    "takes principal names (comma-separated), not {name:?}."
                 ))
             })?;
             c.metrics_principals.push(caller);
         }
         if c.auth_tokens_file.is_none() && c.identity_header.is_none() {
-            return Err(ConfigError(
-                "--metrics-principals names callers, but callers are not told apart: it needs \
-                 --auth-tokens-file or --identity-header."
-                    .into(),
+            return Err(v.err(
+                "names callers, but callers are not told apart: it needs --auth-tokens-file \
+                 or --identity-header.",
             ));
         }
     }
     if let Some(v) = pick("a2a_idle_timeout") {
-        c.a2a_idle_timeout = as_seconds("a2a_idle_timeout", v, false)?;
+        c.a2a_idle_timeout = as_seconds(&v, false)?;
     }
     if let Some(v) = flags.get("demo_kernel_only") {
-        let n = as_int("demo_kernel_only", Scalar::Str(v.clone()))?;
-        c.demo_kernel_only = Some(
-            u16::try_from(n)
-                .map_err(|_| ConfigError("--demo-kernel-only takes a port (0-65535).".into()))?,
-        );
-    }
-    if let Some(url) = &c.a2a_url {
-        c.a2a_url = Some(crate::a2a::client::loopback_base_url(url).map_err(ConfigError)?);
+        c.demo_kernel_only = Some(as_port(&Given::text(flag_name("demo_kernel_only"), v))?);
     }
     // Secrets: environment first, then the file; never a flag (flags show up in `ps`).
     let secret = |key: &str| {
         env_of_key(key)
-            .map(Ok)
-            .or_else(|| {
-                file.get(key)
-                    .filter(|v| **v != Scalar::Null)
-                    .cloned()
-                    .map(|v| as_string(key, v))
-            })
+            .map(|(_, v)| Ok(v))
+            .or_else(|| in_file(key).map(|v| as_string(&v)))
             .transpose()
     };
     c.auth_token = secret("auth_token")?;
     if c.auth_tokens_file.is_some() && c.identity_header.is_some() {
-        return Err(ConfigError(
-            "--auth-tokens-file and --identity-header cannot be combined: pick one way to \
-             name callers."
-                .into(),
-        ));
+        return Err(ConfigError(format!(
+            "{} and {} cannot be combined: pick one way to name callers.",
+            origin("auth_tokens_file"),
+            origin("identity_header")
+        )));
     }
     if c.auth_tokens_file.is_some() && c.auth_token.as_deref().is_some_and(|t| !t.is_empty()) {
-        return Err(ConfigError(
-            "--auth-tokens-file and IAC_CODE_AGUI_AUTH_TOKEN cannot be combined: give the \
-             shared token a line of its own in the tokens file."
-                .into(),
-        ));
+        let token = match env_of_key("auth_token") {
+            Some((name, _)) => name.to_string(),
+            None => in_file("auth_token").map_or_else(String::new, |g| g.origin),
+        };
+        return Err(ConfigError(format!(
+            "{} and {token} cannot be combined: give the shared token a line of its own in \
+             the tokens file.",
+            origin("auth_tokens_file")
+        )));
     }
     c.a2a_token = secret("a2a_token")?;
     c.metrics_token = secret("metrics_token")?;
-    c.debug = debug || file_bool(&file, "debug")?.unwrap_or(false);
+    c.debug = debug || file_bool(in_file("debug"))?.unwrap_or(false);
     c.log_stdout = match log_stdout {
         Some(b) => b,
-        None => file_bool(&file, "log_stdout")?.unwrap_or(false),
+        None => file_bool(in_file("log_stdout"))?.unwrap_or(false),
     };
-    c.demo = demo || file_bool(&file, "demo")?.unwrap_or(false);
-    let console_env = env_of_key("console").map(|v| {
+    c.demo = demo || file_bool(in_file("demo"))?.unwrap_or(false);
+    let console_env = env_of_key("console").map(|(_, v)| {
         matches!(
             v.trim().to_ascii_lowercase().as_str(),
             "1" | "true" | "yes" | "on"
@@ -469,16 +488,18 @@ pub(crate) fn parse(
     });
     c.console = console
         || console_env.unwrap_or(false)
-        || file_bool(&file, "console")?.unwrap_or(false)
+        || file_bool(in_file("console"))?.unwrap_or(false)
         || c.demo;
     // The demo is where the console's reload-and-re-attach is tried: give runs a grace.
     if c.demo && pick("disconnect_grace").is_none() {
         c.disconnect_grace = limits::DEMO_DISCONNECT_GRACE;
     }
     if c.demo && c.a2a_url.is_some() {
-        return Err(ConfigError(
-            "--demo and --a2a-url cannot be combined.".into(),
-        ));
+        return Err(ConfigError(format!(
+            "{} and {} cannot be combined.",
+            origin("demo"),
+            origin("a2a_url")
+        )));
     }
     c.default_lang = crate::i18n::server_default(env);
     c.allowed_roots = crate::agui::cwd::allowed_roots(env);
@@ -486,14 +507,14 @@ pub(crate) fn parse(
     Ok(Command::Serve(Box::new(c)))
 }
 
-fn load_file(path: &PathBuf) -> Result<BTreeMap<String, Scalar>, ConfigError> {
+fn load_file(path: &PathBuf) -> Result<BTreeMap<String, yaml::Entry>, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         ConfigError(format!(
             "Unable to load the AG-UI config file {}: {e}",
             path.display()
         ))
     })?;
-    yaml::parse_flat(&text).map_err(|e| {
+    yaml::parse_entries(&text).map_err(|e| {
         ConfigError(format!(
             "AG-UI config file {} must contain a flat YAML mapping of scalar values ({e}).",
             path.display()
@@ -505,94 +526,124 @@ fn flag_name(key: &str) -> String {
     format!("--{}", key.replace('_', "-"))
 }
 
-fn as_string(key: &str, v: Scalar) -> Result<String, ConfigError> {
-    match v {
-        Scalar::Str(s) => Ok(s),
-        Scalar::Int(i) => Ok(i.to_string()),
-        Scalar::Float(f) => Ok(f.to_string()),
-        other => Err(ConfigError(format!(
-            "{} must be a string, not {}.",
-            flag_name(key),
-            other.describe()
-        ))),
+/// A setting's value as written and where: errors about it name that place (the flag, the
+/// variable, or the config file and line) and quote the value as it was written.
+#[derive(Debug, Clone)]
+struct Given {
+    value: Scalar,
+    /// The flag's or variable's text, or the config file's text after `key:`.
+    written: String,
+    /// `--port`, `IAC_CODE_AGUI_PORT`, or `port (config file PATH, line N)`.
+    origin: String,
+    in_file: bool,
+}
+
+impl Given {
+    /// A value from a flag or a variable: always text.
+    fn text(origin: String, s: &str) -> Given {
+        Given {
+            value: Scalar::Str(s.to_string()),
+            written: s.to_string(),
+            origin,
+            in_file: false,
+        }
+    }
+
+    /// The value for a message: as the file has it (`2.0`), a flag's or variable's quoted.
+    fn shown(&self) -> String {
+        if self.in_file {
+            crate::logging::escape(&self.written).into_owned()
+        } else {
+            format!("{:?}", self.written)
+        }
+    }
+
+    fn err(&self, what: impl std::fmt::Display) -> ConfigError {
+        ConfigError(format!("{} {what}", self.origin))
     }
 }
 
-fn as_int(key: &str, v: Scalar) -> Result<i64, ConfigError> {
-    match v {
-        Scalar::Int(i) => Ok(i),
-        Scalar::Str(s) => s
-            .trim()
-            .parse::<i64>()
-            .map_err(|_| ConfigError(format!("{} must be an integer, not {s:?}.", flag_name(key)))),
-        other => Err(ConfigError(format!(
-            "{} must be an integer, not {}.",
-            flag_name(key),
-            other.describe()
-        ))),
+/// Never quotes the value: secrets come this way.
+fn as_string(v: &Given) -> Result<String, ConfigError> {
+    match &v.value {
+        Scalar::Str(s) => Ok(s.clone()),
+        // A number in the file is the text it was written as (`0123`, `1.50` stay so).
+        Scalar::Int(_) | Scalar::Float(_) => Ok(v.written.clone()),
+        other => Err(v.err(format_args!("must be a string, not {}.", other.describe()))),
     }
+}
+
+fn as_int(v: &Given) -> Result<i64, ConfigError> {
+    let n = match &v.value {
+        Scalar::Int(i) => Some(*i),
+        Scalar::Str(s) => s.trim().parse::<i64>().ok(),
+        _ => None,
+    };
+    n.ok_or_else(|| v.err(format_args!("must be an integer, not {}.", v.shown())))
+}
+
+fn as_port(v: &Given) -> Result<u16, ConfigError> {
+    u16::try_from(as_int(v)?).map_err(|_| {
+        v.err(format_args!(
+            "must be a port from 0 to 65535, not {}.",
+            v.shown()
+        ))
+    })
 }
 
 /// A quota: 0 is none; at most `limits::MAX_QUOTA_VALUE`.
-fn as_quota(key: &str, v: Scalar) -> Result<Option<u32>, ConfigError> {
-    let n = as_int(key, v)?;
+fn as_quota(v: &Given) -> Result<Option<u32>, ConfigError> {
+    let n = as_int(v)?;
     if !(0..=i64::from(crate::limits::MAX_QUOTA_VALUE)).contains(&n) {
-        return Err(ConfigError(format!(
-            "{} must be from 0 (no limit) to {}.",
-            flag_name(key),
-            crate::limits::MAX_QUOTA_VALUE
+        return Err(v.err(format_args!(
+            "must be from 0 (no limit) to {}, not {}.",
+            crate::limits::MAX_QUOTA_VALUE,
+            v.shown()
         )));
     }
     Ok(u32::try_from(n).ok().filter(|&n| n > 0))
 }
 
-fn as_count(key: &str, v: Scalar) -> Result<usize, ConfigError> {
-    let n = as_int(key, v)?;
+fn as_count(v: &Given) -> Result<usize, ConfigError> {
+    let n = as_int(v)?;
     if n < 1 {
-        return Err(ConfigError(format!(
-            "{} must be at least 1.",
-            flag_name(key)
-        )));
+        return Err(v.err(format_args!("must be at least 1, not {}.", v.shown())));
     }
-    usize::try_from(n).map_err(|_| ConfigError(format!("{} is too large.", flag_name(key))))
+    usize::try_from(n).map_err(|_| v.err(format_args!("is too large: {}.", v.shown())))
 }
 
-fn as_seconds(key: &str, v: Scalar, zero_ok: bool) -> Result<Duration, ConfigError> {
-    let f = match v {
-        Scalar::Int(i) => i as f64,
-        Scalar::Float(f) => f,
-        Scalar::Str(s) => s.trim().parse::<f64>().map_err(|_| {
-            ConfigError(format!(
-                "{} must be a number of seconds, not {s:?}.",
-                flag_name(key)
-            ))
-        })?,
-        other => {
-            return Err(ConfigError(format!(
-                "{} must be a number of seconds, not {}.",
-                flag_name(key),
-                other.describe()
-            )));
-        }
-    };
+fn as_seconds(v: &Given, zero_ok: bool) -> Result<Duration, ConfigError> {
+    let f = match &v.value {
+        Scalar::Int(i) => Some(*i as f64),
+        Scalar::Float(f) => Some(*f),
+        Scalar::Str(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        v.err(format_args!(
+            "must be a number of seconds, not {}.",
+            v.shown()
+        ))
+    })?;
     if !f.is_finite() || f < 0.0 || (!zero_ok && f == 0.0) || f > 1e9 {
-        return Err(ConfigError(format!(
-            "{} must be a {} number of seconds.",
-            flag_name(key),
-            if zero_ok { "non-negative" } else { "positive" }
+        return Err(v.err(format_args!(
+            "must be a {} number of seconds, not {}.",
+            if zero_ok { "non-negative" } else { "positive" },
+            v.shown()
         )));
     }
     Ok(Duration::from_secs_f64(f))
 }
 
-fn file_bool(file: &BTreeMap<String, Scalar>, key: &str) -> Result<Option<bool>, ConfigError> {
-    match file.get(key) {
-        None | Some(Scalar::Null) => Ok(None),
-        Some(Scalar::Bool(b)) => Ok(Some(*b)),
-        Some(other) => Err(ConfigError(format!(
-            "config key {key} must be a boolean, not {}.",
-            other.describe()
-        ))),
+/// A switch's config-file key (switches have no variable).
+fn file_bool(v: Option<Given>) -> Result<Option<bool>, ConfigError> {
+    match v {
+        None => Ok(None),
+        Some(Given {
+            value: Scalar::Bool(b),
+            ..
+        }) => Ok(Some(b)),
+        Some(v) => Err(v.err(format_args!("must be true or false, not {}.", v.shown()))),
     }
 }
 

@@ -325,9 +325,10 @@ pub(crate) fn help() -> String {
     );
     wrap(
         &mut out,
-        "    iac-agui healthcheck [URL]",
-        "GET URL (default http://127.0.0.1:$IAC_CODE_AGUI_PORT/health, port 8000); exit 0 on \
-         200, else 1 (for container health checks)",
+        "    iac-agui healthcheck [URL] [OPTIONS]",
+        "GET /health under URL (a base URL, or one ending in /health; default: the server the \
+         OPTIONS, environment and --config describe); exit 0 on 200, else 1 (for container \
+         health checks)",
         COLUMN,
     );
     out.push_str("\nOPTIONS:\n");

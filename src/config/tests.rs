@@ -221,3 +221,73 @@ fn the_metrics_credentials_are_a_secret_and_a_list_of_principals() {
         .is_err()
     );
 }
+
+/// Issue 46.10: errors named the flag whatever the source, and showed `2.0` as `2`.
+#[test]
+fn errors_name_where_the_value_came_from_and_show_it_as_written() {
+    let dir = std::env::temp_dir().join(format!("iac-agui-cfg-src-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("c.yaml");
+    std::fs::write(
+        &file,
+        "# settings\nport: 7000\nagui_protocol: 2.0\nmax-runs: 0\ndebug: maybe\n",
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let err = |args: &[&str], env: &[(&str, &str)]| run(args, env).err().unwrap().0;
+    assert_eq!(
+        err(&["--config", f], &[]),
+        format!("agui_protocol (config file {f}, line 3) must be 0.1 or 1.0, not 2.0.")
+    );
+    assert_eq!(
+        err(&["--config", f], &[("IAC_CODE_AGUI_PROTOCOL", "2.0")]),
+        "IAC_CODE_AGUI_PROTOCOL must be 0.1 or 1.0, not \"2.0\"."
+    );
+    assert_eq!(
+        err(&["--config", f, "--agui-protocol", "2.0"], &[]),
+        "--agui-protocol must be 0.1 or 1.0, not \"2.0\"."
+    );
+    let ok = ["--config", f, "--agui-protocol", "1.0"];
+    assert_eq!(
+        err(&ok, &[]),
+        format!("max_runs (config file {f}, line 4) must be at least 1, not 0.")
+    );
+    assert_eq!(
+        err(&[&ok[..], &["--max-runs", "3"]].concat(), &[]),
+        format!("debug (config file {f}, line 5) must be true or false, not maybe.")
+    );
+    std::fs::write(&file, "port: 80.5\n").unwrap();
+    assert_eq!(
+        err(&["--config", f], &[]),
+        format!("port (config file {f}, line 1) must be an integer, not 80.5.")
+    );
+    assert_eq!(
+        err(&[], &[("IAC_CODE_AGUI_PORT", "70000")]),
+        "IAC_CODE_AGUI_PORT must be a port from 0 to 65535, not \"70000\"."
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A number given to a text setting is the text as written: a token `0123` is not `123`.
+#[test]
+fn a_number_given_to_a_text_setting_is_read_as_written() {
+    let dir = std::env::temp_dir().join(format!("iac-agui-cfg-text-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("c.yaml");
+    std::fs::write(&file, "auth_token: 0123\nagui_protocol: 1.0\nhost: 1_0\n").unwrap();
+    let c = run(&["--config", file.to_str().unwrap()], &[]).unwrap();
+    assert_eq!(c.auth_token.as_deref(), Some("0123"));
+    assert_eq!(c.agui_protocol, AguiProtocol::V1_0);
+    assert_eq!(c.host, "1_0");
+    // A secret's error never quotes it.
+    std::fs::write(&file, "auth_token: yes\n").unwrap();
+    let e = run(&["--config", file.to_str().unwrap()], &[])
+        .err()
+        .unwrap()
+        .0;
+    assert!(
+        e.starts_with("auth_token (config file ") && !e.contains("yes"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

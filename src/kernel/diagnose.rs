@@ -10,6 +10,66 @@ pub const SDK_WORKS_UNTIL: (u64, u64, u64) = (1, 2, 1);
 /// What to install, as pip takes it.
 pub const SDK_REQUIREMENT: &str = "a2a-sdk[http-server,signing]>=1.0.2,<1.2.1";
 
+/// The a2a-sdk range iac-code 0.16.0 starts with, as people read it.
+fn sdk_range() -> String {
+    let ((a, b, c), (x, y, z)) = (SDK_WORKS_FROM, SDK_WORKS_UNTIL);
+    format!("a2a-sdk>={a}.{b}.{c},<{x}.{y}.{z}")
+}
+
+/// Where the kernel program was looked for, for the message when it is not there.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Search<'a> {
+    /// `IAC_CODE_AGUI_KERNEL_CMD` as set, when the command came from it.
+    pub variable: Option<&'a str>,
+    /// The directory of iac-agui's own executable (where the wheel puts `iac-code`).
+    pub beside: Option<&'a std::path::Path>,
+    /// `PATH` of the configuration.
+    pub path: Option<&'a std::ffi::OsStr>,
+}
+
+/// The one line for a kernel program that is not there: what was looked for and where,
+/// then each way out (install it, a running kernel, the demo). "Entity not found" alone
+/// told a new user neither.
+pub fn not_found(program: &str, search: &Search<'_>) -> String {
+    let path = match search.path {
+        Some(p) if !p.is_empty() => format!("PATH={}", p.to_string_lossy()),
+        Some(_) => "PATH is empty".to_string(),
+        None => "PATH is not set".to_string(),
+    };
+    let looked = if program.contains('/') {
+        format!("{program} is not a file")
+    } else {
+        format!("{program} is not on PATH ({path})")
+    };
+    let install = format!(
+        "install iac-code with the iac-agui wheel's [kernel] extra (pip install \
+         \"iac_agui-<version>-<platform>.whl[kernel]\", which brings iac-code[a2a]==0.16.0 with \
+         {}) or with pip install 'iac-code[a2a]==0.16.0' '{SDK_REQUIREMENT}'",
+        sdk_range()
+    );
+    let elsewhere = "or use a kernel that is already running with --a2a-url \
+         http://127.0.0.1:PORT/; or try iac-agui with its built-in demo kernel: --demo";
+    match search.variable {
+        Some(value) => format!(
+            "Cannot start the local A2A process ({program}): IAC_CODE_AGUI_KERNEL_CMD is \
+             {value:?} and {looked}. Fix: correct IAC_CODE_AGUI_KERNEL_CMD (a program and its \
+             leading arguments; iac-agui adds `a2a --host … --port …`), or unset it and \
+             iac-agui starts the iac-code beside it or on PATH: {install}; {elsewhere}."
+        ),
+        None => {
+            let beside = search.beside.map_or_else(
+                || "beside iac-agui (its directory unknown)".to_string(),
+                |d| format!("beside iac-agui (in {})", d.display()),
+            );
+            format!(
+                "Cannot start the local A2A process ({program}): no iac-code kernel found: not \
+                 {beside}, and {looked}. Fix: {install}; or set IAC_CODE_AGUI_KERNEL_CMD to the \
+                 kernel's command; {elsewhere}."
+            )
+        }
+    }
+}
+
 /// The likely cause.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cause {
@@ -144,6 +204,54 @@ mod tests {
         assert!(
             wheel.contains(&format!("\"{sdk}\"")),
             "packaging/wheel.py: {sdk}"
+        );
+    }
+
+    #[test]
+    fn a_kernel_not_found_names_where_it_was_looked_for_and_each_fix() {
+        let dir = std::path::Path::new("/opt/agui/bin");
+        let path = std::ffi::OsStr::new("/usr/bin:/bin");
+        let default = not_found(
+            "iac-code",
+            &Search {
+                variable: None,
+                beside: Some(dir),
+                path: Some(path),
+            },
+        );
+        let typo = not_found(
+            "iac-cod",
+            &Search {
+                variable: Some("iac-cod --verbose"),
+                beside: Some(dir),
+                path: Some(path),
+            },
+        );
+        for line in [&default, &typo] {
+            assert!(!line.contains('\n') && !line.contains("entity not found"));
+            for fix in ["[kernel]", "a2a-sdk>=1.0.2,<1.2.1", "--a2a-url", "--demo"] {
+                assert!(line.contains(fix), "{fix}: {line}");
+            }
+            assert!(line.contains("PATH=/usr/bin:/bin"), "{line}");
+        }
+        assert!(
+            default.contains("beside iac-agui (in /opt/agui/bin)"),
+            "{default}"
+        );
+        assert!(
+            typo.contains("IAC_CODE_AGUI_KERNEL_CMD is \"iac-cod --verbose\""),
+            "{typo}"
+        );
+        let absolute = not_found(
+            "/nowhere/iac-code",
+            &Search {
+                variable: Some("/nowhere/iac-code"),
+                ..Search::default()
+            },
+        );
+        assert!(
+            absolute.contains("/nowhere/iac-code is not a file"),
+            "{absolute}"
         );
     }
 

@@ -17,6 +17,9 @@ use crate::ids;
 pub struct KernelSpec {
     /// Program and leading arguments (env `IAC_CODE_AGUI_KERNEL_CMD`, default `iac-code`).
     pub command: Vec<String>,
+    /// `IAC_CODE_AGUI_KERNEL_CMD` as set, when `command` came from it (to say so when its
+    /// program is not there).
+    pub variable: Option<String>,
     pub startup_timeout: Duration,
     pub stop_grace: Duration,
     /// This binary, to launch the child through `__kernel-child` (a parent-death signal, so
@@ -26,12 +29,14 @@ pub struct KernelSpec {
 
 impl KernelSpec {
     pub(crate) fn from_env(get: impl Fn(&str) -> Option<String>) -> KernelSpec {
-        let command = match get("IAC_CODE_AGUI_KERNEL_CMD").filter(|s| !s.trim().is_empty()) {
+        let variable = get("IAC_CODE_AGUI_KERNEL_CMD").filter(|s| !s.trim().is_empty());
+        let command = match &variable {
             Some(cmd) => cmd.split_whitespace().map(str::to_string).collect(),
             None => vec![default_kernel_program()],
         };
         KernelSpec {
             command,
+            variable,
             startup_timeout: crate::limits::KERNEL_STARTUP_TIMEOUT,
             stop_grace: crate::limits::KERNEL_STOP_GRACE,
             launcher: std::env::current_exe().ok(),
@@ -90,9 +95,15 @@ impl ManagedKernel {
         // A missing program is reported here: through the launcher it would only be an exit
         // code.
         if find_program(program, env.get_os("PATH")).is_none() {
-            return Err(format!(
-                "Cannot start the local A2A process ({program}): {}",
-                std::io::Error::from(std::io::ErrorKind::NotFound)
+            let exe = std::env::current_exe().ok();
+            let path = env.get_os("PATH");
+            return Err(super::diagnose::not_found(
+                program,
+                &super::diagnose::Search {
+                    variable: spec.variable.as_deref(),
+                    beside: exe.as_deref().and_then(std::path::Path::parent),
+                    path: path.as_deref(),
+                },
             ));
         }
         let mut cmd = match &spec.launcher {

@@ -411,28 +411,62 @@ fn parse_chunk_size(line: &[u8]) -> Result<u64, ChunkError> {
     Ok(n)
 }
 
-/// Reason phrases for the statuses this server writes.
+/// The standard reason phrase of `status` (the IANA registry: RFC 9110, 6585, 7538, 8297,
+/// 8470, 7725): whatever status a route picks is written with its own phrase. A status
+/// outside the registry gets an empty phrase, which RFC 9112 allows, rather than a made-up one.
 pub(crate) fn reason(status: u16) -> &'static str {
     match status {
         100 => "Continue",
+        101 => "Switching Protocols",
+        103 => "Early Hints",
         200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        203 => "Non-Authoritative Information",
+        204 => "No Content",
+        205 => "Reset Content",
+        206 => "Partial Content",
+        300 => "Multiple Choices",
+        301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
+        304 => "Not Modified",
         307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
         400 => "Bad Request",
         401 => "Unauthorized",
+        402 => "Payment Required",
+        403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        406 => "Not Acceptable",
+        407 => "Proxy Authentication Required",
         408 => "Request Timeout",
         409 => "Conflict",
+        410 => "Gone",
+        411 => "Length Required",
+        412 => "Precondition Failed",
         413 => "Content Too Large",
         414 => "URI Too Long",
         415 => "Unsupported Media Type",
+        416 => "Range Not Satisfiable",
+        417 => "Expectation Failed",
         421 => "Misdirected Request",
+        422 => "Unprocessable Content",
+        425 => "Too Early",
+        426 => "Upgrade Required",
+        428 => "Precondition Required",
+        429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",
+        451 => "Unavailable For Legal Reasons",
         500 => "Internal Server Error",
         501 => "Not Implemented",
+        502 => "Bad Gateway",
         503 => "Service Unavailable",
+        504 => "Gateway Timeout",
         505 => "HTTP Version Not Supported",
-        _ => "Unknown",
+        511 => "Network Authentication Required",
+        _ => "",
     }
 }
 
@@ -489,7 +523,10 @@ impl Response {
         for (n, v) in &self.headers {
             push_header(out, n, v);
         }
-        push_header(out, "content-length", &self.body.len().to_string());
+        // RFC 9110 §8.6: never on a 204 (it has no body by definition).
+        if self.status != 204 {
+            push_header(out, "content-length", &self.body.len().to_string());
+        }
         push_header(
             out,
             "connection",

@@ -227,7 +227,8 @@ impl Reader {
     pub fn response(&mut self, head_only: bool) -> Option<Resp> {
         let (status, headers) = self.head()?;
         let get = |n: &str| headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
-        let body = if head_only || status == 100 {
+        // A 204 has no body and no length (RFC 9110 §8.6).
+        let body = if head_only || status == 100 || status == 204 {
             Vec::new()
         } else if get("transfer-encoding").as_deref() == Some("chunked") {
             let mut body = Vec::new();

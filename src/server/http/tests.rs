@@ -206,3 +206,130 @@ fn percent_decoding() {
     assert_eq!(percent_decode("/%E6%97%A5"), "/日");
     assert_eq!(percent_decode("/%ff"), "/\u{fffd}");
 }
+
+/// The standard phrases (IANA registry) of the statuses this server sends, held apart from
+/// `reason` so that each side checks the other.
+const STANDARD: &[(u16, &str)] = &[
+    (100, "Continue"),
+    (200, "OK"),
+    (202, "Accepted"),
+    (204, "No Content"),
+    (307, "Temporary Redirect"),
+    (400, "Bad Request"),
+    (401, "Unauthorized"),
+    (403, "Forbidden"),
+    (404, "Not Found"),
+    (405, "Method Not Allowed"),
+    (408, "Request Timeout"),
+    (409, "Conflict"),
+    (413, "Content Too Large"),
+    (414, "URI Too Long"),
+    (415, "Unsupported Media Type"),
+    (421, "Misdirected Request"),
+    (429, "Too Many Requests"),
+    (431, "Request Header Fields Too Large"),
+    (500, "Internal Server Error"),
+    (501, "Not Implemented"),
+    (503, "Service Unavailable"),
+    (505, "HTTP Version Not Supported"),
+];
+
+/// A status literal (100..=599) at the start of `s`, after blanks.
+fn status_at(s: &str) -> Option<u16> {
+    let s = s.trim_start();
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    let n: u16 = s.get(..digits)?.parse().ok()?;
+    (digits == 3 && (100..=599).contains(&n)).then_some(n)
+}
+
+/// Every status written anywhere in `src/`: the first two arguments of the calls that take
+/// one (responses, the cancel and history answers, the demo kernel's), the arms of the
+/// status tables (`=> 409`), assignments (`status = 200`) and literal status lines.
+fn statuses_in_source() -> std::collections::BTreeMap<u16, String> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut files,
+    );
+    let calls = [
+        "Response::new(",
+        "Response::json(",
+        "Response::text(",
+        "json_response(",
+        "answer(",
+        "respond(",
+    ];
+    let mut found = std::collections::BTreeMap::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let mut note = |n: u16, at: usize| {
+            let line = text[..at].lines().count();
+            found
+                .entry(n)
+                .or_insert_with(|| format!("{}:{line}", f.display()));
+        };
+        for call in calls {
+            for (at, _) in text.match_indices(call) {
+                let args = &text[at + call.len()..];
+                for arg in args.splitn(3, ',').take(2) {
+                    if let Some(n) = status_at(arg).filter(|_| arg.trim().len() == 3) {
+                        note(n, at);
+                    }
+                }
+            }
+        }
+        for marker in ["=> ", "status = ", "HTTP/1.1 "] {
+            for (at, _) in text.match_indices(marker) {
+                let rest = &text[at + marker.len()..];
+                if let Some(n) = status_at(rest)
+                    && rest[3..].starts_with([',', ';', ' ', '\n'])
+                {
+                    note(n, at);
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Issue 46.13: a 204 went out as `HTTP/1.1 204 Unknown`. Every status the source writes
+/// has its standard phrase.
+#[test]
+fn every_status_the_server_sends_has_its_standard_phrase() {
+    let found = statuses_in_source();
+    // The scan itself is held to statuses known to be sent, so it cannot pass by finding none.
+    for n in [200, 202, 204, 400, 401, 403, 404, 409, 429, 431, 503, 505] {
+        assert!(found.contains_key(&n), "the scan missed {n}: {found:?}");
+    }
+    for (n, at) in &found {
+        let standard = STANDARD
+            .iter()
+            .find(|(s, _)| s == n)
+            .map(|(_, p)| *p)
+            .unwrap_or_else(|| panic!("{at} sends {n}: add its standard phrase to STANDARD"));
+        assert_eq!(reason(*n), standard, "{n} (sent at {at})");
+    }
+    // Outside the registry: no made-up phrase.
+    assert_eq!(reason(299), "");
+}
+
+/// Issue 46.13: a 204 has its phrase and no Content-Length (RFC 9110 §8.6).
+#[test]
+fn a_204_is_no_content_without_a_length() {
+    let mut out = Vec::new();
+    Response::new(204, "", Vec::new()).write_to(&mut out, true, false);
+    assert_eq!(
+        out,
+        b"HTTP/1.1 204 No Content\r\nconnection: keep-alive\r\n\r\n"
+    );
+}
