@@ -436,6 +436,23 @@ fn bodies_past_the_body_budget_get_503_before_they_are_read() {
     }));
 }
 
+/// A `hold` run (`bytes` of the output budget held as a large read holds it, then an event
+/// of `pad` bytes its client may leave unread), read to its head.
+fn open_hold(srv: &TestServer, bytes: usize, pad: usize) -> Reader {
+    let mut r = Reader::new(srv.connect());
+    let body = json!({"script": "hold", "bytes": bytes, "pad": pad}).to_string();
+    r.sock
+        .write_all(&request(
+            "POST",
+            "/",
+            &[("Content-Type", "application/json")],
+            body.as_bytes(),
+        ))
+        .unwrap();
+    assert_eq!(r.head().unwrap().0, 200);
+    r
+}
+
 /// Regression (issue 36, fault 2): while large upstream reads waited for room, what was held
 /// stayed just under the output budget, so the loop saw it available and admitted new streams
 /// (30 paused readers of `big 10 10`, 0.3 s apart, were all admitted in some runs). While a
@@ -451,20 +468,7 @@ fn new_streams_are_refused_while_a_large_read_waits_for_room() {
         ..ServerConfig::default()
     };
     let (srv, _) = server_with(None, cfg);
-    let open = |bytes: usize, pad: usize| {
-        let mut r = Reader::new(srv.connect());
-        let body = json!({"script": "hold", "bytes": bytes, "pad": pad}).to_string();
-        r.sock
-            .write_all(&request(
-                "POST",
-                "/",
-                &[("Content-Type", "application/json")],
-                body.as_bytes(),
-            ))
-            .unwrap();
-        assert_eq!(r.head().unwrap().0, 200);
-        r
-    };
+    let open = |bytes: usize, pad: usize| open_hold(&srv, bytes, pad);
     let granted = |r: &mut Reader| {
         let event = r.chunk().unwrap();
         String::from_utf8_lossy(&event).contains(r#""timestamp":1,"#)
@@ -508,20 +512,7 @@ fn a_read_waiting_for_room_beside_clients_that_keep_up_refuses_no_stream() {
         ..ServerConfig::default()
     };
     let (srv, _) = server_with(None, cfg);
-    let open = |bytes: usize| {
-        let mut r = Reader::new(srv.connect());
-        let body = json!({"script": "hold", "bytes": bytes}).to_string();
-        r.sock
-            .write_all(&request(
-                "POST",
-                "/",
-                &[("Content-Type", "application/json")],
-                body.as_bytes(),
-            ))
-            .unwrap();
-        assert_eq!(r.head().unwrap().0, 200);
-        r
-    };
+    let open = |bytes: usize| open_hold(&srv, bytes, 0);
     let mut first = open(3 * MIB);
     let event = first.chunk().unwrap();
     assert!(String::from_utf8_lossy(&event).contains(r#""timestamp":1,"#));

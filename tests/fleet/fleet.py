@@ -78,12 +78,13 @@ class Pair:
                 self.proc.wait(10)
 
 
-NGINX_CONF = """
+# An nginx of its own in `work` (no root, no system paths); the `http` block stays open.
+NGINX_HEAD = """
 worker_processes 1;
 daemon off;
 pid {work}/nginx.pid;
 error_log {work}/nginx-error.log warn;
-events {{ worker_connections 1024; }}
+events {{ worker_connections {conns}; }}
 http {{
     access_log off;
     client_body_temp_path {work}/nginx-body;
@@ -91,7 +92,9 @@ http {{
     fastcgi_temp_path {work}/nginx-fastcgi;
     uwsgi_temp_path {work}/nginx-uwsgi;
     scgi_temp_path {work}/nginx-scgi;
-    upstream agui {{
+"""
+
+NGINX_CONF = NGINX_HEAD + """    upstream agui {{
         hash {key} consistent;
         server 127.0.0.1:{a} max_fails=1 fail_timeout=30s;
         server 127.0.0.1:{b} max_fails=1 fail_timeout=30s;
@@ -121,8 +124,8 @@ class Fleet:
         self.port = free_port()
         conf = os.path.join(work, "nginx.conf")
         with open(conf, "w") as f:
-            f.write(NGINX_CONF.format(work=work, a=self.pairs[0].port, b=self.pairs[1].port, port=self.port,
-                                      key=key))
+            f.write(NGINX_CONF.format(work=work, conns=1024, a=self.pairs[0].port, b=self.pairs[1].port,
+                                      port=self.port, key=key))
         self.nlog = open(os.path.join(work, "nginx.out"), "w")
         self.nginx = subprocess.Popen([nginx, "-c", conf, "-p", work], stdout=self.nlog, stderr=self.nlog)
         deadline = time.time() + 10

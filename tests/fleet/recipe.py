@@ -24,26 +24,13 @@ import sys
 import tempfile
 import time
 
-from fleet import Failure, Pair, expect, free_port
+from fleet import NGINX_HEAD, Failure, Pair, expect, free_port
 
 DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "operations.md")
 TOKEN = "recipe-token-" + os.urandom(8).hex()
 HOST = "agui.example.com"
 
-NGINX_CONF = """
-worker_processes 1;
-daemon off;
-pid {work}/nginx.pid;
-error_log {work}/nginx-error.log warn;
-events {{ worker_connections 64; }}
-http {{
-    access_log off;
-    client_body_temp_path {work}/nginx-body;
-    proxy_temp_path {work}/nginx-proxy;
-    fastcgi_temp_path {work}/nginx-fastcgi;
-    uwsgi_temp_path {work}/nginx-uwsgi;
-    scgi_temp_path {work}/nginx-scgi;
-    server {{
+NGINX_CONF = NGINX_HEAD + """    server {{
         listen 127.0.0.1:{port};
         server_name {host};
 {recipe}
@@ -104,7 +91,7 @@ def main():
                  .replace("<IAC_CODE_AGUI_AUTH_TOKEN>", TOKEN))
         conf = os.path.join(work, "nginx.conf")
         with open(conf, "w") as f:
-            f.write(NGINX_CONF.format(work=work, port=port, auth=auth, host=HOST,
+            f.write(NGINX_CONF.format(work=work, conns=64, port=port, auth=auth, host=HOST,
                                       recipe="\n".join("        " + line for line in block.splitlines())))
         nlog = open(os.path.join(work, "nginx.out"), "w")
         nginx = subprocess.Popen([args.nginx, "-c", conf, "-p", work], stdout=nlog, stderr=nlog)

@@ -158,12 +158,15 @@ fn a_conversation_without_its_state_file_is_not_a_thread() {
     turn(&c, &key("kept"), 20, "r1", "admitted");
     lock(&files.states).insert(key("kept"), 20);
     lock(&files.indexes).clear();
-    let again = store(&files);
-    let (page, _) = again
-        .page(&Caller::Shared, None, 10, &|_| true, &idle)
-        .unwrap();
-    let listed: Vec<&str> = page.iter().map(|e| e.thread_id.as_str()).collect();
+    let (_, listed) = first_page(&store(&files));
     assert_eq!(listed, ["kept"]);
+}
+
+/// The first page of the shared caller's threads, with their ids.
+fn first_page(c: &Conversations) -> (Vec<Entry>, Vec<String>) {
+    let (page, _) = c.page(&Caller::Shared, None, 10, &|_| true, &idle).unwrap();
+    let ids = page.iter().map(|e| e.thread_id.clone()).collect();
+    (page, ids)
 }
 
 #[test]
@@ -176,11 +179,7 @@ fn an_index_lost_or_behind_its_logs_is_derived_again() {
     lock(&files.states).extend([(key("a"), 10), (key("b"), 20)]);
     // The journal is lost: every thread is found again from its log.
     lock(&files.indexes).clear();
-    let again = store(&files);
-    let (page, _) = again
-        .page(&Caller::Shared, None, 10, &|_| true, &idle)
-        .unwrap();
-    let listed: Vec<&str> = page.iter().map(|e| e.thread_id.as_str()).collect();
+    let (page, listed) = first_page(&store(&files));
     assert_eq!(listed, ["b", "a"]);
     assert_eq!(page[1].title, "alpha");
     // A log written past what the journal saw (a crash between the two).
