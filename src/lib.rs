@@ -14,6 +14,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub(crate) mod console;
+pub mod cors;
 pub mod errors;
 pub mod history;
 pub mod i18n;
