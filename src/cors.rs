@@ -191,6 +191,21 @@ mod tests {
     }
 
     #[test]
+    fn the_identity_header_is_allowed_and_no_origins_mean_no_cors() {
+        let header = crate::auth::Identity::Header {
+            name: "x-forwarded-user".into(),
+            token: None,
+        };
+        let origins = vec!["http://localhost:5173".to_string()];
+        let cors = Cors::configured(&origins, &header).unwrap();
+        assert!(cors.allow_headers.ends_with(", x-forwarded-user"));
+        let shared = crate::auth::Identity::shared(None);
+        let cors = Cors::configured(&origins, &shared).unwrap();
+        assert_eq!(cors.allow_headers, ALLOW_HEADERS);
+        assert!(Cors::configured(&[], &header).is_none());
+    }
+
+    #[test]
     fn an_origin_is_listed_same_origin_or_refused() {
         let cors = Cors::new(vec!["http://localhost:5173".into()], None);
         let h = |o: &str| head("GET", &[("Host", "127.0.0.1:8000"), ("Origin", o)]);
