@@ -78,8 +78,9 @@ load:
 fleet:
 	tests/fleet/run.sh
 
-# The browser console in headless Chromium (installs Debian's chromium and puppeteer-core
-# when missing); screenshots in target/browser/shots/.
+# The browser console, and a page on another origin (--cors-origins), in headless Chromium
+# (installs Debian's chromium and puppeteer-core when missing); screenshots in
+# target/browser/shots/.
 browser-test:
 	tests/browser/run.sh
 

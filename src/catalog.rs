@@ -146,6 +146,15 @@ catalog! {
         "このスレッドの前の実行がまだ停止処理中だったため、今回の実行を開始できませんでした。もう一度送信してください。",
         "A execução anterior deste thread ainda estava sendo encerrada, por isso esta não pôde começar. Envie-a novamente.",
     ],
+    OriginNotAllowed => [
+        "Pages from this origin may not call this server: it is not one of the origins listed in --cors-origins.",
+        "此来源的页面不能调用本服务器：它不在 --cors-origins 列出的来源之中。",
+        "Las páginas de este origen no pueden llamar a este servidor: no figura entre los orígenes de --cors-origins.",
+        "Les pages de cette origine ne peuvent pas appeler ce serveur : elle ne fait pas partie des origines de --cors-origins.",
+        "Seiten dieses Ursprungs dürfen diesen Server nicht aufrufen: er steht nicht unter den Ursprüngen in --cors-origins.",
+        "このオリジンのページはこのサーバーを呼び出せません。--cors-origins に挙げられたオリジンではありません。",
+        "Páginas desta origem não podem chamar este servidor: ela não está entre as origens listadas em --cors-origins.",
+    ],
     HostNotAllowed => [
         "This server does not answer requests for the host `{host}`. The names it answers are set with --allowed-hosts (on a loopback address only localhost, 127.0.0.1 and [::1] by default); a proxy in front must pass the client's Host on.",
         "此服务器不响应发往主机 `{host}` 的请求。它响应的主机名由 --allowed-hosts 设定（监听回环地址时默认只有 localhost、127.0.0.1 和 [::1]）；前置代理须把客户端的 Host 原样转发。",

@@ -618,6 +618,7 @@ fn serve_with(
     if cfg.console {
         routes.console = Some(crate::console::Console::new());
     }
+    routes.cors = crate::cors::Cors::configured(&cfg.cors_origins, &routes.identity);
     if !addr.ip().is_loopback() && !routes.identity.authenticates() {
         log::warn!(
             "listening on the non-loopback address {addr} with authentication off: anyone who \

@@ -15,6 +15,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub(crate) mod console;
+pub mod cors;
 pub mod errors;
 pub(crate) mod healthcheck;
 pub mod history;

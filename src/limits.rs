@@ -30,6 +30,8 @@ pub(crate) const MAX_BUFFERED_WHILE_BUSY: usize = 64 * 1024;
 
 /// Silence after which an SSE stream gets `: heartbeat` (reference: 15 s).
 pub(crate) const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(15);
+/// How long a browser may keep a preflight's answer (`--cors-origins`); Chromium caps it at 2 h.
+pub(crate) const CORS_MAX_AGE: Duration = Duration::from_secs(600);
 /// Time allowed to receive a complete request head once its first byte arrived.
 pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Time allowed to receive a complete request body once the head is parsed.

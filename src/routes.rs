@@ -1,8 +1,10 @@
 //! The route table and the checks that need only the request head (reference §1.1–§1.6):
-//! Host → route → method → auth → Content-Type → body limit. Pure: no I/O.
+//! Host → Origin (`--cors-origins`) → route → preflight → method → auth → Content-Type → body
+//! limit. Pure: no I/O.
 
 use crate::auth::{Identity, MetricsAccess, Refusal};
 use crate::catalog::Msg;
+use crate::cors::{Cors, Origin};
 use crate::errors::{ApiError, Code};
 use crate::i18n::{self, Lang};
 use crate::limits;
@@ -247,6 +249,8 @@ pub struct RouteConfig {
     pub(crate) tokens_down_body: Vec<u8>,
     /// The browser console (`--console`, `--demo`); without it `/console` does not exist.
     pub console: Option<crate::console::Console>,
+    /// `--cors-origins`: the pages on other origins that may call; None: no CORS at all.
+    pub(crate) cors: Option<Cors>,
     pub(crate) max_run_body: usize,
     pub(crate) max_cancel_body: usize,
     /// The language of errors when the request asks for none (`config::Config::default_lang`).
@@ -265,6 +269,7 @@ impl RouteConfig {
             tokens_down_body: with_status(&health_body, "unavailable", Some("tokens")),
             capabilities_body: b"{}".to_vec(),
             console: None,
+            cors: None,
             health_body,
             max_run_body: limits::MAX_RUN_BODY,
             max_cancel_body: limits::MAX_CANCEL_BODY,
@@ -319,6 +324,16 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
             header_lang(head, cfg.default_lang),
         ));
     }
+    // A page on an origin not listed is refused whatever it asks (before auth: its
+    // preflight carries no credentials, and its request must not reach a worker).
+    if let Some(cors) = &cfg.cors
+        && cors.origin(head) == Origin::Unlisted
+    {
+        return HeadDecision::Respond(
+            ApiError::new(Code::Forbidden, Msg::OriginNotAllowed)
+                .response(header_lang(head, cfg.default_lang)),
+        );
+    }
     let path = http::percent_decode(head.raw_path());
     if path == "/console"
         && let Some(console) = &cfg.console
@@ -345,6 +360,11 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
         Route::Work(w) => Route::Work(w.for_method(&head.method)),
         r => r,
     };
+    if let Some(cors) = &cfg.cors
+        && Cors::is_preflight(head)
+    {
+        return HeadDecision::Respond(cors.preflight(route.allow()));
+    }
     if !route.accepts(&head.method) {
         return HeadDecision::Respond(
             Response::text(405, "Method Not Allowed").with_header("allow", route.allow().into()),

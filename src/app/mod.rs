@@ -170,6 +170,13 @@ impl Handler for App {
         })
     }
 
+    fn answer_headers(&self, head: &RequestHead) -> Vec<(&'static str, String)> {
+        match &self.routes.cors {
+            Some(cors) => cors.answer_headers(head),
+            None => Vec::new(),
+        }
+    }
+
     fn over_capacity(&self) -> Response {
         ApiError::new(Code::ServerBusy, Msg::ServerBusy).response(self.routes.default_lang)
     }

@@ -117,6 +117,8 @@ pub(crate) struct Config {
     pub(crate) demo_kernel_only: Option<u16>,
     /// `--allowed-hosts`: Host names answered (`*` = any); None = the listener's default.
     pub(crate) allowed_hosts: Option<Vec<String>>,
+    /// `--cors-origins`: browser origins allowed to call (normalised); empty: no CORS.
+    pub(crate) cors_origins: Vec<String>,
     /// `--log-format text|json`.
     pub(crate) log_format: crate::logging::LogFormat,
     /// How long a run goes on after its client disconnected (0: stop at once).
@@ -170,6 +172,7 @@ impl Default for Config {
             a2a_idle_timeout: limits::A2A_IDLE_TIMEOUT,
             demo_kernel_only: None,
             allowed_hosts: None,
+            cors_origins: Vec::new(),
             log_format: crate::logging::LogFormat::Text,
             disconnect_grace: limits::DISCONNECT_GRACE,
             replay_retention: limits::REPLAY_RETENTION,
@@ -325,6 +328,24 @@ pub(crate) fn parse(
             )));
         }
         c.allowed_hosts = Some(names);
+    }
+    if let Some(v) = pick("cors_origins") {
+        let s = as_string("cors_origins", v)?;
+        for o in s.split(',').filter(|o| !o.trim().is_empty()) {
+            let origin = crate::cors::parse_origin(o).map_err(|why| {
+                ConfigError(format!(
+                    "--cors-origins takes exact origins such as http://localhost:5173, not {:?}: \
+                     {why}.",
+                    o.trim()
+                ))
+            })?;
+            c.cors_origins.push(origin);
+        }
+        if c.cors_origins.is_empty() {
+            return Err(ConfigError(
+                "--cors-origins needs at least one origin such as http://localhost:5173.".into(),
+            ));
+        }
     }
     if let Some(v) = pick("host") {
         c.host = as_string(&v)?;

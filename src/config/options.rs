@@ -103,6 +103,14 @@ pub(crate) const OPTIONS: &[Opt] = &[
     .env("IAC_CODE_AGUI_ALLOWED_HOSTS")
     .default("on a loopback address only localhost, 127.0.0.1 and [::1]; elsewhere any"),
     opt(
+        "cors_origins",
+        "Pages on these other origins (comma-separated, exact `scheme://host[:port]`, never `*`) \
+         may call from a browser, with credentials; any other Origin gets 403",
+    )
+    .flag("cors-origins", Some("ORIGINS"))
+    .env("IAC_CODE_AGUI_CORS_ORIGINS")
+    .default("none: no CORS headers, preflights get 405"),
+    opt(
         "interrupt_ttl",
         "Accepted for compatibility and ignored: interrupts have no adapter deadline",
     )

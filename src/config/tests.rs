@@ -291,3 +291,37 @@ fn a_number_given_to_a_text_setting_is_read_as_written() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn cors_origins_come_from_the_flag_the_environment_or_the_file_normalised() {
+    let c = run(
+        &[
+            "--cors-origins",
+            "HTTP://Localhost:5173, https://app.example:443",
+        ],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(
+        c.cors_origins,
+        ["http://localhost:5173", "https://app.example"]
+    );
+    let c = run(
+        &[],
+        &[("IAC_CODE_AGUI_CORS_ORIGINS", "http://127.0.0.1:3000")],
+    )
+    .unwrap();
+    assert_eq!(c.cors_origins, ["http://127.0.0.1:3000"]);
+    let dir = std::env::temp_dir().join(format!("iac-agui-cfg-cors-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("c.yaml");
+    std::fs::write(&file, "cors_origins: http://localhost:8080\n").unwrap();
+    let c = run(&["--config", file.to_str().unwrap()], &[]).unwrap();
+    assert_eq!(c.cors_origins, ["http://localhost:8080"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(run(&[], &[]).unwrap().cors_origins.is_empty());
+    for bad in ["*", " , ", "http://localhost:5173/app"] {
+        let e = run(&["--cors-origins", bad], &[]).unwrap_err();
+        assert!(e.0.starts_with("--cors-origins"), "{e}");
+    }
+}

@@ -125,6 +125,8 @@ pub(crate) struct Conn<R> {
     pub(crate) share: Share,
     /// Whose requests it carries (the last one identified; `None`: nobody told apart).
     pub(crate) caller: Option<super::fair::CallerId>,
+    /// `Handler::answer_headers` of the request being answered, taken by its answer.
+    pub(crate) answer_headers: Vec<(&'static str, String)>,
 }
 
 impl<R> Conn<R> {
@@ -142,6 +144,7 @@ impl<R> Conn<R> {
             peer_eof: false,
             share: Share::default(),
             caller: None,
+            answer_headers: Vec::new(),
         }
     }
 

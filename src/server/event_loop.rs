@@ -543,6 +543,10 @@ impl<H: Handler> Server<H> {
 
     fn on_head(&mut self, slot: usize, head: http::RequestHead, now: Instant) {
         let head_only = head.method == "HEAD";
+        let answer = self.handler.answer_headers(&head);
+        if let Some(conn) = self.conn(slot) {
+            conn.answer_headers = answer;
+        }
         match self.handler.on_head(&head) {
             HeadDecision::Respond(r) => {
                 let keep = head.keep_alive && !head.has_body();
@@ -666,6 +670,8 @@ impl<H: Handler> Server<H> {
         let draining = self.draining();
         let Some(conn) = self.conn(slot) else { return };
         let keep = keep_alive && !r.close && !draining;
+        let mut r = r;
+        r.headers.append(&mut conn.answer_headers);
         push_out(conn, now, |o| {
             o.extend_with(|b| r.write_to(b, keep, head_only))
         });

@@ -96,6 +96,12 @@ pub trait Handler: Send + Sync + 'static {
     /// `outbox`; or refuse at once with a response. Must not block.
     fn dispatch(&self, request: Request<Self::Route>, outbox: Outbox) -> Result<(), Response>;
 
+    /// Headers added to every answer to this request, whoever writes it (the head decision,
+    /// a worker's response or stream, a refusal): the CORS headers of a listed origin.
+    fn answer_headers(&self, _head: &RequestHead) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+
     /// The answer for a connection refused because `max_connections` are open.
     fn over_capacity(&self) -> Response {
         Response::text(503, "Service Unavailable")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `make browser-test`: the console in a real headless Chromium (Debian's, installed when
-# missing), driven through the DevTools protocol by puppeteer-core (pinned, no browser
-# download). Screenshots of each step go to target/browser/shots/.
+# `make browser-test`: the console, and a page on another origin calling the server
+# (`--cors-origins`), in a real headless Chromium (Debian's, installed when missing), driven
+# through the DevTools protocol by puppeteer-core (pinned, no browser download). Screenshots
+# of each console step go to target/browser/shots/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=target/browser
@@ -23,8 +24,13 @@ if [ "$(cat "$ROOT/pin.txt" 2>/dev/null)" != "$PIN" ]; then
     || { echo "browser-test: cannot install $PIN" >&2; exit 1; }
   echo "$PIN" > "$ROOT/pin.txt"
 fi
-cp tests/browser/console.mjs "$ROOT/console.mjs"
+cp tests/browser/console.mjs tests/browser/cors.mjs "$ROOT/"
 cargo build --quiet
 rm -rf "$ROOT/shots"
 mkdir -p "$ROOT/shots"
-exec node "$ROOT/console.mjs" --bin target/debug/iac-agui --chromium "$CHROMIUM" --shots "$ROOT/shots"
+# Both run whatever the other says; either failing fails the test.
+status=0
+node "$ROOT/console.mjs" --bin target/debug/iac-agui --chromium "$CHROMIUM" --shots "$ROOT/shots" || status=1
+# A page on another origin calling the server (`--cors-origins`).
+node "$ROOT/cors.mjs" --bin target/debug/iac-agui --chromium "$CHROMIUM" || status=1
+exit $status

@@ -96,6 +96,8 @@ impl<H: Handler> Server<H> {
                 };
                 // HTTP/1.0 has no chunked encoding: its stream ends by closing the connection.
                 let chunked = keep_alive;
+                let mut extra = extra;
+                extra.append(&mut conn.answer_headers);
                 push_out(conn, now, |o| {
                     o.extend_with(|b| http::write_sse_head(b, chunked, &extra))
                 });
