@@ -239,20 +239,34 @@ fn cors_origins_refuses_a_wildcard_and_anything_but_an_origin_at_start_up() {
     std::fs::write(&file, "cors_origins: \"*\"\n").unwrap();
     let flag = |v: &str| output(bin().args(["--cors-origins", v]));
     let wildcard = "a wildcard (`*`) is refused";
-    for (out, shown) in [
-        (flag("*"), wildcard),
-        (flag("http://localhost:5173,https://*.example"), wildcard),
-        (flag("http://localhost:5173/"), "http://localhost:5173/"),
-        (flag("localhost:5173"), "localhost:5173"),
+    // Each error names where the value came from (the flag, the variable, the file's line).
+    for (out, source, shown) in [
+        (flag("*"), "--cors-origins", wildcard),
         (
-            output(bin().env("IAC_CODE_AGUI_CORS_ORIGINS", "*")),
+            flag("http://localhost:5173,https://*.example"),
+            "--cors-origins",
             wildcard,
         ),
-        (output(bin().arg("--config").arg(&file)), wildcard),
+        (
+            flag("http://localhost:5173/"),
+            "--cors-origins",
+            "http://localhost:5173/",
+        ),
+        (flag("localhost:5173"), "--cors-origins", "localhost:5173"),
+        (
+            output(bin().env("IAC_CODE_AGUI_CORS_ORIGINS", "*")),
+            "IAC_CODE_AGUI_CORS_ORIGINS",
+            wildcard,
+        ),
+        (
+            output(bin().arg("--config").arg(&file)),
+            "cors_origins (config file ",
+            wildcard,
+        ),
     ] {
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         assert_eq!(out.status.code(), Some(2), "{err}");
-        assert!(err.contains("--cors-origins"), "{err}");
+        assert!(err.contains(source), "{err}");
         assert!(err.contains(shown), "{err}");
         assert_eq!(err.trim().lines().count(), 1, "{err}");
     }

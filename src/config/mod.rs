@@ -330,21 +330,18 @@ pub(crate) fn parse(
         c.allowed_hosts = Some(names);
     }
     if let Some(v) = pick("cors_origins") {
-        let s = as_string("cors_origins", v)?;
+        let s = as_string(&v)?;
         for o in s.split(',').filter(|o| !o.trim().is_empty()) {
             let origin = crate::cors::parse_origin(o).map_err(|why| {
-                ConfigError(format!(
-                    "--cors-origins takes exact origins such as http://localhost:5173, not {:?}: \
-                     {why}.",
+                v.err(format_args!(
+                    "takes exact origins such as http://localhost:5173, not {:?}: {why}.",
                     o.trim()
                 ))
             })?;
             c.cors_origins.push(origin);
         }
         if c.cors_origins.is_empty() {
-            return Err(ConfigError(
-                "--cors-origins needs at least one origin such as http://localhost:5173.".into(),
-            ));
+            return Err(v.err("needs at least one origin such as http://localhost:5173."));
         }
     }
     if let Some(v) = pick("host") {
