@@ -15,6 +15,19 @@ function fail(step, what) {
   throw new Error(`BROWSER TEST FAILED [${step}]: ${what}`);
 }
 
+/** Click a row of the threads list: the list is drawn again from the server now and then, and
+ * a row taken just before that is gone when clicked; the click is tried again on the new one. */
+async function clickRow(p, sel) {
+  for (let i = 0; ; i++) {
+    try {
+      return await p.click(sel);
+    } catch (e) {
+      if (i === 20) throw e;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
+
 /** Start iac-agui; resolves with its base URL once it listens. */
 function server(args, env) {
   return new Promise((resolve, reject) => {
@@ -215,7 +228,7 @@ try {
     await tab.waitForSelector(row, { timeout: 10000 });
     const rows = await tab.$$eval("#threads .thread", (r) => r.length);
     if (rows !== 2) fail("threads", `${rows} rows`);
-    await tab.click(row + " .delete-button");
+    await clickRow(tab, row + " .delete-button");
     await tab.waitForFunction((sel) => !document.querySelector(sel), { timeout: 10000 }, row);
     const gone = await fetch(base + "/threads/" + encodeURIComponent(second) + "/messages");
     if (gone.status !== 404) fail("delete", `the deleted thread answers ${gone.status}`);
@@ -368,8 +381,14 @@ try {
   await step("a thread is renamed in place; a refused title says why", async () => {
     const thread = await page.$eval("#thread", (e) => e.value);
     const row = `#threads .thread[data-thread-id="${thread}"]`;
-    await page.click(row + " .rename-button");
-    await page.waitForSelector(row + " input.rename");
+    // The list is drawn again from the server now and then (its copy wins): a row taken
+    // just before that is gone when clicked ("Node is either not clickable or not an
+    // Element"). Click until the rename field is open; once open, redraws keep it.
+    for (let i = 0; !(await page.$(row + " input.rename")); i++) {
+      if (i === 40) fail("rename", "the Rename button never opened a field");
+      await page.click(row + " .rename-button").catch(() => {});
+      await new Promise((r) => setTimeout(r, 250));
+    }
     await page.$eval(row + " input.rename", (e) => { e.value = "x".repeat(201); });
     await page.focus(row + " input.rename");
     await page.keyboard.press("Enter");
@@ -390,7 +409,7 @@ try {
     const tab = await openTab(other);
     const row = `#threads .thread[data-thread-id="${thread}"]`;
     await tab.waitForSelector(row + " .badge", { timeout: 10000 });
-    await tab.click(row + " .title");
+    await clickRow(tab, row + " .title");
     await tab.waitForSelector(".interrupt button[data-decision=allow_once]", { timeout: 10000 })
       .catch(async () => fail("answer elsewhere", `no answer form: ${await tab.$eval("#log", (e) => e.innerText)}`));
     const t = await tab.$eval(".interrupt .title", (e) => e.textContent).catch(() => "");
