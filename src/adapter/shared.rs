@@ -263,11 +263,7 @@ impl Shared {
         };
         // A stopped run releases its thread, then leaves `runs` and signals, under this lock.
         let mut runs = lock(&self.runs);
-        let departing = |c: &Arc<RunControl>| {
-            use std::sync::atomic::Ordering::SeqCst;
-            c.stopped.load(SeqCst) || c.cancel_requested.load(SeqCst)
-        };
-        while runs.get(&execution).is_some_and(departing) {
+        while runs.get(&execution).is_some_and(|c| c.departing()) {
             let left = deadline.saturating_duration_since(self.env.now());
             if left.is_zero() {
                 return;
@@ -287,9 +283,9 @@ impl Shared {
 /// Shared between a run and the cancel route.
 #[derive(Default)]
 pub(crate) struct RunControl {
+    /// The cancel route's claim is saved: the run ends `CANCELLED` (set after the save, so a
+    /// claim taken back never reaches the run).
     pub(crate) cancel_requested: AtomicBool,
-    /// The loop stopped the run's job (client gone, or shutdown): it is about to release.
-    pub(crate) stopped: AtomicBool,
     /// Aborts the run's upstream I/O, so a cancel ends the run at once.
     pub(crate) abort: Mutex<Option<Box<dyn FnOnce() + Send>>>,
     /// Who decided how the run ends, the run itself or the cancel route, once: the run's
@@ -305,6 +301,26 @@ impl RunControl {
         self.cell
             .send(CellEvent::Cancel)
             .contains(&Effect::CancelClaimed)
+    }
+
+    /// The loop stopped the run's job (its client gone past any grace, or shutdown): it is
+    /// about to release its thread.
+    pub(crate) fn client_gone(&self) {
+        self.cell.send(CellEvent::ClientGone { grace: false });
+    }
+
+    /// The run is on its way out: its client is gone for good, or the cancel route claimed
+    /// its end (it answers before the run released its thread).
+    pub(crate) fn departing(&self) -> bool {
+        use super::cell::{By, Client};
+        matches!(
+            self.cell.life(),
+            Life::Streaming(Client::Gone)
+                | Life::Ending(_, Client::Gone)
+                | Life::Ending(By::Cancel, _)
+        ) || self
+            .cancel_requested
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Neither the run nor a cancel has claimed the end yet.

@@ -211,11 +211,9 @@ impl<'a, 's> Run<'a, 's> {
         // the cancel route when the run is stopped.
         self.stream.on_stop(self.session.aborter());
         let control = self.a.control.clone();
-        self.stream.on_stop(Box::new(move || {
-            control
-                .stopped
-                .store(true, std::sync::atomic::Ordering::SeqCst)
-        }));
+        // The loop stopped the job (the client gone past any grace, or shutdown): the run is
+        // departing, and the next turn's admission waits for it.
+        self.stream.on_stop(Box::new(move || control.client_gone()));
         *lock(&self.a.control.abort) = Some(self.session.aborter());
         // A panic ends the exchange with `RUN_ERROR INTERNAL_ERROR` (the app's `catch_unwind`),
         // but the thread must not stay held by a run that no longer exists: every later turn
