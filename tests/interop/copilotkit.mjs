@@ -94,9 +94,26 @@ function chat() {
   const fresh = new IacCodeAgent({ url, cwd, threadId: agent.threadId });
   await fresh.connectAgent();
   if (printed.length) fail("connect", printed.join(" | "));
-  const ids = (ms) => ms.filter((m) => m.role !== "activity").map((m) => `${m.role}:${m.id}`).join(",");
-  if (ids(fresh.messages) !== ids(agent.messages)) {
-    fail("connect", `the loaded thread differs:\n${ids(fresh.messages)}\n${ids(agent.messages)}`);
+  // In 0.1 mode the live client appends the text of the run after the approval to the message
+  // id that run reopens (the reference's wire); the server stores that text as a message of
+  // its own, `<id>.<8 hex of the run>`, after the tool result, as 1.0 mode names it (issue
+  // 46.7). Joined again, the loaded thread is the live one, message for message and text for
+  // text.
+  const joined = (ms) => {
+    const out = [];
+    for (const m of ms.filter((m) => m.role !== "activity")) {
+      const base = m.role === "assistant" && /^(.*)\.[0-9a-f]{8}$/.exec(m.id);
+      const prev = base && out.find((o) => o.role === "assistant" && o.id === base[1]);
+      if (prev) prev.text += textOf(m);
+      else out.push({ role: m.role, id: m.id, text: textOf(m) });
+    }
+    return out.map((m) => `${m.role}:${m.id}:${JSON.stringify(m.text)}`).join("\n");
+  };
+  if (joined(fresh.messages) !== joined(agent.messages)) {
+    fail("connect", `the loaded thread differs:\n${joined(fresh.messages)}\n---\n${joined(agent.messages)}`);
+  }
+  if (!fresh.messages.some((m) => m.role === "assistant" && /\.[0-9a-f]{8}$/.test(m.id))) {
+    fail("connect", "the text after the approval is not a message of its own in the stored thread");
   }
 }
 
