@@ -156,9 +156,7 @@ impl Run<'_, '_> {
         let view = Snapshot {
             inputs: &found,
             terminal: snap.state().as_ref().is_some_and(TaskState::is_terminal),
-            has_input_keys: snap
-                .iac()
-                .is_some_and(|m| m.contains_key("input") || m.contains_key("pendingPermissions")),
+            has_input_keys: snap.iac().is_some_and(interrupts::has_input_keys),
         };
         let (pending, applied) = self
             .with_thread(|t| (t.doc.execution.pending.clone(), t.doc.applied.clone()))
@@ -246,7 +244,7 @@ impl Run<'_, '_> {
         // A cancelled question cancels the whole execution.
         if answers
             .iter()
-            .any(|a| a.status == ResumeStatus::Cancelled && !a.permission)
+            .any(|a| a.status == ResumeStatus::Cancelled && !a.permission && !a.resource)
         {
             let _ = self.session.cancel_task(&task);
             self.mark_terminal(true);
@@ -261,6 +259,8 @@ impl Run<'_, '_> {
         for a in &answers {
             let prompt = if a.permission {
                 String::new()
+            } else if a.resource {
+                resource_text(a)
             } else {
                 reconcile::question_prompt(a).ok_or_else(|| {
                     self.fail(
@@ -281,16 +281,24 @@ impl Run<'_, '_> {
         if answers.iter().all(|a| a.permission && a.sideband) {
             return self.apply_sideband(answers, &task);
         }
-        let questions = answers.iter().filter(|a| !a.permission).count();
+        let questions = answers
+            .iter()
+            .filter(|a| !a.permission && !a.resource)
+            .count();
         let n = answers.len();
         let mut last_state: Option<TaskState> = None;
         let mut interrupted = false;
         let mut delivered_before = false;
         for (i, (a, prompt)) in answers.into_iter().zip(prompts).enumerate() {
-            let (message_id, parts) = if a.permission {
+            let (message_id, parts) = if a.permission || a.resource {
+                let part = if a.permission {
+                    answer_part(&task, &a)
+                } else {
+                    json!({"text": prompt.clone()})
+                };
                 (
                     format!("agui-resume-{}-{}", self.a.run_id, a.id),
-                    vec![answer_part(&task, &a)],
+                    vec![part],
                 )
             } else {
                 let id = if questions == 1 {
@@ -300,7 +308,17 @@ impl Run<'_, '_> {
                 };
                 (id, vec![json!({"text": prompt.clone()})])
             };
-            let params = self.message(&message_id, parts, Some(&task));
+            let mut params = self.message(&message_id, parts, Some(&task));
+            if a.resource {
+                let payload = a.payload.clone().unwrap_or(Value::Null);
+                let response = interrupts::resource_response(&a.id, &a.value, &task, &payload);
+                if let Some(iac) = params
+                    .pointer_mut("/message/metadata/iac_code")
+                    .and_then(Value::as_object_mut)
+                {
+                    iac.insert("inputResponse".into(), response);
+                }
+            }
             // Sent before: a stop (SIGTERM, a crash) came while the kernel's answer was awaited.
             let retried = self.in_doubt(&a);
             self.mark_in_doubt(&a, true)?;
@@ -344,6 +362,7 @@ impl Run<'_, '_> {
             self.commit_answer(&a)?;
             self.resume_accepted = true;
             if !a.permission
+                && !a.resource
                 && let Some(tool) = a
                     .value
                     .get("toolUseId")
@@ -476,6 +495,18 @@ impl Run<'_, '_> {
 struct Chain {
     first: Option<EventStream>,
     rest: EventStream,
+}
+
+/// The text part beside a resource selection's `inputResponse` (the kernel reads only the
+/// metadata; a message needs a part): the chosen label or value, or `canceled`.
+fn resource_text(a: &Answer) -> String {
+    let p = a.payload.as_ref().unwrap_or(&Value::Null);
+    ["label", "value"]
+        .iter()
+        .filter_map(|k| p.get(*k).and_then(Value::as_str))
+        .find(|s| !s.is_empty())
+        .unwrap_or("canceled")
+        .to_string()
 }
 
 /// A permission answer as the kernel's data part.

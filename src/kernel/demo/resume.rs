@@ -127,6 +127,9 @@ pub(super) fn resume(
         let _ = sock.write_all(http::LAST_CHUNK);
         return Ok(());
     }
+    if pending.kind == "resource" {
+        return resource_answer(sock, shared, id, ids, &message, &pending);
+    }
     // Question answers arrive as text.
     if text.trim().is_empty() {
         return invalid_params(&mut sock, &id, "A2A server received empty input.");
@@ -159,6 +162,60 @@ pub(super) fn resume(
         })()
     };
     if r.is_err() && cancel.load(Ordering::SeqCst) {
+        em.cancelled();
+    }
+    finish_task(shared, &tid);
+    let _ = sock.write_all(http::LAST_CHUNK);
+    Ok(())
+}
+
+/// A resource selection's answer: refused as the kernel refuses it, else the tool's result
+/// and the rest of the turn.
+fn resource_answer(
+    mut sock: TcpStream,
+    shared: &Arc<Shared>,
+    id: Value,
+    ids: TaskIds,
+    message: &Value,
+    pending: &Pending,
+) -> io::Result<()> {
+    let r = match super::scripts::check_resource_answer(message, &pending.input) {
+        Ok(r) => r,
+        Err(e) => return invalid_params(&mut sock, &id, &e),
+    };
+    let tid = ids.task_id.clone();
+    let cancel = ids.cancel.clone();
+    {
+        let mut tasks = lock(&shared.tasks);
+        if let Some(t) = tasks.get_mut(&tid) {
+            t.pending = None;
+            t.live = true;
+            if let Some(i) = pending.input["inputId"].as_str() {
+                t.answered.push(i.to_string());
+            }
+        }
+    }
+    let mut em = Emitter::open(&mut sock, shared, ids, id)?;
+    let tool = pending.input["toolUseId"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let res = (|| -> Result<(), Stop> {
+        em.status("TASK_STATE_WORKING", None, true, json!({"inputReceived": {"schemaVersion": 1, "kind": "cloud_resource_selection", "inputId": r["inputId"], "toolUseId": tool, "status": r["status"], "replayed": false}}))?;
+        let text = if r["status"] == "selected" {
+            let result = json!({"status": "selected", "input_id": r["inputId"], "selector_id": r["selectorId"], "value": r["value"], "label": r["label"]});
+            em.meta(json!({"tool": {"name": "select_cloud_resource", "toolUseId": tool, "status": "completed", "result": result.to_string()}}))?;
+            format!("Using {}.", r["label"].as_str().unwrap_or(""))
+        } else {
+            let result = json!({"status": "canceled", "input_id": r["inputId"], "selector_id": pending.input["selector"]["id"]});
+            em.meta(json!({"tool": {"name": "select_cloud_resource", "toolUseId": tool, "status": "completed", "result": result.to_string()}}))?;
+            "No VSwitch chosen; I will stop here.".to_string()
+        };
+        em.text(&text)?;
+        em.usage(90.0, 6.0)?;
+        em.finish_turn(&format!("I need a VSwitch for the instance.{text}"))
+    })();
+    if res.is_err() && cancel.load(Ordering::SeqCst) {
         em.cancelled();
     }
     finish_task(shared, &tid);

@@ -1,0 +1,257 @@
+//! The kernel's input kinds beyond permissions and questions (issue 47): a cloud resource
+//! selection is an interrupt of its own (`reason`, `responseSchema`, the selector in its
+//! metadata), and its answer reaches the kernel as `iac_code.inputResponse` built from the
+//! stored interrupt. Against the demo kernel, whose `select` script raises the kernel's own
+//! envelope and checks the answer as the kernel does.
+#![cfg(feature = "demo")]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use iac_agui::catalog::Msg;
+use iac_agui::config::AguiProtocol;
+use iac_agui::i18n::Lang;
+use iac_agui::server::ServerConfig;
+use serde_json::{Value, json};
+
+fn stack(protocol: AguiProtocol) -> Stack {
+    Stack::with(protocol, ServerConfig::default(), Duration::from_secs(30))
+}
+
+fn code(events: &[Value]) -> String {
+    last(events)["code"].as_str().unwrap_or("").to_string()
+}
+
+fn text_of(events: &[Value]) -> String {
+    events
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+        .filter_map(|e| e["delta"].as_str())
+        .collect()
+}
+
+/// A run of the `select` script: its one interrupt.
+fn selection(s: &Stack, thread: &str) -> Value {
+    let ev = s.run(&s.body(thread, "r1", "select a vswitch"));
+    assert_eq!(last(&ev)["type"], "RUN_FINISHED");
+    let all = interrupts(&ev);
+    assert_eq!(all.len(), 1, "{all:?}");
+    all[0].clone()
+}
+
+fn answer(
+    s: &Stack,
+    thread: &str,
+    run: &str,
+    id: &str,
+    status: &str,
+    payload: Value,
+) -> Vec<Value> {
+    let mut entry = json!({"interruptId": id, "status": status});
+    if !payload.is_null() {
+        entry["payload"] = payload;
+    }
+    s.run(&s.resume_body(thread, run, json!([entry])))
+}
+
+#[test]
+fn a_resource_selection_is_an_interrupt_with_its_own_reason_schema_and_selector() {
+    for protocol in [AguiProtocol::V1_0, AguiProtocol::V0_1] {
+        let s = stack(protocol);
+        let i = selection(&s, "t1");
+        assert_eq!(i["reason"], "cloud_resource_selection", "{protocol:?}");
+        assert_eq!(i["message"], "Which VSwitch should the instance use?");
+        assert!(
+            i["toolCallId"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("call_"))
+        );
+        let one_of = i["responseSchema"]["oneOf"].as_array().unwrap();
+        assert_eq!(one_of[0]["properties"]["status"]["const"], "selected");
+        assert_eq!(one_of[0]["required"], json!(["status", "value"]));
+        assert_eq!(one_of[1]["properties"]["status"]["const"], "canceled");
+        let m = &i["metadata"];
+        assert_eq!(m["kind"], "cloud_resource_selection");
+        assert_eq!(m["selector"]["id"], "vpc.vswitch");
+        assert_eq!(
+            m["selector"]["associationProperty"],
+            "ALIYUN::VPC::VSwitch::VSwitchId"
+        );
+        assert_eq!(
+            m["selector"]["associationPropertyMetadata"]["RegionId"],
+            "cn-hangzhou"
+        );
+        assert!(
+            m["selector"]["profileHash"]
+                .as_str()
+                .unwrap()
+                .starts_with("sha256:")
+        );
+        assert_eq!(m["inputId"], i["id"]);
+        assert_eq!(m["standardOptions"], json!([]));
+        // Stored whole, the selector included, before it was announced.
+        let id = i["id"].as_str().unwrap();
+        let stored = &s.state_file("t1")["execution"]["pending"][id]["value"];
+        assert_eq!(stored["selector"], m["selector"]);
+    }
+}
+
+#[test]
+fn a_selected_resource_reaches_the_kernel_as_its_input_response() {
+    let s = stack(AguiProtocol::V1_0);
+    let i = selection(&s, "t1");
+    let id = i["id"].as_str().unwrap();
+    let ev = answer(
+        &s,
+        "t1",
+        "r2",
+        id,
+        "resolved",
+        json!({"status": "selected", "value": "vsw-main1", "label": "Main VSwitch"}),
+    );
+    assert_eq!(last(&ev)["outcome"]["type"], "success", "{ev:?}");
+    assert!(text_of(&ev).contains("Using Main VSwitch."), "{ev:?}");
+    assert!(
+        s.state_file("t1")["execution"]
+            .get("pending")
+            .is_none_or(|p| p.get(id).is_none())
+    );
+}
+
+#[test]
+fn a_selection_without_a_label_is_labelled_with_its_value() {
+    let s = stack(AguiProtocol::V1_0);
+    let i = selection(&s, "t1");
+    let id = i["id"].as_str().unwrap();
+    let ev = answer(
+        &s,
+        "t1",
+        "r2",
+        id,
+        "resolved",
+        json!({"status": "selected", "value": "vsw-x"}),
+    );
+    assert!(text_of(&ev).contains("Using vsw-x."), "{ev:?}");
+}
+
+#[test]
+fn a_canceled_selection_is_the_kernels_canceled_answer() {
+    for (status, payload) in [
+        ("resolved", json!({"status": "canceled"})),
+        ("cancelled", Value::Null),
+    ] {
+        let s = stack(AguiProtocol::V1_0);
+        let i = selection(&s, "t1");
+        let id = i["id"].as_str().unwrap();
+        let ev = answer(&s, "t1", "r2", id, status, payload);
+        // The tool hears `canceled` and the turn goes on: not a cancelled run.
+        assert_eq!(last(&ev)["outcome"]["type"], "success", "{status}: {ev:?}");
+        assert!(text_of(&ev).contains("No VSwitch chosen"), "{ev:?}");
+    }
+}
+
+#[test]
+fn correlation_fields_from_the_client_are_refused_before_the_kernel() {
+    let s = stack(AguiProtocol::V1_0);
+    let i = selection(&s, "t1");
+    let id = i["id"].as_str().unwrap();
+    let bad = [
+        json!({"status": "selected", "value": "vsw-a", "requestTaskId": "task-other"}),
+        json!({"status": "selected", "value": "vsw-a", "inputId": "resource-0"}),
+        json!({"status": "selected", "value": "vsw-a", "selectorId": "ecs.instance"}),
+        json!({"status": "selected"}),
+        json!({"status": "selected", "value": ""}),
+        json!({"status": "chosen", "value": "vsw-a"}),
+        json!({"status": "canceled", "value": "vsw-a"}),
+        json!({"status": "selected", "value": "vsw-a", "source": "x"}),
+        json!({"selectedId": "vsw-a"}),
+    ];
+    for (n, p) in bad.into_iter().enumerate() {
+        let ev = answer(&s, "t1", &format!("bad{n}"), id, "resolved", p.clone());
+        assert_eq!(code(&ev), "RESUME_PAYLOAD_INVALID", "{p}");
+        assert_eq!(
+            last(&ev)["message"],
+            Msg::ResumePayloadInvalid.text(Lang::En)
+        );
+    }
+    // Still pending and answerable.
+    let ev = answer(
+        &s,
+        "t1",
+        "good",
+        id,
+        "resolved",
+        json!({"status": "selected", "value": "vsw-a"}),
+    );
+    assert_eq!(last(&ev)["outcome"]["type"], "success", "{ev:?}");
+}
+
+#[test]
+fn a_value_the_kernel_refuses_is_resume_rejected_with_its_reason() {
+    let s = stack(AguiProtocol::V1_0);
+    let i = selection(&s, "t1");
+    let id = i["id"].as_str().unwrap();
+    // Valid for the schema, not for the selector's profile (a VSwitch id starts `vsw-`).
+    let ev = answer(
+        &s,
+        "t1",
+        "r2",
+        id,
+        "resolved",
+        json!({"status": "selected", "value": "subnet-1"}),
+    );
+    assert_eq!(code(&ev), "RESUME_REJECTED", "{ev:?}");
+    let msg = last(&ev)["message"].as_str().unwrap();
+    assert!(
+        msg.contains("resource_selection_resume_invalid: selector value is invalid"),
+        "{msg}"
+    );
+    // A source the profile does not take: the kernel's own words again.
+    let ev = answer(
+        &s,
+        "t1",
+        "r3",
+        id,
+        "resolved",
+        json!({"status": "selected", "value": "vsw-a", "source": {"id": "x"}}),
+    );
+    assert_eq!(code(&ev), "RESUME_REJECTED");
+    assert!(
+        last(&ev)["message"]
+            .as_str()
+            .unwrap()
+            .contains("source mismatch")
+    );
+    // The interrupt stays pending: a right answer is still taken.
+    assert!(s.state_file("t1")["execution"]["pending"][id].is_object());
+    let ev = answer(
+        &s,
+        "t1",
+        "r4",
+        id,
+        "resolved",
+        json!({"status": "selected", "value": "vsw-ok"}),
+    );
+    assert_eq!(last(&ev)["outcome"]["type"], "success", "{ev:?}");
+}
+
+#[test]
+fn a_resource_selection_survives_an_adapter_restart() {
+    let mut s = stack(AguiProtocol::V1_0);
+    let i = selection(&s, "t1");
+    let id = i["id"].as_str().unwrap().to_string();
+    s.start_server(ServerConfig::default());
+    // The restarted adapter has only the state file: the answer is built from it.
+    let ev = answer(
+        &s,
+        "t1",
+        "r2",
+        &id,
+        "resolved",
+        json!({"status": "selected", "value": "vsw-after", "label": "After"}),
+    );
+    assert_eq!(last(&ev)["outcome"]["type"], "success", "{ev:?}");
+    assert!(text_of(&ev).contains("Using After."));
+}
