@@ -234,6 +234,9 @@ pub(crate) fn capabilities_body(cfg: &Config, default_cwd: Option<&str>) -> Vec<
                 "forwardedPropsRequired": default_cwd.is_none(),
                 // `context[]` reaches the model in 1.0 mode (the reference ignores it).
                 "contextForwarded": dialect.forwards_context,
+                // Each input kind the kernel asks and the interrupt `reason` it comes as
+                // (issue 47); docs/protocol.md "Interrupts" has each shape.
+                "interruptKinds": crate::adapter::interrupts::kinds(&dialect),
                 "routes": {
                     "run": "POST /",
                     "cancel": "POST /extensions/iac-code/v1/executions/{executionId}/cancel",

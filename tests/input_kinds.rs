@@ -255,3 +255,66 @@ fn a_resource_selection_survives_an_adapter_restart() {
     assert_eq!(last(&ev)["outcome"]["type"], "success", "{ev:?}");
     assert!(text_of(&ev).contains("Using After."));
 }
+
+#[test]
+fn a_candidate_choice_has_its_own_reason_in_1_0_and_the_references_in_0_1() {
+    for (protocol, reason) in [
+        (AguiProtocol::V1_0, "candidate_selection"),
+        (AguiProtocol::V0_1, "input_required"),
+    ] {
+        let s = stack(protocol);
+        let ev = s.run(&s.body("t1", "r1", "compare candidates"));
+        let all = interrupts(&ev);
+        assert_eq!(all.len(), 1, "{ev:?}");
+        let i = &all[0];
+        assert_eq!(i["reason"], reason, "{protocol:?}");
+        assert_eq!(i["metadata"]["kind"], "candidate_selection");
+        // `{selectedId}` from its options, nothing else.
+        let one_of = i["responseSchema"]["oneOf"].as_array().unwrap();
+        let ids: Vec<&Value> = one_of
+            .iter()
+            .map(|b| &b["properties"]["selectedId"]["const"])
+            .collect();
+        assert_eq!(ids, [&json!("0"), &json!("1")]);
+        assert_eq!(i["metadata"]["options"][1]["totalMonthlyCost"], "¥90");
+        let id = i["id"].as_str().unwrap();
+        let ev = answer(
+            &s,
+            "t1",
+            "r2",
+            id,
+            "resolved",
+            json!({"freeText": "the cheap one"}),
+        );
+        assert_eq!(code(&ev), "RESUME_PAYLOAD_INVALID");
+        let ev = answer(&s, "t1", "r3", id, "resolved", json!({"selectedId": "1"}));
+        assert_eq!(last(&ev)["outcome"]["type"], "success", "{ev:?}");
+        let step_text: String = ev
+            .iter()
+            .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+            .filter_map(|e| e["delta"].as_str())
+            .collect();
+        assert!(
+            step_text.contains("Deploying Candidate 2: Function Compute."),
+            "{ev:?}"
+        );
+    }
+}
+
+#[test]
+fn a_listing_shows_a_waiting_selection_with_its_kind() {
+    let s = stack(AguiProtocol::V1_0);
+    let i = selection(&s, "t1");
+    let r = get(s.addr(), "/threads/t1");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    let listed = &v["interrupts"][0];
+    assert_eq!(listed["id"], i["id"]);
+    assert_eq!(listed["reason"], "cloud_resource_selection");
+    assert_eq!(listed["kind"], "cloud_resource_selection");
+    assert_eq!(listed["metadata"]["selector"]["id"], "vpc.vswitch");
+}
+
+fn get(addr: std::net::SocketAddr, path: &str) -> Resp {
+    raw(addr, &request("GET", path, &[], b""))
+}

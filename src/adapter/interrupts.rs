@@ -5,6 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::a2a::types::A2aEvent;
+use crate::agui::dialect::Dialect;
 use crate::catalog::Msg;
 use crate::i18n::{self, Lang};
 use crate::json;
@@ -300,11 +301,42 @@ pub(crate) fn resource_response(
     Value::Object(out)
 }
 
+/// The kind of a pipeline's candidate choice: its own `reason` where the dialect says so.
+pub(crate) const CANDIDATE_SELECTION: &str = "candidate_selection";
+
+/// The interrupt as `dialect` shows it: the reference's shape (`interrupt`), with the
+/// kernel's kind as the reason of a candidate choice when `kind_reasons` is on.
+pub(crate) fn interrupt_in(id: &str, value: &Map<String, Value>, dialect: &Dialect) -> Value {
+    let mut i = interrupt(id, value);
+    if dialect.kind_reasons
+        && value.get("kind").and_then(Value::as_str) == Some(CANDIDATE_SELECTION)
+    {
+        i["reason"] = CANDIDATE_SELECTION.into();
+    }
+    i
+}
+
+/// Each input kind the kernel raises and the interrupt `reason` it comes as in `dialect`
+/// (`/capabilities`, `custom.iacCode.interruptKinds`).
+pub fn kinds(dialect: &Dialect) -> Value {
+    let candidate = if dialect.kind_reasons {
+        CANDIDATE_SELECTION
+    } else {
+        "input_required"
+    };
+    json!({
+        "permission": "tool_call",
+        "ask_user_question": "input_required",
+        CANDIDATE_SELECTION: candidate,
+        RESOURCE_SELECTION: RESOURCE_SELECTION,
+    })
+}
+
 /// The AG-UI interrupts of an execution's pending inputs, in their order.
-pub(crate) fn pending(ex: &crate::store::document::Execution) -> Vec<Value> {
+pub(crate) fn pending(ex: &crate::store::document::Execution, dialect: &Dialect) -> Vec<Value> {
     ex.pending
         .iter()
-        .map(|(id, p)| interrupt(id, &p.value))
+        .map(|(id, p)| interrupt_in(id, &p.value, dialect))
         .collect()
 }
 
@@ -476,5 +508,24 @@ mod tests {
         bare.remove("requestTaskId");
         let got = resource_response(id, &bare, "task-run", &json!({"status": "canceled"}));
         assert_eq!(got["requestTaskId"], "task-run");
+    }
+
+    #[test]
+    fn capabilities_name_each_kind_with_the_reason_its_dialect_gives_it() {
+        let v1 = kinds(&Dialect::V1_0);
+        let v01 = kinds(&Dialect::V0_1);
+        assert_eq!(v1[CANDIDATE_SELECTION], CANDIDATE_SELECTION);
+        assert_eq!(v01[CANDIDATE_SELECTION], "input_required");
+        for d in [Dialect::V1_0, Dialect::V0_1] {
+            let k = kinds(&d);
+            assert_eq!(k.as_object().unwrap().len(), 4);
+            assert_eq!(k[RESOURCE_SELECTION], RESOURCE_SELECTION);
+            // The reasons listed are the ones the interrupts carry.
+            for (kind, reason) in k.as_object().unwrap() {
+                let v = json!({"kind": kind, "inputId": "i", "options": [{"id": "a"}]});
+                let i = interrupt_in("i", v.as_object().unwrap(), &d);
+                assert_eq!(&i["reason"], reason, "{kind}");
+            }
+        }
     }
 }

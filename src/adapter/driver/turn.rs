@@ -183,7 +183,7 @@ impl Run<'_, '_> {
     }
 
     pub(super) fn pending_interrupts(&self) -> Vec<Value> {
-        self.with_thread(|t| interrupts::pending(&t.doc.execution))
+        self.with_thread(|t| interrupts::pending(&t.doc.execution, &self.sh.dialect))
             .unwrap_or_default()
     }
 

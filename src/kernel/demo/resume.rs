@@ -61,7 +61,7 @@ pub(super) fn resume(
     let Some(pending) = pending else {
         // Not waiting: guidance into a live pipeline, or a new message on an idle task.
         let mut em = Emitter::open(&mut sock, shared, ids.clone(), id)?;
-        if script == Script::Pipeline {
+        if matches!(script, Script::Pipeline | Script::Candidates) {
             let _ = em.emit(
                 "interrupt_received",
                 "interrupt",
@@ -148,6 +148,8 @@ pub(super) fn resume(
     let mut em = Emitter::open(&mut sock, shared, ids.clone(), id)?;
     let r = if pending.kind == "pipeline-question" {
         pipeline_continue(&mut em, &text)
+    } else if pending.kind == "pipeline-candidates" {
+        candidates_continue(&mut em, &text)
     } else {
         (|| -> Result<(), Stop> {
             let tool = pending.input["toolUseId"]

@@ -161,10 +161,12 @@ pub(super) fn pipeline_state(
         }
     }
     let tasks = lock(&shared.tasks);
-    let Some(t) = tasks
-        .get(&task_id)
-        .filter(|t| matches!(t.script, Script::Pipeline | Script::PipelineSlow))
-    else {
+    let Some(t) = tasks.get(&task_id).filter(|t| {
+        matches!(
+            t.script,
+            Script::Pipeline | Script::PipelineSlow | Script::Candidates
+        )
+    }) else {
         return respond(sock, 404, &json!({"error": "A2A pipeline state not found"}));
     };
     let events: Vec<Value> = t

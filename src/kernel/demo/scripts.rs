@@ -11,6 +11,8 @@ pub(super) enum Script {
     /// A cloud resource selection (`select`), as the kernel raises one with
     /// `IAC_CODE_A2A_RESOURCE_SELECTOR_ENABLED`.
     Select,
+    /// A pipeline that ends its evaluation with a candidate choice (`candidates`).
+    Candidates,
     Pipeline,
     /// A pipeline that keeps working for a while (for guidance and cancellation).
     PipelineSlow,
@@ -71,6 +73,9 @@ pub(super) fn choose(text: &str, run_mode: Option<&str>) -> Script {
         let (text, tool) = (num("big", 0, 2), num("big", 1, 4));
         return Script::Big(text.min(cap), tool.min(cap), text.max(tool) > cap);
     }
+    if t.contains("candidates") {
+        return Script::Candidates;
+    }
     if t.contains("pipeline") || run_mode == Some("pipeline") {
         return if t.contains("slow") {
             Script::PipelineSlow
@@ -95,7 +100,10 @@ pub(super) fn choose(text: &str, run_mode: Option<&str>) -> Script {
 }
 
 pub(super) fn run_script(em: &mut Emitter<'_>, script: Script, text: &str) -> Result<(), Stop> {
-    let pipeline = matches!(script, Script::Pipeline | Script::PipelineSlow);
+    let pipeline = matches!(
+        script,
+        Script::Pipeline | Script::PipelineSlow | Script::Candidates
+    );
     if !pipeline {
         em.meta_state("TASK_STATE_SUBMITTED")?;
         em.meta_state("TASK_STATE_WORKING")?;
@@ -119,6 +127,7 @@ pub(super) fn run_script(em: &mut Emitter<'_>, script: Script, text: &str) -> Re
         Script::Question => question_turn(em),
         Script::Select => select_turn(em),
         Script::Pipeline => pipeline_turn(em, text),
+        Script::Candidates => candidates_turn(em, text),
         Script::PipelineSlow => pipeline_slow(em),
         Script::Fail => {
             em.text("Working on it… ")?;
@@ -434,6 +443,71 @@ pub(super) fn pipeline_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop
         json!({"step": s1, "input": input}),
     );
     em.pipeline(vec![e], Some(input))
+}
+
+/// The options of the `candidates` script, in the kernel's projection of a
+/// `candidate_selection` (`iac_code/a2a/pipeline_stream.py`: `id`, `label`, `summary`,
+/// `totalMonthlyCost`).
+fn candidate_options() -> Value {
+    json!([
+        {"id": "0", "label": "Candidate 1: ECS behind an SLB", "summary": "Two ECS instances behind a load balancer.", "totalMonthlyCost": "¥420"},
+        {"id": "1", "label": "Candidate 2: Function Compute", "summary": "Serverless functions behind an API gateway.", "totalMonthlyCost": "¥90"}
+    ])
+}
+
+/// A pipeline whose evaluation step ends with a candidate choice, raised as the kernel
+/// projects one (`iac_code.input` of kind `candidate_selection`, on the main line).
+pub(super) fn candidates_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop> {
+    em.emit("pipeline_started", "pipeline", "working", json!({"userRequest": text, "pipelineType": "selling", "totalSteps": 2, "stepNames": ["evaluate_candidates", "deploying"]}), json!({}))?;
+    let s1 = step("evaluate_candidates", 1.0);
+    em.on_step("step_started", json!({"name": "evaluate_candidates"}), &s1)?;
+    em.on_step(
+        "text_delta",
+        json!({"text": "Two designs fit; choose one."}),
+        &s1,
+    )?;
+    let prompt = "Which design should I deploy?";
+    let input = json!({"schemaVersion": 1, "kind": "candidate_selection", "requestTaskId": em.task_id, "contextId": em.context_id, "inputId": format!("input-evt-{}", ids::hex32()), "prompt": prompt, "required": true, "options": candidate_options()});
+    if let Some(t) = lock(&em.shared.tasks).get_mut(&em.task_id) {
+        t.pending = Some(Pending {
+            input: doubles(input.clone()),
+            kind: "pipeline-candidates",
+        });
+    }
+    let e = em.envelope(
+        "input_required",
+        "step",
+        "input_required",
+        json!({"kind": "candidate_selection", "prompt": prompt, "options": candidate_options()}),
+        json!({"step": s1, "input": input}),
+    );
+    em.pipeline(vec![e], Some(input))
+}
+
+/// The rest of the `candidates` pipeline once a candidate is chosen (its label as text).
+pub(super) fn candidates_continue(em: &mut Emitter<'_>, answer: &str) -> Result<(), Stop> {
+    let s1 = step("evaluate_candidates", 1.0);
+    em.on_step(
+        "input_received",
+        json!({"kind": "candidate_selection", "selected_value": answer}),
+        &s1,
+    )?;
+    em.on_step("step_completed", json!({}), &s1)?;
+    let s2 = step("deploying", 2.0);
+    em.on_step("step_started", json!({"name": "deploying"}), &s2)?;
+    em.on_step(
+        "text_delta",
+        json!({"text": format!("Deploying {answer}.")}),
+        &s2,
+    )?;
+    em.on_step("step_completed", json!({}), &s2)?;
+    em.emit(
+        "pipeline_completed",
+        "pipeline",
+        "completed",
+        json!({"earlyExit": false, "totalSteps": 2}),
+        json!({}),
+    )
 }
 
 pub(super) fn pipeline_slow(em: &mut Emitter<'_>) -> Result<(), Stop> {
