@@ -1051,6 +1051,12 @@ fn capabilities_describe_the_agent_and_need_the_token_when_one_is_set() {
     );
     assert_eq!(kinds["candidate_selection"], "input_required");
     assert_eq!(kinds["permission"], "tool_call");
+    let sel = &c["custom"]["iacCode"]["resourceSelector"];
+    assert_eq!(sel["queryMode"], "ros_api_json");
+    assert_eq!(
+        sel["profileHash"],
+        iac_agui::adapter::interrupts::KERNEL_PROFILE_HASH
+    );
     assert!(
         c["custom"]["iacCode"]["routes"]["subscribe"]
             .as_str()

@@ -32,9 +32,21 @@ fn text_of(events: &[Value]) -> String {
         .collect()
 }
 
+/// What a front end that can answer resource selections advertises (as `/capabilities`
+/// says); the kernel raises none without it.
+fn selector() -> Value {
+    json!({"schemaVersion": 1, "queryMode": "ros_api_json", "profileHash": iac_agui::adapter::interrupts::KERNEL_PROFILE_HASH})
+}
+
+fn select_body(s: &Stack, thread: &str, run: &str, text: &str) -> Value {
+    let mut b = s.body(thread, run, text);
+    b["forwardedProps"]["iacCode"]["resourceSelector"] = selector();
+    b
+}
+
 /// A run of the `select` script: its one interrupt.
 fn selection(s: &Stack, thread: &str) -> Value {
-    let ev = s.run(&s.body(thread, "r1", "select a vswitch"));
+    let ev = s.run(&select_body(s, thread, "r1", "select a vswitch"));
     assert_eq!(last(&ev)["type"], "RUN_FINISHED");
     let all = interrupts(&ev);
     assert_eq!(all.len(), 1, "{all:?}");
@@ -189,7 +201,7 @@ fn correlation_fields_from_the_client_are_refused_before_the_kernel() {
 }
 
 #[test]
-fn a_value_the_kernel_refuses_is_resume_rejected_with_its_reason() {
+fn a_value_the_kernel_refuses_is_resume_rejected_with_its_reason_and_ends_the_task() {
     let s = stack(AguiProtocol::V1_0);
     let i = selection(&s, "t1");
     let id = i["id"].as_str().unwrap();
@@ -203,17 +215,24 @@ fn a_value_the_kernel_refuses_is_resume_rejected_with_its_reason() {
         json!({"status": "selected", "value": "subnet-1"}),
     );
     assert_eq!(code(&ev), "RESUME_REJECTED", "{ev:?}");
-    let msg = last(&ev)["message"].as_str().unwrap();
-    assert!(
-        msg.contains("resource_selection_resume_invalid: selector value is invalid"),
-        "{msg}"
+    let want = Msg::SelectionRejectedTaskEnded.text(Lang::En).replace(
+        "{reason}",
+        "resource_selection_resume_invalid: selector value is invalid",
     );
-    // A source the profile does not take: the kernel's own words again.
+    assert_eq!(last(&ev)["message"], want);
+    // The kernel failed the task (as iac-code 0.16.0 does): nothing is left to answer.
+    let pending = &s.state_file("t1")["execution"]["pending"];
+    assert!(pending.get(id).is_none(), "{pending}");
+    let r = s.post(&s.resume_body("t1", "r3", json!([{"interruptId": id, "status": "resolved", "payload": {"status": "selected", "value": "vsw-ok"}}])));
+    assert_ne!(r.status, 200, "{}", r.text());
+    // A new turn asks again, and a source the profile does not take is the kernel's own words.
+    let ev = s.run(&select_body(&s, "t1", "r4", "select a vswitch again"));
+    let id = interrupts(&ev)[0]["id"].as_str().unwrap().to_string();
     let ev = answer(
         &s,
         "t1",
-        "r3",
-        id,
+        "r5",
+        &id,
         "resolved",
         json!({"status": "selected", "value": "vsw-a", "source": {"id": "x"}}),
     );
@@ -224,13 +243,13 @@ fn a_value_the_kernel_refuses_is_resume_rejected_with_its_reason() {
             .unwrap()
             .contains("source mismatch")
     );
-    // The interrupt stays pending: a right answer is still taken.
-    assert!(s.state_file("t1")["execution"]["pending"][id].is_object());
+    let ev = s.run(&select_body(&s, "t1", "r6", "select a vswitch once more"));
+    let id = interrupts(&ev)[0]["id"].as_str().unwrap().to_string();
     let ev = answer(
         &s,
         "t1",
-        "r4",
-        id,
+        "r7",
+        &id,
         "resolved",
         json!({"status": "selected", "value": "vsw-ok"}),
     );
@@ -317,4 +336,43 @@ fn a_listing_shows_a_waiting_selection_with_its_kind() {
 
 fn get(addr: std::net::SocketAddr, path: &str) -> Resp {
     raw(addr, &request("GET", path, &[], b""))
+}
+
+#[test]
+fn the_resource_selector_is_advertised_only_when_the_client_says_it_can_answer() {
+    let s = stack(AguiProtocol::V1_0);
+    // Without the capability the kernel offers no selection (the demo answers plainly).
+    let ev = s.run(&s.body("t1", "r1", "select a vswitch"));
+    assert_eq!(last(&ev)["outcome"]["type"], "success", "{ev:?}");
+    assert!(interrupts(&ev).is_empty());
+    // A wrong shape is named.
+    for (bad, field) in [
+        (json!(true), "forwardedProps.iacCode.resourceSelector"),
+        (
+            json!({"queryMode": "ros_api_json", "profileHash": "h"}),
+            "forwardedProps.iacCode.resourceSelector.schemaVersion",
+        ),
+        (
+            json!({"schemaVersion": 1, "profileHash": "h"}),
+            "forwardedProps.iacCode.resourceSelector.queryMode",
+        ),
+        (
+            json!({"schemaVersion": 1, "queryMode": "q", "profileHash": "h", "x": 1}),
+            "forwardedProps.iacCode.resourceSelector.x",
+        ),
+    ] {
+        let mut b = s.body("t2", "r2", "select a vswitch");
+        b["forwardedProps"]["iacCode"]["resourceSelector"] = bad.clone();
+        let r = s.post(&b);
+        assert_eq!(
+            (r.status, r.error_code().as_str()),
+            (400, "INVALID_INPUT"),
+            "{bad}"
+        );
+        assert!(
+            r.error_message().contains(field),
+            "{bad}: {}",
+            r.error_message()
+        );
+    }
 }

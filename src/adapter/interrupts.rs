@@ -225,6 +225,12 @@ pub(crate) fn interrupt(id: &str, value: &Map<String, Value>) -> Value {
 /// The kind of a cloud resource selection, also its interrupt's `reason`.
 pub(crate) const RESOURCE_SELECTION: &str = "cloud_resource_selection";
 
+/// The resource-selector profile hash of iac-code 0.16.0 (`resource_selector.profiles.PROFILE_HASH`):
+/// a front end advertises it (`forwardedProps.iacCode.resourceSelector`) and the kernel raises
+/// resource selections only when it matches its own. `/capabilities` publishes it.
+pub const KERNEL_PROFILE_HASH: &str =
+    "sha256:9a0b5ea612c96be97a62bd06167b0308f6e8066dde64533edc4d27664837f193";
+
 /// The longest string the kernel takes in a resource selection's answer.
 const RESOURCE_MAX_CHARS: u64 = 1024;
 

@@ -345,7 +345,7 @@ impl Run<'_, '_> {
                 }
                 Ok(Some(Payload::Error(e))) => {
                     self.mark_in_doubt(&a, false)?;
-                    return Err(self.rejected(&e));
+                    return Err(self.rejected_answer(&a, &e));
                 }
                 Ok(None) => {
                     self.mark_in_doubt(&a, false)?;
@@ -419,6 +419,20 @@ impl Run<'_, '_> {
             return Ok((s2.or(s1), i1 || i2));
         }
         self.pump(&mut c.rest, last)
+    }
+
+    /// The kernel's refusal of one answer. A resource selection is refused from inside the
+    /// kernel's executor, and a2a-sdk then fails the task (seen with iac-code 0.16.0: the
+    /// next answer gets "Task … is in terminal state"): the execution ends with the
+    /// kernel's reason instead of an interrupt that can no longer be answered.
+    fn rejected_answer(&self, a: &Answer, e: &crate::a2a::types::RpcError) -> Stop {
+        if a.resource && e.code == Some(super::INVALID_PARAMS) {
+            let text = Msg::SelectionRejectedTaskEnded
+                .text(self.lang())
+                .replace("{reason}", e.message.trim());
+            return Stop::Fail(Code::ResumeRejected, text, Cleanup::Lost);
+        }
+        self.rejected(e)
     }
 
     /// Sideband permissions: non-streaming sends, then the task snapshot and a subscription.

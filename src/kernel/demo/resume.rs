@@ -29,6 +29,14 @@ pub(super) fn resume(
     if !known_ctx {
         return invalid_params(&mut sock, &id, "Context does not match the task.");
     }
+    // a2a-sdk's answer to a message for a failed task (`TaskState` 4).
+    if lock(&shared.tasks)
+        .get(&tid)
+        .is_some_and(|t| t.state == "TASK_STATE_FAILED")
+    {
+        let e = format!("Task {tid} is in terminal state: 4");
+        return invalid_params(&mut sock, &id, &e);
+    }
     let ids = TaskIds {
         task_id: tid.clone(),
         context_id,
@@ -183,7 +191,14 @@ fn resource_answer(
 ) -> io::Result<()> {
     let r = match super::scripts::check_resource_answer(message, &pending.input) {
         Ok(r) => r,
-        Err(e) => return invalid_params(&mut sock, &id, &e),
+        Err(e) => {
+            // The kernel refuses from inside its executor, and a2a-sdk then fails the task.
+            if let Some(t) = lock(&shared.tasks).get_mut(&ids.task_id) {
+                t.pending = None;
+                t.state = "TASK_STATE_FAILED";
+            }
+            return invalid_params(&mut sock, &id, &e);
+        }
     };
     let tid = ids.task_id.clone();
     let cancel = ids.cancel.clone();

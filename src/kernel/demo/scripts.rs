@@ -276,8 +276,16 @@ pub(super) fn question_turn(em: &mut Emitter<'_>) -> Result<(), Stop> {
 /// The selector the `select` script asks with: iac-code 0.16.0's `vpc.vswitch` profile and
 /// its `PROFILE_HASH` (`iac_code/resource_selector/profiles.py`).
 pub(super) const SELECTOR_ID: &str = "vpc.vswitch";
-pub(super) const PROFILE_HASH: &str =
-    "sha256:9a0b5ea612c96be97a62bd06167b0308f6e8066dde64533edc4d27664837f193";
+pub(super) const PROFILE_HASH: &str = crate::adapter::interrupts::KERNEL_PROFILE_HASH;
+/// Whether a request's metadata advertises the resource selector as the kernel wants it
+/// (`ResourceSelectorCapability.for_surface("a2a")`: schema 1, `ros_api_json`, its hash).
+pub(super) fn selector_advertised(iac: &Value) -> bool {
+    let c = &iac["capabilities"]["resourceSelector"];
+    c["schemaVersion"].as_f64() == Some(1.0)
+        && c["queryMode"] == "ros_api_json"
+        && c["profileHash"] == PROFILE_HASH
+}
+
 const SELECT_PROMPT: &str = "Which VSwitch should the instance use?";
 
 /// The kernel's `resource_selection_input_envelope` (`iac_code/a2a/resource_selector.py`),
