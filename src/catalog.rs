@@ -878,6 +878,15 @@ catalog! {
         "エージェントはこの回答を受け付けませんでした（{reason}）。質問は未回答のままです。もう一度回答してください。",
         "O agente não aceitou esta resposta ({reason}); a pergunta continua aberta, responda de novo.",
     ],
+    SelectionRejectedTaskEnded => [
+        "The agent refused this selection ({reason}) and ended its task; send a new message to start again.",
+        "智能体拒绝了此选择（{reason}）并结束了该任务；请发送新消息重新开始。",
+        "El agente rechazó esta selección ({reason}) y terminó su tarea; envíe un mensaje nuevo para empezar de nuevo.",
+        "L'agent a refusé cette sélection ({reason}) et a terminé sa tâche ; envoyez un nouveau message pour recommencer.",
+        "Der Agent hat diese Auswahl abgelehnt ({reason}) und seine Aufgabe beendet; senden Sie eine neue Nachricht, um neu zu beginnen.",
+        "エージェントはこの選択を拒否し（{reason}）、タスクを終了しました。やり直すには新しいメッセージを送ってください。",
+        "O agente recusou esta seleção ({reason}) e encerrou a tarefa; envie uma nova mensagem para recomeçar.",
+    ],
     ResumeIncomplete => [
         "Every pending interrupt must be answered exactly once.",
         "每个待处理的中断都必须且只能回复一次。",

@@ -234,6 +234,12 @@ pub(crate) fn capabilities_body(cfg: &Config, default_cwd: Option<&str>) -> Vec<
                 "forwardedPropsRequired": default_cwd.is_none(),
                 // `context[]` reaches the model in 1.0 mode (the reference ignores it).
                 "contextForwarded": dialect.forwards_context,
+                // Each input kind the kernel asks and the interrupt `reason` it comes as
+                // (issue 47); docs/protocol.md "Interrupts" has each shape.
+                "interruptKinds": crate::adapter::interrupts::kinds(&dialect),
+                // What a front end that answers resource selections sends as
+                // `forwardedProps.iacCode.resourceSelector` for the kernel to raise them.
+                "resourceSelector": {"schemaVersion": 1, "queryMode": "ros_api_json", "profileHash": crate::adapter::interrupts::KERNEL_PROFILE_HASH},
                 "routes": {
                     "run": "POST /",
                     "cancel": "POST /extensions/iac-code/v1/executions/{executionId}/cancel",

@@ -1044,6 +1044,19 @@ fn capabilities_describe_the_agent_and_need_the_token_when_one_is_set() {
     assert_eq!(c["multimodal"]["input"]["audio"], false);
     assert_eq!(c["custom"]["iacCode"]["protocolMode"], "0.1");
     assert_eq!(c["custom"]["iacCode"]["contextForwarded"], false);
+    let kinds = &c["custom"]["iacCode"]["interruptKinds"];
+    assert_eq!(
+        kinds["cloud_resource_selection"],
+        "cloud_resource_selection"
+    );
+    assert_eq!(kinds["candidate_selection"], "input_required");
+    assert_eq!(kinds["permission"], "tool_call");
+    let sel = &c["custom"]["iacCode"]["resourceSelector"];
+    assert_eq!(sel["queryMode"], "ros_api_json");
+    assert_eq!(
+        sel["profileHash"],
+        iac_agui::adapter::interrupts::KERNEL_PROFILE_HASH
+    );
     assert!(
         c["custom"]["iacCode"]["routes"]["subscribe"]
             .as_str()

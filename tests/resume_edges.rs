@@ -811,3 +811,73 @@ fn guidance_the_kernel_refuses_is_an_input_error_not_a_refused_answer() {
     assert_eq!(state["execution"]["taskId"], "task-1");
     assert!(!c.calls().iter().any(|(m, _)| m == "CancelTask"));
 }
+
+fn resource(id: &str) -> Value {
+    json!({"schemaVersion": 1, "kind": "cloud_resource_selection", "requestTaskId": "task-1", "contextId": ctx(), "inputId": id, "toolUseId": "call_sel", "prompt": "Which VSwitch?", "required": true, "selector": {"id": "vpc.vswitch", "associationProperty": "ALIYUN::VPC::VSwitch::VSwitchId", "outputKind": "resource_id", "associationPropertyMetadata": {"RegionId": "cn-hangzhou"}, "source": null, "profileHash": "sha256:00"}})
+}
+
+/// Issue 47: a resource selection and a permission waiting together are both listed, and
+/// one resume answers each its own way: the selection as `iac_code.inputResponse` (the
+/// correlation from the stored interrupt), the permission as its data part.
+#[test]
+fn a_resource_selection_beside_a_permission_is_listed_and_answered_each_its_way() {
+    let sel = "resource-0123456789abcdef0123456789abcdef";
+    let iac = json!({"iacCodeSessionId": "sess-1", "input": resource(sel), "pendingPermissions": [permission("p1")]});
+    let c = Case::new(
+        "resource-and-permission",
+        vec![
+            stream(&[
+                json!({"task": {"id": "task-1", "contextId": ctx(), "status": {"state": "TASK_STATE_SUBMITTED"}}}),
+                status("TASK_STATE_INPUT_REQUIRED", iac.clone()),
+            ]),
+            restored(),
+            rpc("GetTask", snapshot("TASK_STATE_INPUT_REQUIRED", iac)),
+            no_pipeline(),
+            stream(&[status(
+                "TASK_STATE_WORKING",
+                json!({"inputReceived": {"schemaVersion": 1, "kind": "cloud_resource_selection", "inputId": sel, "toolUseId": "call_sel", "status": "selected", "replayed": false}}),
+            )]),
+            stream(&[
+                status(
+                    "TASK_STATE_WORKING",
+                    json!({"inputReceived": {"kind": "permission", "inputId": "p1"}}),
+                ),
+                status("TASK_STATE_COMPLETED", json!({})),
+            ]),
+        ],
+    );
+    let ev = c.run("r1", None);
+    let listed = interrupts(&ev);
+    let reasons: Vec<&str> = listed
+        .iter()
+        .map(|i| i["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(reasons, ["cloud_resource_selection", "tool_call"]);
+    assert_eq!(c.pending()[sel]["value"]["selector"]["id"], "vpc.vswitch");
+    let ev = c.run(
+        "r2",
+        Some(json!([
+            {"interruptId": sel, "status": "resolved", "payload": {"status": "selected", "value": "vsw-1", "label": "One"}},
+            {"interruptId": "p1", "status": "resolved", "payload": {"decision": "allow_once"}},
+        ])),
+    );
+    assert_eq!(last(&ev)["type"], "RUN_FINISHED", "{ev:?}");
+    let sends: Vec<Value> = c
+        .calls()
+        .into_iter()
+        .filter(|(m, _)| m == "SendStreamingMessage")
+        .map(|(_, v)| v["params"]["message"].clone())
+        .collect();
+    assert_eq!(sends.len(), 3);
+    assert_eq!(
+        sends[1]["metadata"]["iac_code"]["inputResponse"],
+        json!({"schemaVersion": 1, "kind": "cloud_resource_selection", "status": "selected", "requestTaskId": "task-1", "contextId": ctx(), "inputId": sel, "toolUseId": "call_sel", "selectorId": "vpc.vswitch", "value": "vsw-1", "label": "One"})
+    );
+    assert_eq!(sends[1]["taskId"], "task-1");
+    assert_eq!(sends[2]["parts"][0]["data"]["kind"], "permission");
+    assert!(
+        sends[2]["metadata"]["iac_code"]
+            .get("inputResponse")
+            .is_none()
+    );
+}

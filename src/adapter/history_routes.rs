@@ -133,7 +133,7 @@ fn entry_json(sh: &Shared, key: &ThreadKey, e: &Entry) -> Value {
             _ => {
                 v["executionId"] = json!(ex.execution_id);
                 v["interrupts"] = Value::Array(
-                    super::interrupts::pending(ex)
+                    super::interrupts::pending(ex, &sh.dialect)
                         .into_iter()
                         .map(with_summary)
                         .collect(),

@@ -5,6 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::a2a::types::A2aEvent;
+use crate::agui::dialect::Dialect;
 use crate::catalog::Msg;
 use crate::i18n::{self, Lang};
 use crate::json;
@@ -21,12 +22,25 @@ pub struct FoundInput {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MissingInputId;
 
+/// The `iac_code` metadata keys that carry required inputs.
+const INPUT_KEYS: [&str; 3] = ["input", "pendingPermissions", "inputRequired"];
+
+/// Whether `iac_code` metadata carries any required-input key at all.
+pub(crate) fn has_input_keys(iac: &Map<String, Value>) -> bool {
+    INPUT_KEYS.iter().any(|k| iac.contains_key(*k))
+}
+
 /// The inputs an event asks for, or an error when one has no `inputId`.
 pub fn inputs(ev: &A2aEvent) -> Result<Vec<FoundInput>, MissingInputId> {
     let Some(iac) = ev.iac() else {
         return Ok(Vec::new());
     };
     let mut candidates: Vec<(&Value, bool)> = Vec::new();
+    // A cloud resource selection comes as `inputRequired` (the kernel's
+    // `resource_selection_input_envelope`), in the task's own line.
+    if let Some(input) = iac.get("inputRequired") {
+        candidates.push((input, false));
+    }
     if let Some(input) = iac.get("input") {
         let sideband = input.get("scope").and_then(Value::as_str) == Some("candidate")
             || input.get("subPipelineId").is_some_and(Value::is_string);
@@ -148,7 +162,10 @@ pub(crate) fn interrupt(id: &str, value: &Map<String, Value>) -> Value {
         .unwrap_or(Lang::En);
     let options = standard_options(value);
     let text = |k: &str| value.get(k).filter(|v| truthy(Some(v))).map(py_str);
-    let (reason, message, schema) = if kind == "permission" {
+    let (reason, message, schema) = if kind == RESOURCE_SELECTION {
+        let message = text("prompt").unwrap_or_else(|| Msg::InputRequired.text(lang).to_string());
+        (RESOURCE_SELECTION, message, resource_schema())
+    } else if kind == "permission" {
         let message = text("prompt")
             .or_else(|| text("title"))
             .unwrap_or_else(|| Msg::PermissionRequired.text(lang).to_string());
@@ -205,11 +222,127 @@ pub(crate) fn interrupt(id: &str, value: &Map<String, Value>) -> Value {
     Value::Object(out)
 }
 
+/// The kind of a cloud resource selection, also its interrupt's `reason`.
+pub(crate) const RESOURCE_SELECTION: &str = "cloud_resource_selection";
+
+/// The resource-selector profile hash of iac-code 0.16.0 (`resource_selector.profiles.PROFILE_HASH`):
+/// a front end advertises it (`forwardedProps.iacCode.resourceSelector`) and the kernel raises
+/// resource selections only when it matches its own. `/capabilities` publishes it.
+pub const KERNEL_PROFILE_HASH: &str =
+    "sha256:9a0b5ea612c96be97a62bd06167b0308f6e8066dde64533edc4d27664837f193";
+
+/// The longest string the kernel takes in a resource selection's answer.
+const RESOURCE_MAX_CHARS: u64 = 1024;
+
+/// What a resource selection takes: the chosen value (its label and source if known), or a
+/// cancel. The correlation fields are never the client's: `resource_response` adds them.
+fn resource_schema() -> Value {
+    let text =
+        |min: u64| json!({"type": "string", "minLength": min, "maxLength": RESOURCE_MAX_CHARS});
+    json!({"oneOf": [
+        {"type": "object", "properties": {
+            "status": {"const": "selected"},
+            "value": text(1),
+            "label": text(0),
+            "source": {"type": "object"}},
+         "required": ["status", "value"], "additionalProperties": false},
+        {"type": "object", "properties": {"status": {"const": "canceled"}},
+         "required": ["status"], "additionalProperties": false}
+    ]})
+}
+
+/// Whether a pending value is a cloud resource selection.
+pub(crate) fn is_resource_selection(value: &Map<String, Value>) -> bool {
+    value.get("kind").and_then(Value::as_str) == Some(RESOURCE_SELECTION)
+}
+
+/// The kernel's `iac_code.inputResponse` for a resource selection answered with `payload`
+/// (already valid against `resource_schema`): the correlation fields (`requestTaskId`,
+/// `contextId`, `inputId`, `toolUseId`, `selectorId`) come from the stored interrupt only.
+/// `task` stands in for a `requestTaskId` the envelope did not carry.
+pub(crate) fn resource_response(
+    id: &str,
+    value: &Map<String, Value>,
+    task: &str,
+    payload: &Value,
+) -> Value {
+    let stored = |k: &str| value.get(k).cloned().unwrap_or(Value::Null);
+    let mut out = Map::new();
+    out.insert("schemaVersion".into(), json!(1));
+    out.insert("kind".into(), RESOURCE_SELECTION.into());
+    let canceled = payload.get("status").and_then(Value::as_str) != Some("selected");
+    out.insert(
+        "status".into(),
+        if canceled { "canceled" } else { "selected" }.into(),
+    );
+    let request_task = match value.get("requestTaskId") {
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        _ => task.to_string(),
+    };
+    out.insert("requestTaskId".into(), request_task.into());
+    out.insert("contextId".into(), stored("contextId"));
+    out.insert("inputId".into(), id.into());
+    out.insert("toolUseId".into(), stored("toolUseId"));
+    if canceled {
+        return Value::Object(out);
+    }
+    let selector = value
+        .get("selector")
+        .and_then(|s| s.get("id"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    out.insert("selectorId".into(), selector);
+    out.insert(
+        "value".into(),
+        payload.get("value").cloned().unwrap_or(Value::Null),
+    );
+    let label = payload
+        .get("label")
+        .filter(|l| l.as_str().is_some_and(|l| !l.is_empty()))
+        .or_else(|| payload.get("value"));
+    out.insert("label".into(), label.cloned().unwrap_or(Value::Null));
+    if let Some(src) = payload.get("source").filter(|s| s.is_object()) {
+        out.insert("source".into(), src.clone());
+    }
+    Value::Object(out)
+}
+
+/// The kind of a pipeline's candidate choice: its own `reason` where the dialect says so.
+pub(crate) const CANDIDATE_SELECTION: &str = "candidate_selection";
+
+/// The interrupt as `dialect` shows it: the reference's shape (`interrupt`), with the
+/// kernel's kind as the reason of a candidate choice when `kind_reasons` is on.
+pub(crate) fn interrupt_in(id: &str, value: &Map<String, Value>, dialect: &Dialect) -> Value {
+    let mut i = interrupt(id, value);
+    if dialect.kind_reasons
+        && value.get("kind").and_then(Value::as_str) == Some(CANDIDATE_SELECTION)
+    {
+        i["reason"] = CANDIDATE_SELECTION.into();
+    }
+    i
+}
+
+/// Each input kind the kernel raises and the interrupt `reason` it comes as in `dialect`
+/// (`/capabilities`, `custom.iacCode.interruptKinds`).
+pub fn kinds(dialect: &Dialect) -> Value {
+    let candidate = if dialect.kind_reasons {
+        CANDIDATE_SELECTION
+    } else {
+        "input_required"
+    };
+    json!({
+        "permission": "tool_call",
+        "ask_user_question": "input_required",
+        CANDIDATE_SELECTION: candidate,
+        RESOURCE_SELECTION: RESOURCE_SELECTION,
+    })
+}
+
 /// The AG-UI interrupts of an execution's pending inputs, in their order.
-pub(crate) fn pending(ex: &crate::store::document::Execution) -> Vec<Value> {
+pub(crate) fn pending(ex: &crate::store::document::Execution, dialect: &Dialect) -> Vec<Value> {
     ex.pending
         .iter()
-        .map(|(id, p)| interrupt(id, &p.value))
+        .map(|(id, p)| interrupt_in(id, &p.value, dialect))
         .collect()
 }
 
@@ -313,5 +446,92 @@ mod tests {
         assert_eq!(i["message"], Msg::InputRequired.text(Lang::En));
         assert_eq!(option_label(&v, "cn-beijing"), "Beijing");
         assert_eq!(option_label(&v, "zz"), "zz");
+    }
+
+    fn resource_fixture() -> Value {
+        serde_json::from_str(include_str!(
+            "../../tests/fixtures/kernel/resource_selection.json"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_resource_selection_from_the_kernels_envelope_is_its_own_interrupt() {
+        let f = resource_fixture();
+        let e = A2aEvent::new(Kind::StatusUpdate, f["statusUpdate"].clone());
+        let found = inputs(&e).unwrap();
+        assert_eq!(found.len(), 1);
+        assert!(!found[0].sideband);
+        assert!(has_input_keys(e.iac().unwrap()));
+        // What the state file keeps: the whole envelope, the selector included.
+        let stored = crate::store::document::filter_input(&found[0].value);
+        let envelope = f["statusUpdate"]["metadata"]["iac_code"]["inputRequired"].clone();
+        assert_eq!(Value::Object(stored.clone()), envelope);
+        let i = interrupt(&found[0].id, &stored);
+        assert_eq!(i["reason"], RESOURCE_SELECTION);
+        assert_eq!(i["message"], "Which VSwitch should the instance use?");
+        assert_eq!(i["toolCallId"], "call_0123456789ab");
+        assert_eq!(i["metadata"]["selector"], envelope["selector"]);
+        assert_eq!(i["metadata"]["standardOptions"], json!([]));
+        let schema = &i["responseSchema"];
+        let ok = |p: Value| super::super::schema::is_valid(schema, &p);
+        assert!(ok(json!({"status": "selected", "value": "vsw-1"})));
+        assert!(ok(
+            json!({"status": "selected", "value": "vsw-1", "label": "", "source": {}})
+        ));
+        assert!(ok(json!({"status": "canceled"})));
+        assert!(!ok(json!({"status": "selected"})));
+        assert!(!ok(
+            json!({"status": "selected", "value": "x".repeat(1025)})
+        ));
+        assert!(!ok(json!({"status": "canceled", "optionsEmpty": true})));
+        assert!(!ok(
+            json!({"status": "selected", "value": "v", "contextId": "c"})
+        ));
+    }
+
+    #[test]
+    fn the_input_response_takes_its_correlation_from_the_stored_interrupt() {
+        let f = resource_fixture();
+        let envelope = f["statusUpdate"]["metadata"]["iac_code"]["inputRequired"]
+            .as_object()
+            .unwrap()
+            .clone();
+        let id = envelope["inputId"].as_str().unwrap();
+        for (name, a) in f["answers"].as_object().unwrap() {
+            let got = resource_response(id, &envelope, "task-other", &a["payload"]);
+            assert_eq!(got, a["inputResponse"], "{name}");
+        }
+        // Whatever a payload says of the correlation, the stored interrupt's values go out.
+        let sneaky = json!({"status": "selected", "value": "vsw-1", "requestTaskId": "t", "contextId": "c", "inputId": "i", "toolUseId": "u", "selectorId": "s"});
+        let got = resource_response(id, &envelope, "task-other", &sneaky);
+        for k in ["requestTaskId", "contextId", "inputId", "toolUseId"] {
+            assert_eq!(got[k], envelope[k], "{k}");
+        }
+        assert_eq!(got["selectorId"], "vpc.vswitch");
+        // An envelope without `requestTaskId` answers for the execution's task.
+        let mut bare = envelope.clone();
+        bare.remove("requestTaskId");
+        let got = resource_response(id, &bare, "task-run", &json!({"status": "canceled"}));
+        assert_eq!(got["requestTaskId"], "task-run");
+    }
+
+    #[test]
+    fn capabilities_name_each_kind_with_the_reason_its_dialect_gives_it() {
+        let v1 = kinds(&Dialect::V1_0);
+        let v01 = kinds(&Dialect::V0_1);
+        assert_eq!(v1[CANDIDATE_SELECTION], CANDIDATE_SELECTION);
+        assert_eq!(v01[CANDIDATE_SELECTION], "input_required");
+        for d in [Dialect::V1_0, Dialect::V0_1] {
+            let k = kinds(&d);
+            assert_eq!(k.as_object().unwrap().len(), 4);
+            assert_eq!(k[RESOURCE_SELECTION], RESOURCE_SELECTION);
+            // The reasons listed are the ones the interrupts carry.
+            for (kind, reason) in k.as_object().unwrap() {
+                let v = json!({"kind": kind, "inputId": "i", "options": [{"id": "a"}]});
+                let i = interrupt_in("i", v.as_object().unwrap(), &d);
+                assert_eq!(&i["reason"], reason, "{kind}");
+            }
+        }
     }
 }

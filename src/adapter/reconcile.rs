@@ -161,6 +161,8 @@ pub(crate) struct Answer {
     pub(crate) value: Map<String, Value>,
     pub(crate) sideband: bool,
     pub(crate) permission: bool,
+    /// A cloud resource selection: answered with `iac_code.inputResponse`, never text.
+    pub(crate) resource: bool,
 }
 
 /// Step 12: every answer checked against its interrupt before any side effect, in resume
@@ -181,14 +183,20 @@ pub(crate) fn validate(
             return Err((Code::ExecutionExpired, Msg::ExecutionExpired));
         }
         let permission = p.value.get("kind").and_then(Value::as_str) == Some("permission");
+        let resource = interrupts::is_resource_selection(&p.value);
         let mut payload = e.payload.clone();
         if e.status == ResumeStatus::Cancelled && permission {
             payload = Some(json!({"decision": "deny"}));
         }
+        // A cancelled resource selection is the kernel's own `canceled` answer: the tool
+        // hears it and the turn goes on.
+        if e.status == ResumeStatus::Cancelled && resource {
+            payload = Some(json!({"status": "canceled"}));
+        }
         if e.status == ResumeStatus::Resolved && payload.is_none() {
             return Err((Code::ResumePayloadInvalid, Msg::ResumePayloadRequired));
         }
-        if e.status != ResumeStatus::Cancelled || permission {
+        if e.status != ResumeStatus::Cancelled || permission || resource {
             let schema = interrupts::interrupt(&e.interrupt_id, &p.value)["responseSchema"].clone();
             let ok = super::schema::is_valid(&schema, payload.as_ref().unwrap_or(&Value::Null));
             if !ok {
@@ -203,6 +211,7 @@ pub(crate) fn validate(
             value: p.value.clone(),
             sideband: p.sideband,
             permission,
+            resource,
         });
     }
     if out.is_empty() {

@@ -2,7 +2,7 @@
 //!
 //! The schemas are the adapter's own (`interrupts::interrupt` builds every one of them), and
 //! they use these JSON Schema 2020-12 keywords: `type` (object, string), `properties`,
-//! `required`, `additionalProperties: false`, `enum`, `const`, `minLength`, `pattern` (only
+//! `required`, `additionalProperties: false`, `enum`, `const`, `minLength`, `maxLength`, `pattern` (only
 //! `\S`), `oneOf`, plus the `title` annotation. This checks exactly those with the 2020-12
 //! meaning (white space for `\S` is Unicode's, as the kernel's Python sees it; ECMA-262's set
 //! differs on U+0085 and U+FEFF only); a schema with any other keyword validates nothing (fail
@@ -49,6 +49,12 @@ fn valid(schema: &Value, instance: &Value, depth: usize) -> Option<bool> {
                 instance
                     .as_str()
                     .is_none_or(|t| t.chars().count() as u64 >= n)
+            }
+            "maxLength" => {
+                let n = want.as_u64()?;
+                instance
+                    .as_str()
+                    .is_none_or(|t| t.chars().count() as u64 <= n)
             }
             // The one pattern the adapter advertises: a character that is not white space
             // somewhere (an unanchored `\S`, as JSON Schema's ECMA-262 patterns search).
@@ -137,6 +143,7 @@ mod tests {
             build(
                 json!({"kind": "ask_user_question", "options": ["x", 3, {"candidate_index": 1}]}),
             ),
+            build(json!({"kind": "cloud_resource_selection"})),
         ]
     }
 
@@ -174,6 +181,23 @@ mod tests {
             json!({"freeText": "x", "other": true}),
         ];
         out.push(json!({"selectedId": "a", "decision": "deny"}));
+        for p in [
+            json!({"status": "selected", "value": "vsw-1"}),
+            json!({"status": "selected", "value": "vsw-1", "label": "L", "source": {"id": "x"}}),
+            json!({"status": "selected", "value": "vsw-1", "label": ""}),
+            json!({"status": "selected", "value": ""}),
+            json!({"status": "selected", "value": "v".repeat(1024)}),
+            json!({"status": "selected", "value": "v".repeat(1025)}),
+            json!({"status": "selected", "value": "vsw-1", "source": "x"}),
+            json!({"status": "selected", "value": 1}),
+            json!({"status": "selected"}),
+            json!({"status": "canceled"}),
+            json!({"status": "canceled", "value": "vsw-1"}),
+            json!({"status": "other"}),
+            json!({"status": "selected", "value": "vsw-1", "inputId": "i"}),
+        ] {
+            out.push(p);
+        }
         out
     }
 

@@ -144,7 +144,7 @@ fn facts(
     if !current {
         return Ok(None);
     }
-    let pending = interrupts::pending(&doc.execution);
+    let pending = interrupts::pending(&doc.execution, &sh.dialect);
     Ok(Some(Facts {
         context_id: doc.context_id.clone(),
         session_id: doc.session_id.clone(),
@@ -402,7 +402,7 @@ impl Snapshot<'_> {
         let pending: Vec<Value> = lock(&slot)
             .as_ref()
             .filter(|t| t.doc.execution.execution_id == self.req.execution_id)
-            .map(|t| interrupts::pending(&t.doc.execution))
+            .map(|t| interrupts::pending(&t.doc.execution, &self.sh.dialect))
             .unwrap_or_default();
         if !pending.is_empty() {
             return pending;
@@ -410,7 +410,7 @@ impl Snapshot<'_> {
         interrupts::inputs(ev)
             .unwrap_or_default()
             .iter()
-            .map(|f| interrupts::interrupt(&f.id, &f.value))
+            .map(|f| interrupts::interrupt_in(&f.id, &f.value, &self.sh.dialect))
             .collect()
     }
 }

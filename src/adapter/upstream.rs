@@ -140,6 +140,10 @@ pub(crate) fn metadata(p: &IacProps, lang: Lang, cwd: &str) -> Value {
         }
         put("thinking", Value::Object(th));
     }
+    if let Some(sel) = &r.resource_selector {
+        let cap = json!({"schemaVersion": 1, "queryMode": sel.query_mode, "profileHash": sel.profile_hash});
+        put("capabilities", json!({ "resourceSelector": cap }));
+    }
     json!({ "iac_code": m })
 }
 

@@ -37,6 +37,9 @@ pub struct Dialect {
     /// and unknown roles, unknown part types and parts the kernel cannot take are skipped
     /// and listed; 0.1 refuses them as the reference does.
     pub reads_1_0_messages: bool,
+    /// An interrupt's `reason` names the kernel's input kind where the reference says
+    /// `input_required` for it (`candidate_selection`); 0.1 keeps the reference's reason.
+    pub kind_reasons: bool,
 }
 
 impl Dialect {
@@ -52,6 +55,7 @@ impl Dialect {
         strict_resume_ids: false,
         snapshots_short_history: false,
         reads_1_0_messages: false,
+        kind_reasons: false,
     };
 
     /// AG-UI 1.0 as its official clients read it.
@@ -66,6 +70,7 @@ impl Dialect {
         strict_resume_ids: true,
         snapshots_short_history: true,
         reads_1_0_messages: true,
+        kind_reasons: true,
     };
 
     pub fn of(protocol: AguiProtocol) -> Dialect {
@@ -95,6 +100,7 @@ mod tests {
         assert_ne!(a.strict_resume_ids, b.strict_resume_ids);
         assert_ne!(a.snapshots_short_history, b.snapshots_short_history);
         assert_ne!(a.reads_1_0_messages, b.reads_1_0_messages);
+        assert_ne!(a.kind_reasons, b.kind_reasons);
         assert_eq!(Dialect::of(AguiProtocol::V0_1), a);
         assert_eq!(Dialect::of(AguiProtocol::V1_0), b);
     }

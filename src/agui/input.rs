@@ -286,6 +286,16 @@ pub(crate) struct RareProps {
     pub(crate) candidate_presentation: Option<String>,
     pub(crate) pipeline_name: Option<String>,
     pub(crate) alibaba_cloud: Option<AlibabaCloud>,
+    /// The front end can answer cloud resource selections (issue 47): sent to the kernel as
+    /// `iac_code.capabilities.resourceSelector`, without which it never raises one.
+    pub(crate) resource_selector: Option<ResourceSelector>,
+}
+
+/// A front end's resource-selector capability, as the kernel's `request_capability` reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ResourceSelector {
+    pub(crate) query_mode: String,
+    pub(crate) profile_hash: String,
 }
 
 /// Strict lookup: a key under its alias or its name, never both; records consumed keys.
@@ -426,6 +436,13 @@ fn iac_props(iac: &Map<String, Value>) -> R<IacProps> {
         Some(Value::Object(a)) => Some(parse_alibaba(a).map_err(|e| e.within("alibabaCloud"))?),
         Some(_) => return Err(FieldError::new("alibabaCloud", Problem::Type("object"))),
     };
+    let resource_selector = match s.get("resourceSelector", "resource_selector")? {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(r)) => {
+            Some(parse_resource_selector(r).map_err(|e| e.within("resourceSelector"))?)
+        }
+        Some(_) => return Err(FieldError::new("resourceSelector", Problem::Type("object"))),
+    };
     s.finish()?;
     let rare = RareProps {
         model,
@@ -436,6 +453,7 @@ fn iac_props(iac: &Map<String, Value>) -> R<IacProps> {
         candidate_presentation,
         pipeline_name,
         alibaba_cloud,
+        resource_selector,
     };
     Ok(IacProps {
         ros_invocation_id,
@@ -446,6 +464,32 @@ fn iac_props(iac: &Map<String, Value>) -> R<IacProps> {
         cleanup_only,
         active_guidance,
         rare: (rare != RareProps::default()).then(|| Box::new(rare)),
+    })
+}
+
+fn parse_resource_selector(r: &Map<String, Value>) -> R<ResourceSelector> {
+    let mut s = Strict {
+        o: r,
+        seen: Vec::new(),
+    };
+    match s.get("schemaVersion", "schema_version")? {
+        Some(Value::Number(n)) if n.as_f64() == Some(1.0) => {}
+        None | Some(Value::Null) => {
+            return Err(FieldError::new("schemaVersion", Problem::Required));
+        }
+        Some(_) => return Err(FieldError::new("schemaVersion", Problem::Value)),
+    }
+    let mut required = |alias: &str, name: &str| -> R<String> {
+        s.opt_str(alias, name)?
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| FieldError::new(alias, Problem::Required))
+    };
+    let query_mode = required("queryMode", "query_mode")?;
+    let profile_hash = required("profileHash", "profile_hash")?;
+    s.finish()?;
+    Ok(ResourceSelector {
+        query_mode,
+        profile_hash,
     })
 }
 

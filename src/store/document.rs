@@ -41,6 +41,9 @@ pub(crate) const PENDING_WHITELIST: &[&str] = &[
     "required",
     // New in iac-agui: the kernel's own deadline, passed through and enforced (issue: expiry).
     "expiresAt",
+    // New in iac-agui: a cloud resource selection's selector (issue 47), kept whole so its
+    // answer can be built and checked after a restart.
+    "selector",
 ];
 
 /// Keep only whitelisted keys, in their original order.

@@ -138,6 +138,31 @@ try {
     await shot("05-question-answered");
   });
 
+  await step("a cloud resource selection: its selector shown, a value selected, then one canceled", async () => {
+    let n = await ends();
+    await send("select a vswitch");
+    await page.waitForSelector(".interrupt input.sel-value:not([disabled])", { timeout: 20000 });
+    const shown = await page.$eval(".interrupt:last-of-type .summary.selector", (e) => e.textContent);
+    if (!shown.includes("ALIYUN::VPC::VSwitch::VSwitchId") || !shown.includes("RegionId=cn-hangzhou")) fail("selection", `selector shown as ${shown}`);
+    const dismiss = await page.$$eval(".interrupt:last-of-type button", (b) => b.map((x) => x.textContent));
+    if (dismiss.includes("Dismiss")) fail("selection", `buttons ${dismiss}`);
+    await shot("05b-resource-selection");
+    await page.type(".interrupt input.sel-value:not([disabled])", "vsw-main1");
+    await page.type(".interrupt input.sel-label:not([disabled])", "Main VSwitch");
+    await page.click(".interrupt button[data-select=selected]:not([disabled])");
+    await finished(n + 2);
+    if ((await page.$eval("#state", (e) => e.textContent)) !== "finished") fail("selection", "the selection did not finish");
+    const said = await page.$$eval("#log .msg.assistant", (x) => x.map((m) => m.textContent).join(" "));
+    if (!said.includes("Using Main VSwitch.")) fail("selection", "the kernel did not get the selection");
+    n = await ends();
+    await send("select another one");
+    await page.waitForSelector(".interrupt button[data-select=canceled]:not([disabled])", { timeout: 20000 });
+    await page.click(".interrupt button[data-select=canceled]:not([disabled])");
+    await finished(n + 2);
+    if ((await page.$eval("#state", (e) => e.textContent)) !== "finished") fail("selection", "the cancel did not finish");
+    await shot("05c-resource-selection-canceled");
+  });
+
   await step("Stop ends a slow run as cancelled", async () => {
     const n = await ends();
     const answers = await page.$$eval("#log .msg.assistant", (x) => x.length);

@@ -10,6 +10,8 @@ Scenarios (keyword in the user's message):
                 user message, so the turn after a stopped slow one is a short answer
   think      -> reasoning, then an answer
   bash       -> a bash tool call that needs permission, then an answer after the result
+  vswitch    -> a select_cloud_resource call (a VSwitch, when the kernel offers its resource
+                selector), then an answer quoting the tool's result
   (pipeline) -> ask_user_question, then complete_step (when those tools are offered)
   otherwise  -> a short answer
 """
@@ -92,6 +94,13 @@ def plan(req):
             "allow_free_text": True,
         }
         return ("Need to clarify the goal.", "Let me ask one question.", ("ask_user_question", question))
+    if "vswitch" in user and "select_cloud_resource" in tools:
+        if "select_cloud_resource" in done:
+            result = [text_of(m.get("content")) for m in messages if m.get("role") == "tool"][-1]
+            return ("", "Selection: " + result, None)
+        args = {"question": "Which VSwitch should the instance use?", "selector_id": "vpc.vswitch",
+                "association_property_metadata": {"RegionId": "cn-hangzhou", "VpcId": "vpc-interop"}}
+        return ("", "I need a VSwitch.", ("select_cloud_resource", args))
     if "bash" in user:
         if "bash" in done:
             return ("", "The command finished.", None)

@@ -1026,6 +1026,71 @@ def scenario_answer_validation(a, w, kernel_url, token):
     expect(s, st == 200 and outcome(ev3) == "success", f"the real answer: {outcome(ev3) if st == 200 else ev3}")
 
 
+def scenario_resource_selection(args, w):
+    """Issue 47: the real kernel with its resource selector on (and Alibaba Cloud credentials,
+    which it needs to offer the tool; nothing reaches the cloud) raises a cloud resource
+    selection for a request that advertises the capability `/capabilities` gives; iac-agui
+    shows it as its own interrupt and answers with the kernel's structured `inputResponse`:
+    a wrong value refused by the kernel itself (RESUME_REJECTED, the task ended), then
+    `selected` and `canceled` taken."""
+    s = "cloud resource selection"
+    extra = {"IAC_CODE_A2A_RESOURCE_SELECTOR_ENABLED": "1", "ALIBABA_CLOUD_ACCESS_KEY_ID": "LTAIinteropfake",
+             "ALIBABA_CLOUD_ACCESS_KEY_SECRET": "interop-fake-secret", "ALIBABA_CLOUD_REGION_ID": "cn-hangzhou"}
+    saved = dict(w.env)
+    w.env.update(extra)
+    port, token = free_port(), "interop-selector-token"
+    kernel = start_kernel(args, w, port, token)
+    a = None
+    try:
+        a = Adapter(args, w, f"http://127.0.0.1:{port}/", token, state="state-selector")
+        st, caps = a.get_json("/capabilities")
+        selector = caps["custom"]["iacCode"]["resourceSelector"]
+        kinds = caps["custom"]["iacCode"]["interruptKinds"]
+        expect(s, st == 200 and kinds.get("cloud_resource_selection") == "cloud_resource_selection", f"{caps}")
+
+        def ask(thread):
+            st, ev = a.post(s, w.body(thread, "pick a vswitch", resourceSelector=selector))
+            expect(s, st == 200 and outcome(ev) == "interrupt", f"{st} {outcome(ev) if st == 200 else ev}")
+            intr = ev[-1]["outcome"]["interrupts"]
+            expect(s, len(intr) == 1 and intr[0]["reason"] == "cloud_resource_selection", f"{intr}")
+            sel = intr[0]["metadata"].get("selector") or {}
+            expect(s, sel.get("id") == "vpc.vswitch" and sel.get("profileHash") == selector["profileHash"], f"{sel}")
+            expect(s, intr[0]["id"].startswith("resource-"), f"{intr[0]['id']}")
+            return intr[0]["id"]
+
+        def answer(thread, iid, status, payload=None):
+            entry = {"interruptId": iid, "status": status}
+            if payload is not None:
+                entry["payload"] = payload
+            return a.post(s, w.body(thread, "", resume=[entry], resourceSelector=selector))
+
+        def result(ev):
+            return " ".join(e.get("content", "") for e in ev if e["type"] == "TOOL_CALL_RESULT")
+
+        iid = ask("sel-wrong")
+        st, ev = answer("sel-wrong", iid, "resolved", {"status": "selected", "value": "subnet-1"})
+        expect(s, st == 200 and outcome(ev) == "error:RESUME_REJECTED"
+               and "resource_selection_resume_invalid: selector value is invalid" in ev[-1]["message"],
+               f"a value the profile refuses: {ev[-1] if st == 200 else ev}")
+        iid = ask("sel-ok")
+        st, ev = answer("sel-ok", iid, "resolved", {"status": "selected", "value": "vsw-interop1", "label": "Interop"})
+        expect(s, st == 200 and outcome(ev) == "success" and '"value": "vsw-interop1"' in result(ev)
+               and '"label": "Interop"' in result(ev), f"selected: {ev[-1] if st == 200 else ev}: {result(ev) if st == 200 else ''}")
+        iid = ask("sel-cancel")
+        st, ev = answer("sel-cancel", iid, "cancelled")
+        expect(s, st == 200 and outcome(ev) == "success" and '"status": "canceled"' in result(ev),
+               f"canceled: {ev[-1] if st == 200 else ev}: {result(ev) if st == 200 else ''}")
+        a.stop()
+        a = None
+    finally:
+        if a is not None:
+            a.proc.kill()
+        kernel.terminate()
+        kernel.wait(10)
+        w.env.clear()
+        w.env.update(saved)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bin", required=True)
@@ -1081,6 +1146,10 @@ def main():
             t0 = time.time()
             scenario_answer_validation(a, w, kernel_url, token)
             print(f"ok   scenario_answer_validation ({time.time() - t0:.1f}s)", flush=True)
+        if args.mode == "external" and (not args.only or "resource_selection" in args.only):
+            t0 = time.time()
+            scenario_resource_selection(args, w)
+            print(f"ok   scenario_resource_selection ({time.time() - t0:.1f}s)", flush=True)
         if args.mode == "external" and not args.only:
             a = scenario_restart(a, w, args, kernel_url, token)
             print("ok   scenario_restart", flush=True)

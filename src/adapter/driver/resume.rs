@@ -156,9 +156,7 @@ impl Run<'_, '_> {
         let view = Snapshot {
             inputs: &found,
             terminal: snap.state().as_ref().is_some_and(TaskState::is_terminal),
-            has_input_keys: snap
-                .iac()
-                .is_some_and(|m| m.contains_key("input") || m.contains_key("pendingPermissions")),
+            has_input_keys: snap.iac().is_some_and(interrupts::has_input_keys),
         };
         let (pending, applied) = self
             .with_thread(|t| (t.doc.execution.pending.clone(), t.doc.applied.clone()))
@@ -246,7 +244,7 @@ impl Run<'_, '_> {
         // A cancelled question cancels the whole execution.
         if answers
             .iter()
-            .any(|a| a.status == ResumeStatus::Cancelled && !a.permission)
+            .any(|a| a.status == ResumeStatus::Cancelled && !a.permission && !a.resource)
         {
             let _ = self.session.cancel_task(&task);
             self.mark_terminal(true);
@@ -261,6 +259,8 @@ impl Run<'_, '_> {
         for a in &answers {
             let prompt = if a.permission {
                 String::new()
+            } else if a.resource {
+                resource_text(a)
             } else {
                 reconcile::question_prompt(a).ok_or_else(|| {
                     self.fail(
@@ -281,16 +281,24 @@ impl Run<'_, '_> {
         if answers.iter().all(|a| a.permission && a.sideband) {
             return self.apply_sideband(answers, &task);
         }
-        let questions = answers.iter().filter(|a| !a.permission).count();
+        let questions = answers
+            .iter()
+            .filter(|a| !a.permission && !a.resource)
+            .count();
         let n = answers.len();
         let mut last_state: Option<TaskState> = None;
         let mut interrupted = false;
         let mut delivered_before = false;
         for (i, (a, prompt)) in answers.into_iter().zip(prompts).enumerate() {
-            let (message_id, parts) = if a.permission {
+            let (message_id, parts) = if a.permission || a.resource {
+                let part = if a.permission {
+                    answer_part(&task, &a)
+                } else {
+                    json!({"text": prompt.clone()})
+                };
                 (
                     format!("agui-resume-{}-{}", self.a.run_id, a.id),
-                    vec![answer_part(&task, &a)],
+                    vec![part],
                 )
             } else {
                 let id = if questions == 1 {
@@ -300,7 +308,17 @@ impl Run<'_, '_> {
                 };
                 (id, vec![json!({"text": prompt.clone()})])
             };
-            let params = self.message(&message_id, parts, Some(&task));
+            let mut params = self.message(&message_id, parts, Some(&task));
+            if a.resource {
+                let payload = a.payload.clone().unwrap_or(Value::Null);
+                let response = interrupts::resource_response(&a.id, &a.value, &task, &payload);
+                if let Some(iac) = params
+                    .pointer_mut("/message/metadata/iac_code")
+                    .and_then(Value::as_object_mut)
+                {
+                    iac.insert("inputResponse".into(), response);
+                }
+            }
             // Sent before: a stop (SIGTERM, a crash) came while the kernel's answer was awaited.
             let retried = self.in_doubt(&a);
             self.mark_in_doubt(&a, true)?;
@@ -327,7 +345,7 @@ impl Run<'_, '_> {
                 }
                 Ok(Some(Payload::Error(e))) => {
                     self.mark_in_doubt(&a, false)?;
-                    return Err(self.rejected(&e));
+                    return Err(self.rejected_answer(&a, &e));
                 }
                 Ok(None) => {
                     self.mark_in_doubt(&a, false)?;
@@ -344,6 +362,7 @@ impl Run<'_, '_> {
             self.commit_answer(&a)?;
             self.resume_accepted = true;
             if !a.permission
+                && !a.resource
                 && let Some(tool) = a
                     .value
                     .get("toolUseId")
@@ -400,6 +419,20 @@ impl Run<'_, '_> {
             return Ok((s2.or(s1), i1 || i2));
         }
         self.pump(&mut c.rest, last)
+    }
+
+    /// The kernel's refusal of one answer. A resource selection is refused from inside the
+    /// kernel's executor, and a2a-sdk then fails the task (seen with iac-code 0.16.0: the
+    /// next answer gets "Task … is in terminal state"): the execution ends with the
+    /// kernel's reason instead of an interrupt that can no longer be answered.
+    fn rejected_answer(&self, a: &Answer, e: &crate::a2a::types::RpcError) -> Stop {
+        if a.resource && e.code == Some(super::INVALID_PARAMS) {
+            let text = Msg::SelectionRejectedTaskEnded
+                .text(self.lang())
+                .replace("{reason}", e.message.trim());
+            return Stop::Fail(Code::ResumeRejected, text, Cleanup::Lost);
+        }
+        self.rejected(e)
     }
 
     /// Sideband permissions: non-streaming sends, then the task snapshot and a subscription.
@@ -476,6 +509,18 @@ impl Run<'_, '_> {
 struct Chain {
     first: Option<EventStream>,
     rest: EventStream,
+}
+
+/// The text part beside a resource selection's `inputResponse` (the kernel reads only the
+/// metadata; a message needs a part): the chosen label or value, or `canceled`.
+fn resource_text(a: &Answer) -> String {
+    let p = a.payload.as_ref().unwrap_or(&Value::Null);
+    ["label", "value"]
+        .iter()
+        .filter_map(|k| p.get(*k).and_then(Value::as_str))
+        .find(|s| !s.is_empty())
+        .unwrap_or("canceled")
+        .to_string()
 }
 
 /// A permission answer as the kernel's data part.

@@ -135,10 +135,7 @@ impl Run<'_, '_> {
     /// Inputs of an event that are not yet answered in this execution.
     #[inline(never)]
     pub(super) fn new_inputs(&self, ev: &A2aEvent) -> Step<Vec<FoundInput>> {
-        if !ev
-            .iac()
-            .is_some_and(|m| m.contains_key("input") || m.contains_key("pendingPermissions"))
-        {
+        if !ev.iac().is_some_and(interrupts::has_input_keys) {
             return Ok(Vec::new());
         }
         let found = interrupts::inputs(ev).map_err(|_| {
@@ -186,7 +183,7 @@ impl Run<'_, '_> {
     }
 
     pub(super) fn pending_interrupts(&self) -> Vec<Value> {
-        self.with_thread(|t| interrupts::pending(&t.doc.execution))
+        self.with_thread(|t| interrupts::pending(&t.doc.execution, &self.sh.dialect))
             .unwrap_or_default()
     }
 

@@ -236,6 +236,8 @@ mod tests {
         assert_eq!(choose("hello", None), Script::Plain);
         assert_eq!(choose("please ask a QUESTION", None), Script::Question);
         assert_eq!(choose("hi", Some("pipeline")), Script::Pipeline);
+        assert_eq!(choose("select a vswitch", None), Script::Select);
+        assert_eq!(choose("pipeline candidates", None), Script::Candidates);
         assert_eq!(choose("flood 42", None), Script::Flood(42));
         assert_eq!(choose("pace 10 500", None), Script::Pace(10, 500));
         assert_eq!(choose("fault-die now", None), Script::Fault(Fault::Die));

@@ -29,6 +29,14 @@ pub(super) fn resume(
     if !known_ctx {
         return invalid_params(&mut sock, &id, "Context does not match the task.");
     }
+    // a2a-sdk's answer to a message for a failed task (`TaskState` 4).
+    if lock(&shared.tasks)
+        .get(&tid)
+        .is_some_and(|t| t.state == "TASK_STATE_FAILED")
+    {
+        let e = format!("Task {tid} is in terminal state: 4");
+        return invalid_params(&mut sock, &id, &e);
+    }
     let ids = TaskIds {
         task_id: tid.clone(),
         context_id,
@@ -61,7 +69,7 @@ pub(super) fn resume(
     let Some(pending) = pending else {
         // Not waiting: guidance into a live pipeline, or a new message on an idle task.
         let mut em = Emitter::open(&mut sock, shared, ids.clone(), id)?;
-        if script == Script::Pipeline {
+        if matches!(script, Script::Pipeline | Script::Candidates) {
             let _ = em.emit(
                 "interrupt_received",
                 "interrupt",
@@ -127,6 +135,9 @@ pub(super) fn resume(
         let _ = sock.write_all(http::LAST_CHUNK);
         return Ok(());
     }
+    if pending.kind == "resource" {
+        return resource_answer(sock, shared, id, ids, &message, &pending);
+    }
     // Question answers arrive as text.
     if text.trim().is_empty() {
         return invalid_params(&mut sock, &id, "A2A server received empty input.");
@@ -145,6 +156,8 @@ pub(super) fn resume(
     let mut em = Emitter::open(&mut sock, shared, ids.clone(), id)?;
     let r = if pending.kind == "pipeline-question" {
         pipeline_continue(&mut em, &text)
+    } else if pending.kind == "pipeline-candidates" {
+        candidates_continue(&mut em, &text)
     } else {
         (|| -> Result<(), Stop> {
             let tool = pending.input["toolUseId"]
@@ -159,6 +172,67 @@ pub(super) fn resume(
         })()
     };
     if r.is_err() && cancel.load(Ordering::SeqCst) {
+        em.cancelled();
+    }
+    finish_task(shared, &tid);
+    let _ = sock.write_all(http::LAST_CHUNK);
+    Ok(())
+}
+
+/// A resource selection's answer: refused as the kernel refuses it, else the tool's result
+/// and the rest of the turn.
+fn resource_answer(
+    mut sock: TcpStream,
+    shared: &Arc<Shared>,
+    id: Value,
+    ids: TaskIds,
+    message: &Value,
+    pending: &Pending,
+) -> io::Result<()> {
+    let r = match super::scripts::check_resource_answer(message, &pending.input) {
+        Ok(r) => r,
+        Err(e) => {
+            // The kernel refuses from inside its executor, and a2a-sdk then fails the task.
+            if let Some(t) = lock(&shared.tasks).get_mut(&ids.task_id) {
+                t.pending = None;
+                t.state = "TASK_STATE_FAILED";
+            }
+            return invalid_params(&mut sock, &id, &e);
+        }
+    };
+    let tid = ids.task_id.clone();
+    let cancel = ids.cancel.clone();
+    {
+        let mut tasks = lock(&shared.tasks);
+        if let Some(t) = tasks.get_mut(&tid) {
+            t.pending = None;
+            t.live = true;
+            if let Some(i) = pending.input["inputId"].as_str() {
+                t.answered.push(i.to_string());
+            }
+        }
+    }
+    let mut em = Emitter::open(&mut sock, shared, ids, id)?;
+    let tool = pending.input["toolUseId"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let res = (|| -> Result<(), Stop> {
+        em.status("TASK_STATE_WORKING", None, true, json!({"inputReceived": {"schemaVersion": 1, "kind": "cloud_resource_selection", "inputId": r["inputId"], "toolUseId": tool, "status": r["status"], "replayed": false}}))?;
+        let text = if r["status"] == "selected" {
+            let result = json!({"status": "selected", "input_id": r["inputId"], "selector_id": r["selectorId"], "value": r["value"], "label": r["label"]});
+            em.meta(json!({"tool": {"name": "select_cloud_resource", "toolUseId": tool, "status": "completed", "result": result.to_string()}}))?;
+            format!("Using {}.", r["label"].as_str().unwrap_or(""))
+        } else {
+            let result = json!({"status": "canceled", "input_id": r["inputId"], "selector_id": pending.input["selector"]["id"]});
+            em.meta(json!({"tool": {"name": "select_cloud_resource", "toolUseId": tool, "status": "completed", "result": result.to_string()}}))?;
+            "No VSwitch chosen; I will stop here.".to_string()
+        };
+        em.text(&text)?;
+        em.usage(90.0, 6.0)?;
+        em.finish_turn(&format!("I need a VSwitch for the instance.{text}"))
+    })();
+    if res.is_err() && cancel.load(Ordering::SeqCst) {
         em.cancelled();
     }
     finish_task(shared, &tid);

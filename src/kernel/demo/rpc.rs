@@ -161,10 +161,12 @@ pub(super) fn pipeline_state(
         }
     }
     let tasks = lock(&shared.tasks);
-    let Some(t) = tasks
-        .get(&task_id)
-        .filter(|t| matches!(t.script, Script::Pipeline | Script::PipelineSlow))
-    else {
+    let Some(t) = tasks.get(&task_id).filter(|t| {
+        matches!(
+            t.script,
+            Script::Pipeline | Script::PipelineSlow | Script::Candidates
+        )
+    }) else {
         return respond(sock, 404, &json!({"error": "A2A pipeline state not found"}));
     };
     let events: Vec<Value> = t
@@ -226,6 +228,10 @@ pub(super) fn send_streaming(
     let text = user_text(&message);
     let run_mode = iac["run_mode"].as_str().or(iac["runMode"].as_str());
     let mut script = choose(&text, run_mode);
+    // As the kernel: no resource selection unless the client said it can answer one.
+    if script == Script::Select && !super::scripts::selector_advertised(&iac) {
+        script = Script::Plain;
+    }
     let still_stopping = lock(&shared.stopping)
         .get(&context_id)
         .is_some_and(|until| *until > crate::clock::Clock::now(&crate::clock::SystemClock));

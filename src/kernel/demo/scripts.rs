@@ -8,6 +8,11 @@ pub(super) enum Script {
     Think,
     Permission,
     Question,
+    /// A cloud resource selection (`select`), as the kernel raises one with
+    /// `IAC_CODE_A2A_RESOURCE_SELECTOR_ENABLED`.
+    Select,
+    /// A pipeline that ends its evaluation with a candidate choice (`candidates`).
+    Candidates,
     Pipeline,
     /// A pipeline that keeps working for a while (for guidance and cancellation).
     PipelineSlow,
@@ -68,6 +73,9 @@ pub(super) fn choose(text: &str, run_mode: Option<&str>) -> Script {
         let (text, tool) = (num("big", 0, 2), num("big", 1, 4));
         return Script::Big(text.min(cap), tool.min(cap), text.max(tool) > cap);
     }
+    if t.contains("candidates") {
+        return Script::Candidates;
+    }
     if t.contains("pipeline") || run_mode == Some("pipeline") {
         return if t.contains("slow") {
             Script::PipelineSlow
@@ -77,6 +85,7 @@ pub(super) fn choose(text: &str, run_mode: Option<&str>) -> Script {
     }
     for (kw, s) in [
         ("question", Script::Question),
+        ("select", Script::Select),
         ("permission", Script::Permission),
         ("fail", Script::Fail),
         ("slow", Script::Slow),
@@ -91,7 +100,10 @@ pub(super) fn choose(text: &str, run_mode: Option<&str>) -> Script {
 }
 
 pub(super) fn run_script(em: &mut Emitter<'_>, script: Script, text: &str) -> Result<(), Stop> {
-    let pipeline = matches!(script, Script::Pipeline | Script::PipelineSlow);
+    let pipeline = matches!(
+        script,
+        Script::Pipeline | Script::PipelineSlow | Script::Candidates
+    );
     if !pipeline {
         em.meta_state("TASK_STATE_SUBMITTED")?;
         em.meta_state("TASK_STATE_WORKING")?;
@@ -113,7 +125,9 @@ pub(super) fn run_script(em: &mut Emitter<'_>, script: Script, text: &str) -> Re
         }
         Script::Permission => permission_turn(em),
         Script::Question => question_turn(em),
+        Script::Select => select_turn(em),
         Script::Pipeline => pipeline_turn(em, text),
+        Script::Candidates => candidates_turn(em, text),
         Script::PipelineSlow => pipeline_slow(em),
         Script::Fail => {
             em.text("Working on it… ")?;
@@ -259,6 +273,133 @@ pub(super) fn question_turn(em: &mut Emitter<'_>) -> Result<(), Stop> {
     wait_for_input(em, input, "question", json!({}))
 }
 
+/// The selector the `select` script asks with: iac-code 0.16.0's `vpc.vswitch` profile and
+/// its `PROFILE_HASH` (`iac_code/resource_selector/profiles.py`).
+pub(super) const SELECTOR_ID: &str = "vpc.vswitch";
+pub(super) const PROFILE_HASH: &str = crate::adapter::interrupts::KERNEL_PROFILE_HASH;
+/// Whether a request's metadata advertises the resource selector as the kernel wants it
+/// (`ResourceSelectorCapability.for_surface("a2a")`: schema 1, `ros_api_json`, its hash).
+pub(super) fn selector_advertised(iac: &Value) -> bool {
+    let c = &iac["capabilities"]["resourceSelector"];
+    c["schemaVersion"].as_f64() == Some(1.0)
+        && c["queryMode"] == "ros_api_json"
+        && c["profileHash"] == PROFILE_HASH
+}
+
+const SELECT_PROMPT: &str = "Which VSwitch should the instance use?";
+
+/// The kernel's `resource_selection_input_envelope` (`iac_code/a2a/resource_selector.py`),
+/// key for key; `tests/fixtures/kernel/resource_selection.json` holds the same shape.
+pub(super) fn resource_input(task_id: &str, context_id: &str, tool: &str) -> Value {
+    json!({"schemaVersion": 1, "kind": "cloud_resource_selection", "requestTaskId": task_id, "contextId": context_id, "inputId": format!("resource-{}", ids::hex32()), "toolUseId": tool, "prompt": SELECT_PROMPT, "required": true, "selector": {"id": SELECTOR_ID, "associationProperty": "ALIYUN::VPC::VSwitch::VSwitchId", "outputKind": "resource_id", "associationPropertyMetadata": {"RegionId": "cn-hangzhou", "VpcId": "vpc-demo"}, "source": null, "profileHash": PROFILE_HASH}})
+}
+
+/// A cloud resource selection: the kernel publishes `INPUT_REQUIRED` with the question as
+/// the status text and the envelope as `iac_code.inputRequired`.
+pub(super) fn select_turn(em: &mut Emitter<'_>) -> Result<(), Stop> {
+    em.text("I need a VSwitch for the instance.")?;
+    let tool = format!("call_{}", &ids::hex32()[..12]);
+    em.meta(
+        json!({"tool": {"name": "select_cloud_resource", "toolUseId": tool, "status": "started"}}),
+    )?;
+    let input = resource_input(&em.task_id, &em.context_id, &tool);
+    if let Some(t) = lock(&em.shared.tasks).get_mut(&em.task_id) {
+        t.pending = Some(Pending {
+            input: input.clone(),
+            kind: "resource",
+        });
+    }
+    // The kernel's `_publish_status` message id: the task id and the state's number.
+    let m = json!({"messageId": format!("{}-6", em.task_id), "contextId": em.context_id, "taskId": em.task_id, "role": "ROLE_AGENT", "parts": [{"text": SELECT_PROMPT}]});
+    let iac = em.with_session(json!({"inputRequired": input}));
+    em.status("TASK_STATE_INPUT_REQUIRED", Some(m), true, iac)
+}
+
+/// The answer to a resource selection, checked as the kernel's
+/// `parse_resource_selection_response` and `_validate_response_against_pending` check it
+/// (for the `vpc.vswitch` profile: a `vsw-` id, no source). `Err` is the kernel's refusal.
+pub(super) fn check_resource_answer(message: &Value, pending: &Value) -> Result<Value, String> {
+    let bad = |what: &str| Err(format!("resource_selection_resume_invalid: {what}"));
+    let Some(r) = message
+        .pointer("/metadata/iac_code/inputResponse")
+        .filter(|r| r["kind"] == "cloud_resource_selection")
+    else {
+        return bad("pending input not found");
+    };
+    if r["schemaVersion"].as_f64() != Some(1.0) {
+        return bad("unsupported schema version");
+    }
+    let status = r["status"].as_str().unwrap_or("");
+    if !matches!(status, "selected" | "canceled") {
+        return bad("status is invalid");
+    }
+    let string = |k: &str| {
+        r[k].as_str()
+            .filter(|s| !s.is_empty() && s.chars().count() <= 1024)
+    };
+    for k in ["requestTaskId", "contextId"] {
+        if string(k).is_none() {
+            return bad(&format!("{k} is invalid"));
+        }
+    }
+    let input_ok = r["inputId"].as_str().is_some_and(|i| {
+        i.strip_prefix("resource-").is_some_and(|h| {
+            h.len() == 32 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        })
+    });
+    if !input_ok {
+        return bad("inputId is invalid");
+    }
+    if string("toolUseId").is_none() {
+        return bad("toolUseId is invalid");
+    }
+    if status == "selected" {
+        for k in ["selectorId", "value"] {
+            if string(k).is_none() {
+                return bad(&format!("{k} is invalid"));
+            }
+        }
+        let label_ok = match &r["label"] {
+            Value::Null => true,
+            Value::String(l) => l.chars().count() <= 1024,
+            _ => false,
+        };
+        if !label_ok {
+            return bad("label is invalid");
+        }
+        if !r["source"].is_null() && !r["source"].is_object() {
+            return bad("source is invalid");
+        }
+    } else if !r["optionsEmpty"].is_null() && !r["optionsEmpty"].is_boolean() {
+        return bad("optionsEmpty is invalid");
+    }
+    if ["requestTaskId", "contextId", "toolUseId", "inputId"]
+        .iter()
+        .any(|k| r[*k] != pending[*k])
+    {
+        return bad("correlation mismatch");
+    }
+    if status == "canceled" {
+        return Ok(r.clone());
+    }
+    if r["selectorId"] != pending["selector"]["id"] {
+        return bad("selector mismatch");
+    }
+    let value = r["value"].as_str().unwrap_or("");
+    let id_ok = value.strip_prefix("vsw-").is_some_and(|rest| {
+        let mut cs = rest.chars();
+        cs.next().is_some_and(|c| c.is_ascii_alphanumeric())
+            && cs.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    });
+    if !id_ok {
+        return bad("selector value is invalid");
+    }
+    if !r["source"].is_null() {
+        return bad("source mismatch");
+    }
+    Ok(r.clone())
+}
+
 impl Emitter<'_> {
     /// One working pipeline event scoped to `step`.
     fn on_step(&mut self, event_type: &str, data: Value, step: &Value) -> Result<(), Stop> {
@@ -310,6 +451,71 @@ pub(super) fn pipeline_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop
         json!({"step": s1, "input": input}),
     );
     em.pipeline(vec![e], Some(input))
+}
+
+/// The options of the `candidates` script, in the kernel's projection of a
+/// `candidate_selection` (`iac_code/a2a/pipeline_stream.py`: `id`, `label`, `summary`,
+/// `totalMonthlyCost`).
+fn candidate_options() -> Value {
+    json!([
+        {"id": "0", "label": "Candidate 1: ECS behind an SLB", "summary": "Two ECS instances behind a load balancer.", "totalMonthlyCost": "¥420"},
+        {"id": "1", "label": "Candidate 2: Function Compute", "summary": "Serverless functions behind an API gateway.", "totalMonthlyCost": "¥90"}
+    ])
+}
+
+/// A pipeline whose evaluation step ends with a candidate choice, raised as the kernel
+/// projects one (`iac_code.input` of kind `candidate_selection`, on the main line).
+pub(super) fn candidates_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop> {
+    em.emit("pipeline_started", "pipeline", "working", json!({"userRequest": text, "pipelineType": "selling", "totalSteps": 2, "stepNames": ["evaluate_candidates", "deploying"]}), json!({}))?;
+    let s1 = step("evaluate_candidates", 1.0);
+    em.on_step("step_started", json!({"name": "evaluate_candidates"}), &s1)?;
+    em.on_step(
+        "text_delta",
+        json!({"text": "Two designs fit; choose one."}),
+        &s1,
+    )?;
+    let prompt = "Which design should I deploy?";
+    let input = json!({"schemaVersion": 1, "kind": "candidate_selection", "requestTaskId": em.task_id, "contextId": em.context_id, "inputId": format!("input-evt-{}", ids::hex32()), "prompt": prompt, "required": true, "options": candidate_options()});
+    if let Some(t) = lock(&em.shared.tasks).get_mut(&em.task_id) {
+        t.pending = Some(Pending {
+            input: doubles(input.clone()),
+            kind: "pipeline-candidates",
+        });
+    }
+    let e = em.envelope(
+        "input_required",
+        "step",
+        "input_required",
+        json!({"kind": "candidate_selection", "prompt": prompt, "options": candidate_options()}),
+        json!({"step": s1, "input": input}),
+    );
+    em.pipeline(vec![e], Some(input))
+}
+
+/// The rest of the `candidates` pipeline once a candidate is chosen (its label as text).
+pub(super) fn candidates_continue(em: &mut Emitter<'_>, answer: &str) -> Result<(), Stop> {
+    let s1 = step("evaluate_candidates", 1.0);
+    em.on_step(
+        "input_received",
+        json!({"kind": "candidate_selection", "selected_value": answer}),
+        &s1,
+    )?;
+    em.on_step("step_completed", json!({}), &s1)?;
+    let s2 = step("deploying", 2.0);
+    em.on_step("step_started", json!({"name": "deploying"}), &s2)?;
+    em.on_step(
+        "text_delta",
+        json!({"text": format!("Deploying {answer}.")}),
+        &s2,
+    )?;
+    em.on_step("step_completed", json!({}), &s2)?;
+    em.emit(
+        "pipeline_completed",
+        "pipeline",
+        "completed",
+        json!({"earlyExit": false, "totalSteps": 2}),
+        json!({}),
+    )
 }
 
 pub(super) fn pipeline_slow(em: &mut Emitter<'_>) -> Result<(), Stop> {
@@ -411,4 +617,103 @@ pub(super) fn pipeline_continue(em: &mut Emitter<'_>, answer: &str) -> Result<()
         json!({"committedEventType": "pipeline_completed"}),
         json!({"visibility": "committed"}),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture() -> Value {
+        serde_json::from_str(include_str!(
+            "../../../tests/fixtures/kernel/resource_selection.json"
+        ))
+        .unwrap()
+    }
+
+    /// The shape of a JSON value: its keys (recursively) and the types of its leaves.
+    fn shape(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                Value::Object(m.iter().map(|(k, v)| (k.clone(), shape(v))).collect())
+            }
+            Value::String(_) => json!("string"),
+            Value::Number(_) => json!("number"),
+            other => other.clone(),
+        }
+    }
+
+    #[test]
+    fn the_select_script_raises_the_kernels_envelope() {
+        let f = fixture();
+        let want = &f["statusUpdate"]["metadata"]["iac_code"]["inputRequired"];
+        let got = resource_input("task-1", "ctx-1", "call_1");
+        assert_eq!(shape(&got), shape(want));
+        assert_eq!(got["selector"], want["selector"]);
+        let id = got["inputId"].as_str().unwrap();
+        assert!(id.starts_with("resource-") && id.len() == 41);
+    }
+
+    #[test]
+    fn the_demo_checks_a_resource_answer_as_the_kernel_does() {
+        let f = fixture();
+        let pending = &f["statusUpdate"]["metadata"]["iac_code"]["inputRequired"];
+        let msg = |r: Value| json!({"metadata": {"iac_code": {"inputResponse": r}}});
+        for a in f["answers"].as_object().unwrap().values() {
+            let r = &a["inputResponse"];
+            assert_eq!(
+                check_resource_answer(&msg(r.clone()), pending).as_ref(),
+                Ok(r)
+            );
+        }
+        let good = f["answers"]["selected"]["inputResponse"].clone();
+        let with = |k: &str, v: Value| {
+            let mut r = good.clone();
+            r[k] = v;
+            msg(r)
+        };
+        let cases = [
+            (
+                with("schemaVersion", json!(2)),
+                "unsupported schema version",
+            ),
+            (with("status", json!("chosen")), "status is invalid"),
+            (with("inputId", json!("resource-1")), "inputId is invalid"),
+            (
+                with("toolUseId", json!("call_other")),
+                "correlation mismatch",
+            ),
+            (
+                with("requestTaskId", json!("task-other")),
+                "correlation mismatch",
+            ),
+            (
+                with("selectorId", json!("ecs.instance")),
+                "selector mismatch",
+            ),
+            (
+                with("value", json!("subnet-1")),
+                "selector value is invalid",
+            ),
+            (with("value", json!("vsw-")), "selector value is invalid"),
+            (with("source", json!({"id": "x"})), "source mismatch"),
+            (with("label", json!(5)), "label is invalid"),
+            (
+                json!({"parts": [{"text": "vsw-1"}]}),
+                "pending input not found",
+            ),
+        ];
+        let refusals = f["refusals"].as_array().unwrap();
+        for (m, why) in cases {
+            let e = check_resource_answer(&m, pending).unwrap_err();
+            assert_eq!(
+                e,
+                format!("resource_selection_resume_invalid: {why}"),
+                "{m}"
+            );
+            assert!(
+                why == "label is invalid" || refusals.contains(&json!(e)),
+                "{e}"
+            );
+        }
+    }
 }

@@ -20,7 +20,12 @@ pub(super) fn snapshot(t: &Task) -> Value {
     let mut iac = Map::new();
     iac.insert("iacCodeSessionId".into(), t.session_id.clone().into());
     if let Some(p) = &t.pending {
-        iac.insert("input".into(), p.input.clone());
+        let key = if p.kind == "resource" {
+            "inputRequired"
+        } else {
+            "input"
+        };
+        iac.insert(key.into(), p.input.clone());
     }
     let mut v = json!({"id": t.id, "contextId": t.context_id, "status": status});
     let n = t.history.len();
