@@ -5,11 +5,11 @@
 
 pub mod admission;
 pub(crate) mod cancel;
-// The run's life as one value: who decides its end is wired (`RunControl`); the client's
-// place (detach, grace, adoption) and the panic guard move onto it next.
+// The run's life as one value: who decides its end, a client gone for good, the panic guard
+// and the release are wired (`RunControl`); detach, grace and adoption move onto it next.
 #[cfg_attr(
     not(test),
-    allow(dead_code, reason = "the client and panic rows are wired next")
+    allow(dead_code, reason = "the detach, grace and adoption rows are wired next")
 )]
 mod cell;
 mod driver;

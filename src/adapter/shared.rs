@@ -309,6 +309,19 @@ impl RunControl {
         self.cell.send(CellEvent::ClientGone { grace: false });
     }
 
+    /// The run panicked: true when it is to fail closed (its task cancelled, its execution
+    /// retired), which is always, unless it had already released its thread.
+    pub(crate) fn panicked(&self) -> bool {
+        self.cell
+            .send(CellEvent::Panicked)
+            .contains(&Effect::FailClosed)
+    }
+
+    /// The run released its thread: late events (a cancel, the client going) change nothing.
+    pub(crate) fn released(&self) {
+        self.cell.send(CellEvent::Released);
+    }
+
     /// The run is on its way out: its client is gone for good, or the cancel route claimed
     /// its end (it answers before the run released its thread).
     pub(crate) fn departing(&self) -> bool {

@@ -728,7 +728,8 @@ impl<'a, 's> Run<'a, 's> {
             "run {} panicked: its task is cancelled and its thread released",
             self.a.run_id
         );
-        if self.a.kind != RunKind::Guidance {
+        // The cell says what a panic means here: fail closed, whoever had claimed the end.
+        if self.a.control.panicked() && self.a.kind != RunKind::Guidance {
             self.cancel_task_best_effort();
             let _ = self.mark_terminal(true);
         }
@@ -750,6 +751,7 @@ impl<'a, 's> Run<'a, 's> {
                 .settle(&self.a.thread, &run, pending.unwrap_or(false));
         }
         self.sh.registry.touch();
+        self.a.control.released();
         self.sh.forget_run(&self.execution_id, &self.a.control);
     }
 
