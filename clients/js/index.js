@@ -60,7 +60,7 @@ export class IacCodeAgent extends HttpAgent {
   /** The `forwardedProps.iacCode` of a run on `threadId`, or `undefined` when nothing is set
    * (the server's `--default-cwd` then supplies all of it). */
   iacCodeFor(threadId) {
-    const given = defined({ ...this.iacCode, cwd: this.cwd, rosInvocationId: this.rosInvocationId });
+    const given = { ...defined(this.iacCode), ...defined({ cwd: this.cwd, rosInvocationId: this.rosInvocationId }) };
     if (Object.keys(given).length === 0) return undefined;
     return { schemaVersion: 1, rosInvocationId: `agui-client-${threadId}`, ...given };
   }

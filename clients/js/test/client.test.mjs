@@ -120,6 +120,13 @@ if (!props || "cwd" in props || "model" in props || own.sent[0].includes("null")
 if (session?.rosInvocationId !== own.a.rosInvocationId) fail("iacCode without cwd", `session ${JSON.stringify(session)}`);
 if (roles(own.a) !== "user,assistant") fail("iacCode without cwd", `messages ${roles(own.a)}`);
 
+// The properties as built: a cwd in `iacCode` stands when `cwd` is not set; the options win.
+const built = new IacCodeAgent({ url, iacCode: { cwd: ws, model: "m" }, cwd: undefined }).iacCodeFor("t");
+if (built?.cwd !== ws || built.model !== "m" || built.rosInvocationId !== "agui-client-t" || built.schemaVersion !== 1) {
+  fail("iacCode as built", JSON.stringify(built));
+}
+if (new IacCodeAgent({ url, iacCode: { cwd: "/a" }, cwd: ws }).iacCodeFor("t").cwd !== ws) fail("iacCode as built", "cwd option");
+
 // 4. Stop: the run ends cancelled and the next turn on the thread starts at once (the demo
 // keeps an aborted run for 30 s: a plain abort would leave the thread busy).
 const stopping = agent({ threadId: id("stop") });
