@@ -1,7 +1,7 @@
 # iac-agui — common tasks. `make test` is what CI runs.
 CARGO ?= cargo
 
-.PHONY: all build release run test test-fast interop lint fmt fuzz fuzz-smoke fuzz-build bench census load fleet browser-test static static-check dist dist-check clean
+.PHONY: all build release run test test-fast interop client-test lint fmt fuzz fuzz-smoke fuzz-build bench census load fleet browser-test static static-check dist dist-check clean
 
 all: build
 
@@ -27,6 +27,11 @@ test-fast:
 
 interop:
 	tests/interop/run.sh
+
+# The shipped JS client (clients/js) against the demo in 1.0 mode, with @ag-ui/client 1.0
+# from npm (also part of `make interop`).
+client-test:
+	clients/js/test/run.sh
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -4,6 +4,7 @@
 #                                                       example config, systemd unit
 #   dist/iac_agui-<v>-py3-none-<platform tags>.whl      the same binary for pip/pipx/uv
 #   dist/iac-agui-<v>.cdx.json                          CycloneDX SBOM of the linked crates
+#   dist/iac-agui-client-<v>.tgz                        the JS client package (clients/js), npm pack
 #   dist/SHA256SUMS
 # Reproducible: the same commit gives the same tarball and wheel bytes (docs/operations.md,
 # "Release artifacts", says what is pinned). DIST_TARGET_DIR builds in another target
@@ -46,6 +47,16 @@ rm -rf "$OUT/.stage"
 python3 packaging/wheel.py --bin "$BIN" --out "$OUT" \
   --tag manylinux_2_5_x86_64 --tag manylinux1_x86_64 --tag musllinux_1_1_x86_64 >/dev/null
 
+# The JS client package, as npm packs it (npm fixes every mtime and mode in the tarball):
+# its version is the crate's.
+PKG_VERSION=$(sed -n 's/^  "version": "\(.*\)",$/\1/p' clients/js/package.json)
+[ "$PKG_VERSION" = "$VERSION" ] \
+  || { echo "dist: clients/js/package.json says version $PKG_VERSION, the crate $VERSION" >&2; exit 1; }
+command -v npm >/dev/null || { echo "dist: npm is required to pack the JS client (clients/js)" >&2; exit 1; }
+ABS_OUT=$(cd "$OUT" && pwd)
+(cd clients/js && npm pack --silent --pack-destination "$ABS_OUT" >/dev/null)
+[ -f "$OUT/iac-agui-client-$VERSION.tgz" ] || { echo "dist: npm pack wrote no iac-agui-client-$VERSION.tgz" >&2; exit 1; }
+
 # The SBOM of exactly what the release build links: normal dependencies of the default
 # features for this target (no dev or build dependencies).
 # Installed as a host tool: not with the release's static flags (a static host cannot build
@@ -54,5 +65,5 @@ command -v cargo-cyclonedx >/dev/null ||
   env -u RUSTFLAGS -u CARGO_TARGET_DIR cargo install cargo-cyclonedx --locked --version 0.5.9
 python3 packaging/sbom.py --out "$OUT/iac-agui-$VERSION.cdx.json" --target $TRIPLE
 
-(cd "$OUT" && sha256sum -- *.tar.gz *.whl *.cdx.json > SHA256SUMS)
+(cd "$OUT" && sha256sum -- *.tar.gz *.whl *.tgz *.cdx.json > SHA256SUMS)
 ls -l "$OUT"

@@ -308,6 +308,15 @@ catalog! {
         "`{field}` は必須です（schemaVersion、rosInvocationId、cwd）。サーバーが --default-cwd で動作している場合を除きます。",
         "`{field}` é obrigatório (schemaVersion, rosInvocationId, cwd), a menos que o servidor use --default-cwd.",
     ],
+    CwdRequired => [
+        "`{field}` is required: name the workspace, or run the server with --default-cwd DIR to use its directory.",
+        "缺少 `{field}`：请指定工作目录，或以 --default-cwd DIR 启动服务器以使用其目录。",
+        "`{field}` es obligatorio: indique el espacio de trabajo o arranque el servidor con --default-cwd DIR para usar su directorio.",
+        "`{field}` est obligatoire : indiquez l'espace de travail, ou lancez le serveur avec --default-cwd DIR pour utiliser son répertoire.",
+        "`{field}` ist erforderlich: nennen Sie den Arbeitsbereich oder starten Sie den Server mit --default-cwd DIR, um dessen Verzeichnis zu nutzen.",
+        "`{field}` は必須です。作業ディレクトリを指定するか、サーバーを --default-cwd DIR で起動してそのディレクトリを使ってください。",
+        "`{field}` é obrigatório: indique o espaço de trabalho ou inicie o servidor com --default-cwd DIR para usar o diretório dele.",
+    ],
     InvalidForwardedProps => [
         "The iac-code forwarded properties are not valid.",
         "iac-code 转发属性无效。",

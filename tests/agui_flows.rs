@@ -1038,6 +1038,96 @@ fn without_iac_code_properties_a_default_cwd_lets_a_stock_client_run_pause_and_r
 }
 
 #[test]
+fn iac_code_properties_without_a_cwd_take_the_default_cwd() {
+    // A client with its own rosInvocationId (the shipped JS client, CopilotKit's agent) but
+    // no say in the workspace: the server fills `cwd` from --default-cwd, the rest as sent.
+    let dir = tempdir("default-cwd-fill");
+    let ws = dir.join("ws");
+    std::fs::create_dir_all(ws.join("other")).unwrap();
+    let kernel = common::procs::free_port();
+    let mut k = common::procs::kernel(kernel);
+    let (adapter, addr) =
+        common::procs::adapter(&dir, kernel, &["--default-cwd", ws.to_str().unwrap()]);
+    let _adapter = common::procs::Stopper(adapter);
+    let body = |thread: &str, run: &str, props: Value| {
+        let b = json!({"threadId": thread, "runId": run,
+            "messages": [{"id": run, "role": "user", "content": "hello"}],
+            "forwardedProps": props});
+        serde_json::to_vec(&b).unwrap()
+    };
+    for (thread, props) in [
+        (
+            "absent",
+            json!({"iacCode": {"schemaVersion": 1, "rosInvocationId": "mine-1"}}),
+        ),
+        (
+            "null",
+            json!({"iacCode": {"schemaVersion": 1, "rosInvocationId": "mine-2", "cwd": null}}),
+        ),
+        (
+            "snake",
+            json!({"iac_code": {"schema_version": 1, "ros_invocation_id": "mine-3"}}),
+        ),
+    ] {
+        let r = post_json(addr, "/", &[], &body(thread, "r1", props));
+        let (events, _) = sse_events(&r.body);
+        assert_eq!(last(&events)["outcome"]["type"], "success", "{}", r.text());
+        assert!(
+            session_event(&events)["rosInvocationId"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("mine-")),
+            "the client's rosInvocationId is kept: {}",
+            r.text()
+        );
+    }
+    // The thread is bound to the server's directory: the same one named runs, another is
+    // a binding conflict.
+    let named = |cwd: &std::path::Path, run: &str| {
+        let props =
+            json!({"iacCode": {"schemaVersion": 1, "rosInvocationId": "mine-1", "cwd": cwd}});
+        post_json(addr, "/", &[], &body("absent", run, props))
+    };
+    let r = named(&ws, "r2");
+    let (events, _) = sse_events(&r.body);
+    assert_eq!(last(&events)["outcome"]["type"], "success", "{}", r.text());
+    let r = named(&ws.join("other"), "r3");
+    assert_eq!(
+        (r.status, r.error_code().as_str()),
+        (409, "THREAD_BINDING_CONFLICT"),
+        "{}",
+        r.text()
+    );
+    let _ = k.kill();
+    let _ = k.wait();
+}
+
+#[test]
+fn without_a_default_cwd_a_missing_cwd_is_refused_naming_the_option() {
+    let s = Stack::new();
+    let mut b = s.body("t1", "r1", "hello");
+    let props = b["forwardedProps"]["iacCode"].as_object_mut().unwrap();
+    props.remove("cwd");
+    let r = s.post(&b);
+    assert_eq!(
+        (r.status, r.error_code().as_str()),
+        (400, "INVALID_INPUT"),
+        "{}",
+        r.text()
+    );
+    let m = r.error_message();
+    assert!(
+        m.contains("`forwardedProps.iacCode.cwd`") && m.contains("--default-cwd"),
+        "{m}"
+    );
+    assert_eq!(
+        m,
+        Msg::CwdRequired
+            .text(Lang::En)
+            .replace("{field}", "forwardedProps.iacCode.cwd")
+    );
+}
+
+#[test]
 fn without_a_default_cwd_a_request_without_iac_code_properties_is_refused() {
     let s = Stack::new();
     let mut b = s.body("t1", "r1", "hello");

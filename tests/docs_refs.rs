@@ -336,3 +336,26 @@ fn the_a2a_sdk_range_iac_code_starts_with_is_told_the_same_everywhere() {
         }
     }
 }
+
+/// The JS client package (clients/js, packed by `make dist`) has the crate's version, an ES
+/// module with its types, and no dependency besides its peer `@ag-ui/client` 1.0.
+#[test]
+fn the_js_client_package_has_the_crate_version_and_only_its_peer() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/js");
+    let text = std::fs::read_to_string(root.join("package.json")).unwrap();
+    let p: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        p["version"],
+        env!("CARGO_PKG_VERSION"),
+        "clients/js/package.json"
+    );
+    assert_eq!(p["type"], "module");
+    assert_eq!(
+        p["peerDependencies"],
+        serde_json::json!({"@ag-ui/client": "^1.0.0"})
+    );
+    assert!(p.get("dependencies").is_none(), "{text}");
+    for f in p["files"].as_array().unwrap() {
+        assert!(root.join(f.as_str().unwrap()).is_file(), "{f} is missing");
+    }
+}

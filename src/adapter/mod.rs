@@ -57,6 +57,25 @@ fn default_props(cwd: &str, ros: &str) -> serde_json::Value {
     serde_json::json!({"iacCode": {"schemaVersion": 1, "cwd": cwd, "rosInvocationId": ros}})
 }
 
+/// `forwardedProps` with `--default-cwd` as the `cwd` of iacCode properties sent without one
+/// (absent or null: a client that leaves the workspace to the server); `None` when there is
+/// nothing to fill (the properties are then validated as sent).
+fn with_default_cwd(forwarded: &serde_json::Value, cwd: &str) -> Option<serde_json::Value> {
+    let fp = forwarded.as_object()?;
+    let key = match (fp.get("iacCode"), fp.get("iac_code")) {
+        (Some(_), None) => "iacCode",
+        (None, Some(_)) => "iac_code",
+        _ => return None,
+    };
+    let props = fp.get(key)?.as_object()?;
+    if !props.get("cwd").is_none_or(serde_json::Value::is_null) {
+        return None;
+    }
+    let mut filled = forwarded.clone();
+    filled[key]["cwd"] = cwd.into();
+    Some(filled)
+}
+
 /// The AG-UI backend behind `POST /` and the cancel route.
 pub struct AguiBackend {
     pub shared: Arc<Shared>,
@@ -137,7 +156,16 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
         _ => None,
     };
     let supplied = defaulted.is_some();
-    let forwarded = defaulted.as_ref().unwrap_or(&inp.forwarded_props);
+    // iacCode without a cwd (a client with its own rosInvocationId or model but no say in
+    // the workspace): the server's directory, the rest as sent.
+    let filled = match &sh.default_cwd {
+        Some(cwd) if !supplied => with_default_cwd(&inp.forwarded_props, cwd),
+        _ => None,
+    };
+    let forwarded = defaulted
+        .as_ref()
+        .or(filled.as_ref())
+        .unwrap_or(&inp.forwarded_props);
     let mut props = match input::parse_iac_props(forwarded) {
         Ok(p) => p,
         Err(e) => return Err(ApiError::invalid_field(&e, lang)),

@@ -19,6 +19,8 @@ pub enum Problem {
     Value,
     /// `forwardedProps.iacCode` is absent: the message lists what it needs.
     IacCodeRequired,
+    /// `forwardedProps.iacCode.cwd` is absent and the server has no `--default-cwd` to fill it.
+    CwdRequired,
 }
 
 /// A field path (`messages[0].content`, `forwardedProps.iacCode.cwd`; empty for the body
@@ -62,6 +64,7 @@ impl FieldError {
             Problem::Duplicate => (Msg::FieldDuplicate, ""),
             Problem::Value => (Msg::FieldValue, ""),
             Problem::IacCodeRequired => (Msg::IacCodeRequired, ""),
+            Problem::CwdRequired => (Msg::CwdRequired, ""),
         };
         msg.text(lang)
             .replace("{field}", &crate::logging::escape(field))

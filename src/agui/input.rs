@@ -396,7 +396,7 @@ fn iac_props(iac: &Map<String, Value>) -> R<IacProps> {
     }
     let cwd = s
         .opt_str("cwd", "cwd")?
-        .ok_or_else(|| FieldError::new("cwd", Problem::Required))?;
+        .ok_or_else(|| FieldError::new("cwd", Problem::CwdRequired))?;
     let model = s.opt_str("model", "model")?;
     let llm_api_key = s.opt_str("llmApiKey", "llm_api_key")?;
     let llm_headers = match s.get("llmHeaders", "llm_headers")? {

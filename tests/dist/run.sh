@@ -3,7 +3,9 @@
 #  1. make dist; SHA256SUMS verifies; the binary is static, <= 5 MiB, and says its version.
 #  2. Reproducible: a second `make dist` from a copy of the tree in another directory, with
 #     another target directory and a cold build, gives the same tarball and wheel bytes.
-#  3. The tarball holds exactly the binary, README, operations guide, example config, unit.
+#  3. The tarball holds exactly the binary, README, operations guide, example config, unit;
+#     the JS client package holds its package.json (the crate's version, the peer only), the
+#     module, its types and its README.
 #  4. The SBOM lists every crate the release build links (cargo tree), at its locked version.
 #  5. The wheel passes auditwheel's check (pinned from PyPI); the README's install lines (the
 #     wheel with its [kernel] extra, in a fresh venv) give iac-code 0.16.0 with an a2a-sdk that
@@ -38,7 +40,7 @@ COPY=$WORK/copy
 mkdir -p "$COPY"
 git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -C "$COPY" -xf -
 (cd "$COPY" && DIST_TARGET_DIR="$PWD/target" bash packaging/dist.sh >/dev/null)
-for f in "$NAME.tar.gz" "iac_agui-$VERSION-"*.whl "iac-agui-$VERSION.cdx.json"; do
+for f in "$NAME.tar.gz" "iac_agui-$VERSION-"*.whl "iac-agui-$VERSION.cdx.json" "iac-agui-client-$VERSION.tgz"; do
   for g in dist/$f; do
     cmp "$g" "$COPY/$g" || fail "$g differs between two builds"
   done
@@ -59,6 +61,26 @@ WANT="drwxr-xr-x 0/0 $NAME/
 OUT=$("$BIN" --config "$WORK/$NAME/iac-agui.example.yaml" --demo --port 0 --state-dir "$WORK/state" \
       --idle-shutdown 1 2>&1) || fail "the example config does not start: $OUT"
 ! echo "$OUT" | grep -qi "warn" || fail "the example config warns: $OUT"
+
+# The JS client package: exactly its files, and a package.json that installs as documented.
+CLIENT=dist/iac-agui-client-$VERSION.tgz
+[ -f "$CLIENT" ] || fail "no $CLIENT"
+LIST=$(tar -tzf "$CLIENT" | sort | tr '\n' ' ')
+[ "$LIST" = "package/README.md package/index.d.ts package/index.js package/package.json " ] \
+  || fail "client package contents: $LIST"
+tar -xzf "$CLIENT" -C "$WORK"
+python3 - "$WORK/package/package.json" "$VERSION" <<'PY' || fail "the client package's package.json"
+import json, sys
+p = json.load(open(sys.argv[1]))
+want = {"name": "iac-agui-client", "version": sys.argv[2], "type": "module", "types": "./index.d.ts",
+        "peerDependencies": {"@ag-ui/client": "^1.0.0"}}
+bad = {k: p.get(k) for k, v in want.items() if p.get(k) != v}
+if bad or p.get("dependencies"):
+    sys.exit(f"package.json: {bad or p.get('dependencies')}")
+PY
+grep -q "export class IacCodeAgent" "$WORK/package/index.js" || fail "the client module exports no IacCodeAgent"
+grep -q "export declare class IacCodeAgent" "$WORK/package/index.d.ts" || fail "the client types declare no IacCodeAgent"
+echo "client package: $(tar -tzf "$CLIENT" | wc -l) files, version $VERSION"
 
 echo "== 4. SBOM"
 python3 - "dist/iac-agui-$VERSION.cdx.json" "$TRIPLE" <<'PY' || fail "SBOM"

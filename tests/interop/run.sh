@@ -55,7 +55,7 @@ awk '/^```js file=http-agent-stop.mjs$/ {on = 1; next} on && /^```$/ {exit} on' 
 [ -s "$ROOT/ts1/http-agent-stop.mjs" ] || { echo "interop: docs/clients.md has no http-agent-stop.mjs block" >&2; exit 1; }
 export IAC_AGUI_TS_STOP_V1="$PWD/$ROOT/ts1/ts_stop_v1.mjs"
 # CopilotKit 1.75's runtime and client core, pinned (its optional peers, LangChain and the
-# like, are not needed: --legacy-peer-deps), with the agent class of docs/clients.md taken
+# like, are not needed: --legacy-peer-deps), with the agent block of docs/clients.md taken
 # from the file verbatim, so the guide's code is what runs.
 CK_PIN="@copilotkit/runtime@1.75.0 @copilotkit/core@1.75.0 @ag-ui/client@0.0.59 rxjs@7.8.1"
 if [ "$(cat "$ROOT/ck/pin.txt" 2>/dev/null)" != "$CK_PIN" ]; then
@@ -67,6 +67,13 @@ if [ "$(cat "$ROOT/ck/pin.txt" 2>/dev/null)" != "$CK_PIN" ]; then
   echo "$CK_PIN" > "$ROOT/ck/pin.txt"
 fi
 cp tests/interop/copilotkit.mjs tests/interop/harness.mjs "$ROOT/ck/"
+# The agent block imports the shipped JS client (clients/js): packed as `make dist` packs it and
+# unpacked where an install puts it.
+PACK=$ROOT/ck-client-pack
+rm -rf "$PACK" "$ROOT/ck/node_modules/iac-agui-client"
+mkdir -p "$PACK" "$ROOT/ck/node_modules/iac-agui-client"
+TGZ=$(cd clients/js && npm pack --silent --pack-destination "../../$PACK" | tail -1)
+tar -xzf "$PACK/$TGZ" -C "$ROOT/ck/node_modules/iac-agui-client" --strip-components=1
 awk '/^```js file=iac-code-agent.mjs$/ {on = 1; next} on && /^```$/ {exit} on' docs/clients.md > "$ROOT/ck/iac-code-agent.mjs"
 [ -s "$ROOT/ck/iac-code-agent.mjs" ] || { echo "interop: docs/clients.md has no iac-code-agent.mjs block" >&2; exit 1; }
 export IAC_AGUI_COPILOTKIT="$PWD/$ROOT/ck/copilotkit.mjs"
@@ -106,6 +113,10 @@ cargo build --quiet
 BIN=target/debug/iac-agui
 KERNEL="$VENV/bin/iac-code"
 passed=0
+# The shipped JS client against --demo in 1.0 mode (its own script: clients/js/test/run.sh).
+echo "== the JS client package (clients/js)"
+clients/js/test/run.sh "$BIN"
+passed=$((passed + 1))
 for cfg in "managed 0.1" "external 0.1" "external 1.0"; do
   set -- $cfg
   if [ "$2" = "1.0" ]; then export PYTHONPATH="$ROOT/agui10"; else unset PYTHONPATH; fi
