@@ -9,7 +9,10 @@ pub(crate) mod cancel;
 // and the release are wired (`RunControl`); detach, grace and adoption move onto it next.
 #[cfg_attr(
     not(test),
-    allow(dead_code, reason = "the detach, grace and adoption rows are wired next")
+    allow(
+        dead_code,
+        reason = "the detach, grace and adoption rows are wired next"
+    )
 )]
 mod cell;
 mod driver;

@@ -305,6 +305,19 @@ struct Strict<'a> {
 }
 
 impl<'a> Strict<'a> {
+    /// A strict object whose `schemaVersion` is 1 (REC: the integer 1, and 1.0; never `true`).
+    fn schema_v1(o: &'a Map<String, Value>) -> R<Strict<'a>> {
+        let mut s = Strict {
+            o,
+            seen: Vec::new(),
+        };
+        match s.get("schemaVersion", "schema_version")? {
+            Some(Value::Number(n)) if n.as_f64() == Some(1.0) => Ok(s),
+            None | Some(Value::Null) => Err(FieldError::new("schemaVersion", Problem::Required)),
+            Some(_) => Err(FieldError::new("schemaVersion", Problem::Value)),
+        }
+    }
+
     fn get(&mut self, alias: &str, name: &str) -> R<Option<&'a Value>> {
         let a = self.o.get(alias);
         let n = if alias == name {
@@ -375,18 +388,7 @@ pub fn parse_iac_props(forwarded: &Value) -> Result<IacProps, FieldError> {
 }
 
 fn iac_props(iac: &Map<String, Value>) -> R<IacProps> {
-    let mut s = Strict {
-        o: iac,
-        seen: Vec::new(),
-    };
-    match s.get("schemaVersion", "schema_version")? {
-        // REC: the integer 1 (and 1.0); never `true`.
-        Some(Value::Number(n)) if n.as_f64() == Some(1.0) => {}
-        None | Some(Value::Null) => {
-            return Err(FieldError::new("schemaVersion", Problem::Required));
-        }
-        Some(_) => return Err(FieldError::new("schemaVersion", Problem::Value)),
-    }
+    let mut s = Strict::schema_v1(iac)?;
     let ros_invocation_id = s
         .opt_str("rosInvocationId", "ros_invocation_id")?
         .ok_or_else(|| FieldError::new("rosInvocationId", Problem::Required))?;
@@ -468,17 +470,7 @@ fn iac_props(iac: &Map<String, Value>) -> R<IacProps> {
 }
 
 fn parse_resource_selector(r: &Map<String, Value>) -> R<ResourceSelector> {
-    let mut s = Strict {
-        o: r,
-        seen: Vec::new(),
-    };
-    match s.get("schemaVersion", "schema_version")? {
-        Some(Value::Number(n)) if n.as_f64() == Some(1.0) => {}
-        None | Some(Value::Null) => {
-            return Err(FieldError::new("schemaVersion", Problem::Required));
-        }
-        Some(_) => return Err(FieldError::new("schemaVersion", Problem::Value)),
-    }
+    let mut s = Strict::schema_v1(r)?;
     let mut required = |alias: &str, name: &str| -> R<String> {
         s.opt_str(alias, name)?
             .filter(|v| !v.is_empty())

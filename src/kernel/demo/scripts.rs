@@ -437,18 +437,30 @@ pub(super) fn pipeline_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop
     em.pipeline(vec![e1, e2], None)?;
     em.on_step("usage", json!({"cachedInputTokens": 0, "provider": "demo", "model": "demo-1", "inputTokens": 300, "outputTokens": 20, "totalTokens": 320}), &s1)?;
     let input = json!({"freeTextPrompt": "Describe it", "kind": "ask_user_question", "requestTaskId": em.task_id, "contextId": em.context_id, "schemaVersion": 1, "toolUseId": "call_ask1", "allowFreeText": true, "inputId": format!("ask-call_ask1-{}", &em.task_id[..8]), "required": true, "options": [{"label": "A website", "id": "website"}, {"label": "An API", "id": "api"}], "prompt": "What do you want to deploy?"});
+    let view = json!({"kind": "ask_user_question", "prompt": "What do you want to deploy?"});
+    pipeline_input(em, &s1, input, view, "pipeline-question")
+}
+
+/// A pipeline step's required input: kept as the task's pending one, then raised.
+fn pipeline_input(
+    em: &mut Emitter<'_>,
+    step: &Value,
+    input: Value,
+    view: Value,
+    kind: &'static str,
+) -> Result<(), Stop> {
     if let Some(t) = lock(&em.shared.tasks).get_mut(&em.task_id) {
         t.pending = Some(Pending {
             input: doubles(input.clone()),
-            kind: "pipeline-question",
+            kind,
         });
     }
     let e = em.envelope(
         "input_required",
         "step",
         "input_required",
-        json!({"kind": "ask_user_question", "prompt": "What do you want to deploy?"}),
-        json!({"step": s1, "input": input}),
+        view,
+        json!({"step": step, "input": input}),
     );
     em.pipeline(vec![e], Some(input))
 }
@@ -476,20 +488,9 @@ pub(super) fn candidates_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), St
     )?;
     let prompt = "Which design should I deploy?";
     let input = json!({"schemaVersion": 1, "kind": "candidate_selection", "requestTaskId": em.task_id, "contextId": em.context_id, "inputId": format!("input-evt-{}", ids::hex32()), "prompt": prompt, "required": true, "options": candidate_options()});
-    if let Some(t) = lock(&em.shared.tasks).get_mut(&em.task_id) {
-        t.pending = Some(Pending {
-            input: doubles(input.clone()),
-            kind: "pipeline-candidates",
-        });
-    }
-    let e = em.envelope(
-        "input_required",
-        "step",
-        "input_required",
-        json!({"kind": "candidate_selection", "prompt": prompt, "options": candidate_options()}),
-        json!({"step": s1, "input": input}),
-    );
-    em.pipeline(vec![e], Some(input))
+    let view =
+        json!({"kind": "candidate_selection", "prompt": prompt, "options": candidate_options()});
+    pipeline_input(em, &s1, input, view, "pipeline-candidates")
 }
 
 /// The rest of the `candidates` pipeline once a candidate is chosen (its label as text).
