@@ -30,7 +30,8 @@ export interface IacCodeAgentConfig extends HttpAgentConfig {
   rosInvocationId?: string;
   /** Further iac-code properties (model, preferredLanguage, …). */
   iacCode?: IacCodeProps;
-  /** Load the thread from the server before the first run (default true). */
+  /** Load the thread from the server before the first run (default true when `threadId` is
+   * given; an agent that makes up its own thread id has nothing to load). */
   loadThread?: boolean;
 }
 

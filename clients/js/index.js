@@ -45,7 +45,9 @@ export class IacCodeAgent extends HttpAgent {
     this.cwd = cwd;
     this.rosInvocationId = rosInvocationId;
     this.iacCode = iacCode;
-    this.loadThread = loadThread;
+    // An agent that made up its own thread id has nothing on the server to load (and asking
+    // would print a red 404 in a browser's console).
+    this.loadThread = loadThread && rest.threadId != null;
     this.threadLoaded = false;
     this.session = null;
     this.subscribe(tracker);

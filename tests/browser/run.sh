@@ -24,7 +24,25 @@ if [ "$(cat "$ROOT/pin.txt" 2>/dev/null)" != "$PIN" ]; then
     || { echo "browser-test: cannot install $PIN" >&2; exit 1; }
   echo "$PIN" > "$ROOT/pin.txt"
 fi
-cp tests/browser/console.mjs tests/browser/cors.mjs "$ROOT/"
+cp tests/browser/console.mjs tests/browser/cors.mjs tests/browser/client.mjs "$ROOT/"
+# The shipped client package as an application bundles it: packed, installed beside the pinned
+# @ag-ui/client 1.0 and bundled for the browser with esbuild (pinned; both from npm).
+APP_PIN="@ag-ui/client@1.0.0 esbuild@0.24.2"
+APP=$ROOT/app
+if [ "$(cat "$APP/pin.txt" 2>/dev/null)" != "$APP_PIN" ]; then
+  rm -rf "$APP"
+  mkdir -p "$APP"
+  # shellcheck disable=SC2086
+  (cd "$APP" && npm init -y >/dev/null && npm install --silent --no-audit --no-fund $APP_PIN) \
+    || { echo "browser-test: cannot install $APP_PIN" >&2; exit 1; }
+  echo "$APP_PIN" > "$APP/pin.txt"
+fi
+rm -f "$APP"/iac-agui-client-*.tgz
+(cd clients/js && npm pack --silent --pack-destination "$OLDPWD/$APP" >/dev/null)
+(cd "$APP" && npm install --silent --no-audit --no-fund --no-save ./iac-agui-client-*.tgz \
+  && printf 'import { IacCodeAgent } from "iac-agui-client";\nwindow.IacCodeAgent = IacCodeAgent;\n' > entry.mjs \
+  && ./node_modules/.bin/esbuild entry.mjs --bundle --format=esm --platform=browser --log-level=warning --outfile=client.js) \
+  || { echo "browser-test: cannot bundle the client package" >&2; exit 1; }
 cargo build --quiet
 rm -rf "$ROOT/shots"
 mkdir -p "$ROOT/shots"
@@ -33,4 +51,6 @@ status=0
 node "$ROOT/console.mjs" --bin target/debug/iac-agui --chromium "$CHROMIUM" --shots "$ROOT/shots" || status=1
 # A page on another origin calling the server (`--cors-origins`).
 node "$ROOT/cors.mjs" --bin target/debug/iac-agui --chromium "$CHROMIUM" || status=1
+# The shipped client package in a page (issue 46 item 2).
+node "$ROOT/client.mjs" --bin target/debug/iac-agui --chromium "$CHROMIUM" --bundle "$APP/client.js" || status=1
 exit $status
