@@ -107,6 +107,56 @@ fn a_listing_reads_the_index_not_the_conversations() {
     );
 }
 
+/// Issue 47 part 2: `GET /threads?q=&status=` over 20,000 threads, from the index: every
+/// match on exactly one page, newest first, none that does not match.
+#[test]
+fn twenty_thousand_threads_are_found_by_title_and_status_across_pages() {
+    let files = Arc::new(MemFiles::default());
+    let c = store(&files);
+    let n = 20_000u64;
+    for i in 0..n {
+        let k = key(&format!("t{i:05}"));
+        let title = if i % 7 == 0 {
+            format!("Deploy the ZEBRA site {i}")
+        } else {
+            format!("task {i}")
+        };
+        if i % 5 == 0 {
+            begin(&c, &k, 1_000 + i / 3, "r", vec![user("u", &title)]);
+        } else {
+            turn(&c, &k, 1_000 + i / 3, "r", &title);
+        }
+    }
+    let filter = crate::store::index::Filter {
+        q: Some("zebra".into()),
+        status: Some(Status::Idle),
+    };
+    let mut seen: Vec<(u64, String)> = Vec::new();
+    let mut after: Option<(u64, String)> = None;
+    loop {
+        let a = after.as_ref().map(|(t, id)| (*t, id.as_str()));
+        let (page, more) = c
+            .page(&Caller::Shared, a, 150, &|e| filter.keeps(e), &idle)
+            .unwrap();
+        assert!(
+            page.iter().all(|e| filter.keeps(e)),
+            "a page holds a thread that does not match"
+        );
+        seen.extend(page.iter().map(|e| (e.updated_at, e.thread_id.clone())));
+        after = page.last().map(|e| (e.updated_at, e.thread_id.clone()));
+        if !more {
+            break;
+        }
+    }
+    let want = (0..n).filter(|i| i % 7 == 0 && i % 5 != 0).count();
+    assert_eq!(seen.len(), want);
+    let mut sorted = seen.clone();
+    sorted.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    assert_eq!(seen, sorted, "newest first, ties by id");
+    sorted.dedup();
+    assert_eq!(sorted.len(), want, "no repeats");
+}
+
 #[test]
 fn twenty_thousand_threads_page_newest_first_without_gaps_or_repeats() {
     let files = Arc::new(MemFiles::default());
