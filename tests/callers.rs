@@ -835,7 +835,11 @@ fn a_revoked_line_is_gone_at_once_and_a_bad_line_refuses_only_its_principal() {
     std::fs::write(file, &all).unwrap();
     assert!(wait_until(ten, || ok("bob") && ok("carol")));
     assert_eq!(health(p.addr).0, 200);
-    assert_eq!(logged("cannot be used"), 1, "logged once, not at every look");
+    assert_eq!(
+        logged("cannot be used"),
+        1,
+        "logged once, not at every look"
+    );
 }
 
 /// Issue 45, 13: a tokens file saved with a byte-order mark renamed its first principal
