@@ -3,13 +3,12 @@
 // bundled as an application would bundle them (run.sh builds `client.js` with esbuild), runs a
 // turn, and a second agent on the same thread loads the history before its own first message.
 // Any warning or error either client prints in the page fails the step.
-import { spawn } from "node:child_process";
 import { createServer } from "node:http";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import puppeteer from "puppeteer-core";
+import { startServer } from "./server.mjs";
 
 const arg = (name) => process.argv[process.argv.indexOf(name) + 1];
 const BIN = arg("--bin"), CHROMIUM = arg("--chromium"), BUNDLE = arg("--bundle");
@@ -20,19 +19,7 @@ function fail(step, what) {
   throw new Error(`BROWSER TEST FAILED [client: ${step}]: ${what}`);
 }
 
-/** Start iac-agui; resolves with its base URL once it listens. */
-function server(args, env) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(BIN, ["--port", "0", ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "ignore", "pipe"] });
-    started.push(p);
-    const rl = createInterface({ input: p.stderr });
-    rl.on("line", (l) => {
-      const m = l.match(/^iac-agui \S+ listening on (http:\/\/\S+)$/);
-      if (m) resolve(m[1]);
-    });
-    p.on("exit", (code) => reject(new Error(`iac-agui exited ${code} before listening`)));
-  });
-}
+const server = (args, env) => startServer(BIN, started, args, env);
 
 /** The application's page and its bundle, on a loopback port of their own. */
 function appServer() {

@@ -1,10 +1,9 @@
 // The browser console against `iac-agui --demo`, in headless Chromium (issue 16).
-import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import puppeteer from "puppeteer-core";
+import { startServer } from "./server.mjs";
 
 const arg = (name) => process.argv[process.argv.indexOf(name) + 1];
 const BIN = arg("--bin"), CHROMIUM = arg("--chromium"), SHOTS = arg("--shots");
@@ -28,19 +27,7 @@ async function clickRow(p, sel) {
   }
 }
 
-/** Start iac-agui; resolves with its base URL once it listens. */
-function server(args, env) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(BIN, ["--port", "0", ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "ignore", "pipe"] });
-    started.push(p);
-    const rl = createInterface({ input: p.stderr });
-    rl.on("line", (l) => {
-      const m = l.match(/^iac-agui \S+ listening on (http:\/\/\S+)$/);
-      if (m) resolve(m[1]);
-    });
-    p.on("exit", (code) => reject(new Error(`iac-agui exited ${code} before listening`)));
-  });
-}
+const server = (args, env) => startServer(BIN, started, args, env);
 
 async function step(name, fn) {
   const t0 = Date.now();

@@ -2,13 +2,12 @@
 // port calls iac-agui with `fetch` (POST / with JSON and `Authorization`, the SSE stream read to
 // its end); it works from the listed origin and is a CORS error from any other, or without the
 // option.
-import { spawn } from "node:child_process";
 import { createServer } from "node:http";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import puppeteer from "puppeteer-core";
+import { startServer } from "./server.mjs";
 
 const arg = (name) => process.argv[process.argv.indexOf(name) + 1];
 const BIN = arg("--bin"), CHROMIUM = arg("--chromium");
@@ -19,19 +18,7 @@ function fail(step, what) {
   throw new Error(`BROWSER TEST FAILED [cors: ${step}]: ${what}`);
 }
 
-/** Start iac-agui; resolves with its base URL once it listens. */
-function server(args, env) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(BIN, ["--port", "0", ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "ignore", "pipe"] });
-    started.push(p);
-    const rl = createInterface({ input: p.stderr });
-    rl.on("line", (l) => {
-      const m = l.match(/^iac-agui \S+ listening on (http:\/\/\S+)$/);
-      if (m) resolve(m[1]);
-    });
-    p.on("exit", (code) => reject(new Error(`iac-agui exited ${code} before listening`)));
-  });
-}
+const server = (args, env) => startServer(BIN, started, args, env);
 
 /** A static page on its own loopback port: another origin than the server's. */
 function pageServer() {

@@ -24,7 +24,7 @@ if [ "$(cat "$ROOT/pin.txt" 2>/dev/null)" != "$PIN" ]; then
     || { echo "browser-test: cannot install $PIN" >&2; exit 1; }
   echo "$PIN" > "$ROOT/pin.txt"
 fi
-cp tests/browser/console.mjs tests/browser/cors.mjs tests/browser/client.mjs "$ROOT/"
+cp tests/browser/server.mjs tests/browser/console.mjs tests/browser/cors.mjs tests/browser/client.mjs "$ROOT/"
 # The shipped client package as an application bundles it: packed, installed beside the pinned
 # @ag-ui/client 1.0 and bundled for the browser with esbuild (pinned; both from npm).
 APP_PIN="@ag-ui/client@1.0.0 esbuild@0.24.2"
