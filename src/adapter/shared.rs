@@ -326,14 +326,13 @@ impl RunControl {
     /// its end (it answers before the run released its thread).
     pub(crate) fn departing(&self) -> bool {
         use super::cell::{By, Client};
+        // A saved cancel (`cancel_requested`) was claimed in the cell first: the cell says it.
         matches!(
             self.cell.life(),
             Life::Streaming(Client::Gone)
                 | Life::Ending(_, Client::Gone)
                 | Life::Ending(By::Cancel, _)
-        ) || self
-            .cancel_requested
-            .load(std::sync::atomic::Ordering::SeqCst)
+        )
     }
 
     /// Neither the run nor a cancel has claimed the end yet.
