@@ -286,6 +286,58 @@ fn a_dropped_producer_is_cancelled_after_the_grace_not_before() {
     assert!(dropped.elapsed() >= Duration::from_secs(2));
 }
 
+/// Threads of this test process (the server runs in it).
+fn threads() -> usize {
+    std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count())
+}
+
+#[test]
+fn detached_runs_wait_out_their_grace_on_the_loops_timers_not_a_thread_each() {
+    const RUNS: usize = 16;
+    let s = stack(grace_10);
+    let streams: Vec<Reader> = (0..RUNS)
+        .map(|i| s.open_stream(&s.body(&format!("many-{i}"), "r1", "pace 300 20")))
+        .collect();
+    let mut tasks = Vec::new();
+    let mut held = Vec::new();
+    for r in streams {
+        let mut r = r;
+        let mut raw = Vec::new();
+        let session = loop {
+            raw.extend(r.chunk().expect("the stream goes on"));
+            if let Some(e) = sse_events(&raw)
+                .0
+                .into_iter()
+                .find(|e| e["name"] == "iac-code.session.v1")
+            {
+                break e;
+            }
+        };
+        tasks.push(session["value"]["taskId"].as_str().unwrap().to_string());
+        held.push(r);
+    }
+    let before = threads();
+    drop(held);
+    // Every run is detached (its grace armed) once the loop closed its connection; the runs
+    // keep going meanwhile, so sample for a while: a thread per grace would show at once.
+    let mut most = 0;
+    for _ in 0..10 {
+        std::thread::sleep(Duration::from_millis(100));
+        most = most.max(threads());
+    }
+    assert!(
+        most < before + RUNS / 2,
+        "{before} threads before the clients left, up to {most} within the grace"
+    );
+    for t in &tasks {
+        assert_eq!(
+            s.kernel.task_state(t).as_deref(),
+            Some("TASK_STATE_WORKING"),
+            "still running inside the grace"
+        );
+    }
+}
+
 #[test]
 fn a_re_attached_run_is_not_cancelled_when_the_grace_ends() {
     let s = stack(grace_2);

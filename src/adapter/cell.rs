@@ -113,10 +113,14 @@ pub(crate) fn step(life: Life, event: Event) -> (Life, &'static [Effect]) {
         (Ending(By::Cancel, c), E::CancelUnsaved) => (Streaming(c), &[]),
         (l @ (Streaming(_) | Ending(..)), E::CancelUnsaved) => (l, &[]),
 
-        // The client goes: without a grace, or once the run's end is decided, at once.
+        // The client goes: with a grace the run goes on to its deadline (a decided end is
+        // still written to the replay log for a subscriber); without one, at once.
         (Streaming(Attached), E::ClientGone { grace: true }) => (Streaming(Detached), &[ArmGrace]),
+        (Ending(by, Attached), E::ClientGone { grace: true }) => {
+            (Ending(by, Detached), &[ArmGrace])
+        }
         (Streaming(Attached), E::ClientGone { grace: false }) => (Streaming(Gone), &[Abort]),
-        (Ending(by, Attached), E::ClientGone { .. }) => (Ending(by, Gone), &[Abort]),
+        (Ending(by, Attached), E::ClientGone { grace: false }) => (Ending(by, Gone), &[Abort]),
         (l @ (Streaming(_) | Ending(..)), E::ClientGone { .. }) => (l, &[]),
 
         // The grace: nobody came back, or somebody did.
@@ -132,6 +136,16 @@ pub(crate) fn step(life: Life, event: Event) -> (Life, &'static [Effect]) {
 
         // A panic fails closed, whoever decided the end.
         (Streaming(c) | Ending(_, c), E::Panicked) => (Ending(By::Panic, c), &[FailClosed]),
+    }
+}
+
+impl Life {
+    /// Where the run's client is (`Gone` once the run released its thread).
+    pub(crate) fn client(self) -> Client {
+        match self {
+            Life::Streaming(c) | Life::Ending(_, c) => c,
+            Life::Ended => Client::Gone,
+        }
     }
 }
 
@@ -296,11 +310,25 @@ mod tests {
                 Streaming(Detached),
                 &[ArmGrace],
             ),
+            // A decided end still goes to the replay log: the grace holds until it is there.
             (
                 Ending(By::Own, Attached),
                 E::ClientGone { grace: true },
-                Ending(By::Own, Gone),
+                Ending(By::Own, Detached),
+                &[ArmGrace],
+            ),
+            (
+                Ending(By::Cancel, Attached),
+                E::ClientGone { grace: false },
+                Ending(By::Cancel, Gone),
                 &[Abort],
+            ),
+            // A subscriber came within the grace: the deadline finds the run adopted.
+            (
+                Ending(By::Own, Detached),
+                E::Adopted,
+                Ending(By::Own, Adopted),
+                &[],
             ),
             (Streaming(Detached), E::GraceOver, Streaming(Gone), &[Abort]),
             (Streaming(Detached), E::Adopted, Streaming(Adopted), &[]),
@@ -311,6 +339,8 @@ mod tests {
                 Ending(By::Own, Gone),
                 &[Abort],
             ),
+            // A subscriber after the grace ran out is too late: the run is already stopping.
+            (Streaming(Gone), E::Adopted, Streaming(Gone), &[]),
             // A subscriber of an attached run changes nothing.
             (Streaming(Attached), E::Adopted, Streaming(Attached), &[]),
             // Drain: every live run is aborted, whatever its state.

@@ -5,15 +5,7 @@
 
 pub mod admission;
 pub(crate) mod cancel;
-// The run's life as one value: who decides its end, a client gone for good, the panic guard
-// and the release are wired (`RunControl`); detach, grace and adoption move onto it next.
-#[cfg_attr(
-    not(test),
-    allow(
-        dead_code,
-        reason = "the detach, grace and adoption rows are wired next"
-    )
-)]
+// The run's life as one value: every actor moves it through one table.
 mod cell;
 mod driver;
 mod ending;
@@ -334,8 +326,14 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
         admission::RunKind::Guidance => std::time::Duration::ZERO,
         _ => sh.disconnect_grace,
     };
-    let tap = Arc::new(tee::RunTee::new(log, grace, &inp.run_id, sh.env.clone()));
     let control = Arc::new(RunControl::default());
+    let tap = Arc::new(tee::RunTee::new(
+        log,
+        grace,
+        &inp.run_id,
+        sh.env.clone(),
+        control.clone(),
+    ));
     if kind != admission::RunKind::Guidance {
         lock(&sh.runs).insert(execution_id, control.clone());
     }

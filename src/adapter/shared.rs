@@ -303,10 +303,45 @@ impl RunControl {
             .contains(&Effect::CancelClaimed)
     }
 
-    /// The loop stopped the run's job (its client gone past any grace, or shutdown): it is
-    /// about to release its thread.
-    pub(crate) fn client_gone(&self) {
-        self.cell.send(CellEvent::ClientGone { grace: false });
+    /// The loop stopped the run's job: its client gone past any grace (the run is about to
+    /// release its thread), or the drain's grace over (its upstream is aborted and it ends
+    /// `SERVER_SHUTTING_DOWN`).
+    pub(crate) fn stopped(&self, why: Option<crate::server::job::StopReason>) {
+        use crate::server::job::StopReason;
+        self.cell.send(match why {
+            Some(StopReason::Shutdown) => CellEvent::Shutdown,
+            _ => CellEvent::ClientGone { grace: false },
+        });
+    }
+
+    /// The client left and a disconnect grace is configured: true when the run goes on
+    /// without it until the grace's deadline (the caller arms it).
+    pub(crate) fn detach(&self) -> bool {
+        self.cell
+            .send(CellEvent::ClientGone { grace: true })
+            .contains(&Effect::ArmGrace)
+    }
+
+    /// A subscriber attached: a detached run is adopted and outlives its grace.
+    pub(crate) fn adopt(&self) {
+        self.cell.send(CellEvent::Adopted);
+    }
+
+    /// The grace's deadline: true when nobody adopted the run, which then stops as a
+    /// disconnect without grace.
+    pub(crate) fn grace_over(&self) -> bool {
+        self.cell
+            .send(CellEvent::GraceOver)
+            .contains(&Effect::Abort)
+    }
+
+    /// The client left and the run goes on without it (within its grace, or adopted).
+    pub(crate) fn detached(&self) -> bool {
+        use super::cell::Client;
+        matches!(
+            self.cell.life().client(),
+            Client::Detached | Client::Adopted
+        )
     }
 
     /// The run panicked: true when it is to fail closed (its task cancelled, its execution

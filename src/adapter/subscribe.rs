@@ -60,7 +60,7 @@ pub(crate) fn subscribe(sh: &Shared, req: SubscribeRequest, stream: &mut RunStre
     };
     if let Some((log, from)) = held {
         crate::metrics::M.subscriptions.inc("replay");
-        return replay(&log, from, stream, lang);
+        return replay(sh, &log, from, stream, lang);
     }
     let reason = match (req.after_sequence, &log) {
         (None, _) => "no-sequence",
@@ -82,7 +82,7 @@ pub(crate) fn subscribe(sh: &Shared, req: SubscribeRequest, stream: &mut RunStre
         } else {
             next
         };
-        return replay(&l, start, stream, lang);
+        return replay(sh, &l, start, stream, lang);
     }
     let Some(facts) = facts.filter(|f| f.current) else {
         return stream.reject(err(Code::ExecutionNotFound, Msg::ExecutionNotFound));
@@ -155,9 +155,14 @@ fn facts(
     }))
 }
 
-fn replay(log: &Arc<RunLog>, from: u64, stream: &mut RunStream<'_>, lang: Lang) {
+fn replay(sh: &Shared, log: &Arc<RunLog>, from: u64, stream: &mut RunStream<'_>, lang: Lang) {
     if !log.attach(true) {
         return stream.reject(ApiError::new(Code::ServerBusy, Msg::ServerBusy).response(lang));
+    }
+    // A run detached from its client is adopted: it outlives its grace. (Counted in the log
+    // first, so a client leaving at this moment sees the subscriber either way.)
+    if let Some(control) = sh.run_control(&log.execution_id) {
+        control.adopt();
     }
     struct Detach<'l>(&'l RunLog);
     impl Drop for Detach<'_> {

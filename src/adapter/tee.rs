@@ -1,50 +1,48 @@
 //! The adapter's [`StreamTap`]: every event of a run goes into its replay log before the
 //! client sees it, and with `--disconnect-grace` a client that leaves detaches the run instead
 //! of stopping it: events then go to the log only, and the stop hooks (abort upstream,
-//! "departing") wait until the window ends with nobody re-attached.
+//! "departing") are held until the grace's deadline — an alarm on the loop's timers — finds
+//! the run not adopted. Where the client is lives in the run's cell ([`RunControl`]).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::adapter::replay::RunLog;
+use crate::adapter::shared::RunControl;
 use crate::app::StreamTap;
 use crate::clock::Clock;
-use crate::limits;
 use crate::server::job::{Frame, Outbox, StopReason};
 use crate::sync::lock;
 
 pub(crate) struct RunTee {
     log: Arc<RunLog>,
-    detach: Arc<Detach>,
+    control: Arc<RunControl>,
+    grace: Duration,
+    held: Arc<Mutex<Held>>,
     run_id: String,
     clock: Arc<dyn Clock>,
     started: Instant,
 }
 
-struct Detach {
-    grace: Duration,
-    state: Mutex<DetachState>,
-}
-
+/// The stop hooks a grace holds back, until they run once.
 #[derive(Default)]
-struct DetachState {
+struct Held {
     hooks: Vec<Box<dyn FnOnce() + Send>>,
-    wrapper_installed: bool,
-    detached: bool,
-    expired: bool,
+    /// The one hook on the job that decides between holding and running them is in place.
+    on_job: bool,
+    /// They ran: a hook added later runs at once.
+    ran: bool,
 }
 
-impl Detach {
-    /// Run the held stop hooks now.
-    fn fire(&self) {
-        let hooks = {
-            let mut st = lock(&self.state);
-            st.expired = true;
-            std::mem::take(&mut st.hooks)
-        };
-        for h in hooks {
-            h();
-        }
+/// Run the held stop hooks now (once).
+fn run_held(held: &Mutex<Held>) {
+    let hooks = {
+        let mut h = lock(held);
+        h.ran = true;
+        std::mem::take(&mut h.hooks)
+    };
+    for hook in hooks {
+        hook();
     }
 }
 
@@ -54,13 +52,13 @@ impl RunTee {
         grace: Duration,
         run_id: &str,
         clock: Arc<dyn Clock>,
+        control: Arc<RunControl>,
     ) -> RunTee {
         RunTee {
             log,
-            detach: Arc::new(Detach {
-                grace,
-                state: Mutex::new(DetachState::default()),
-            }),
+            control,
+            grace,
+            held: Arc::new(Mutex::new(Held::default())),
             run_id: run_id.to_string(),
             started: clock.now(),
             clock,
@@ -93,85 +91,68 @@ impl StreamTap for RunTee {
     }
 
     fn detached(&self) -> bool {
-        lock(&self.detach.state).detached
+        self.control.detached()
     }
 
     fn has_grace(&self) -> bool {
-        !self.detach.grace.is_zero()
+        !self.grace.is_zero()
     }
 
     fn holds_run(&self) -> bool {
-        self.has_grace() && !lock(&self.detach.state).expired
+        self.has_grace() && !lock(&self.held).ran
     }
 
     fn on_stop(&self, outbox: &Outbox, hook: Box<dyn FnOnce() + Send>) {
         if !self.has_grace() {
             return outbox.on_stop(hook);
         }
-        let install = {
-            let mut st = lock(&self.detach.state);
-            if st.expired {
-                drop(st);
+        let first = {
+            let mut h = lock(&self.held);
+            if h.ran {
+                drop(h);
                 return hook();
             }
-            st.hooks.push(hook);
-            !std::mem::replace(&mut st.wrapper_installed, true)
+            h.hooks.push(hook);
+            !std::mem::replace(&mut h.on_job, true)
         };
-        if !install {
+        if !first {
             return;
         }
-        let detach = self.detach.clone();
         // Weak: the job holds this hook, and a strong flag would keep the job (and the log
         // captured here) alive forever.
         let flag = outbox.weak_stop_flag();
-        let log = self.log.clone();
-        let run_id = self.run_id.clone();
-        let clock = self.clock.clone();
+        let alarm = outbox.alarm();
+        let (held, log, control) = (self.held.clone(), self.log.clone(), self.control.clone());
+        let (grace, run_id) = (self.grace, self.run_id.clone());
         outbox.on_stop(Box::new(move || {
             if flag.reason() != Some(StopReason::ClientGone) {
-                return detach.fire();
+                return run_held(&held);
             }
             // The client left after the run's end: there is nothing to keep going.
-            if log.ended() {
+            if log.ended() || !control.detach() {
                 return;
             }
-            lock(&detach.state).detached = true;
-            log::info!(
-                "run {run_id}: detached, its client left; grace {:?}",
-                detach.grace
-            );
-            let spawned = std::thread::Builder::new()
-                .name("iac-agui-grace".into())
-                .stack_size(limits::SMALL_WORKER_STACK_BYTES)
-                .spawn({
-                    let detach = detach.clone();
-                    move || grace_window(&detach, &log, &*clock)
-                });
-            if spawned.is_err() {
-                detach.fire();
+            // A subscriber already watching adopts the run as its client leaves.
+            if log.adopted() {
+                control.adopt();
             }
+            log::info!("run {run_id}: detached, its client left; grace {grace:?}");
+            alarm.after(
+                grace,
+                Box::new(move || {
+                    if log.ended() {
+                        return;
+                    }
+                    if control.grace_over() {
+                        log::info!(
+                            "run {run_id}: nobody re-attached within the grace; stopping it"
+                        );
+                        run_held(&held);
+                    } else {
+                        log::info!("run {run_id}: re-attached within the grace; it goes on");
+                    }
+                }),
+            );
         }));
     }
-}
-
-/// The disconnect grace of a detached run: at its end, a run nobody re-attached to is stopped
-/// exactly as a disconnect without grace.
-fn grace_window(detach: &Detach, log: &RunLog, clock: &dyn Clock) {
-    let end = clock.now() + detach.grace;
-    loop {
-        if log.ended() {
-            return;
-        }
-        let now = clock.now();
-        if now >= end {
-            break;
-        }
-        std::thread::sleep((end - now).min(limits::SUBSCRIBER_POLL));
-    }
-    if log.adopted() {
-        log::info!("run detached: re-attached within the grace; it goes on");
-        return;
-    }
-    log::info!("run detached: nobody re-attached within the grace; stopping it");
-    detach.fire();
 }

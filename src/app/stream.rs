@@ -260,6 +260,11 @@ impl<'a> RunStream<'a> {
         self.outbox.stop_flag()
     }
 
+    /// Why the job stopped, for a stop hook (weak: the job holds its hooks).
+    pub(crate) fn weak_stop_flag(&self) -> crate::server::job::WeakStopFlag {
+        self.outbox.weak_stop_flag()
+    }
+
     /// Record the run's execution and outcome for its access-log line.
     pub(crate) fn note_outcome(&mut self, execution_id: &str, outcome: &str) {
         self.execution_id = Some(execution_id.to_string());

@@ -16,7 +16,7 @@ use super::fair::Callers;
 use super::http::{self, ChunkError, ChunkedDecoder, Framing, Response};
 use super::job::{self, ConnId, Inbox, Reply, StopReason};
 use super::out::OutBuf;
-use super::timers::{Clock, SystemClock, TimerSet};
+use super::timers::{Alarms, Clock, SystemClock, TimerSet};
 use super::{Handler, HeadDecision, Request, ServerConfig};
 use crate::budget::OutputBudget;
 use crate::limits;
@@ -99,6 +99,8 @@ pub struct Server<H: Handler> {
     live: usize,
     next_generation: u64,
     timers: TimerSet,
+    /// Hooks workers and stop hooks set for later ([`job::Alarm`]).
+    alarms: Alarms<job::AlarmHook>,
     clock: Arc<dyn Clock>,
     handler: Arc<H>,
     cfg: ServerConfig,
@@ -154,6 +156,7 @@ impl<H: Handler> Server<H> {
             live: 0,
             next_generation: 1,
             timers: TimerSet::new(),
+            alarms: Alarms::default(),
             clock,
             handler,
             cfg,
@@ -191,7 +194,11 @@ impl<H: Handler> Server<H> {
                 break;
             }
             let now = self.clock.now();
-            let mut timeout = self.timers.timeout(now);
+            self.take_alarms(now);
+            let mut timeout = match (self.timers.timeout(now), self.alarms.timeout(now)) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             if let Some(Drain::Grace { until } | Drain::Final { until }) = self.drain {
                 // While draining, also look at the jobs now and then (they end on workers).
                 let left = until
@@ -222,12 +229,18 @@ impl<H: Handler> Server<H> {
             }
             self.process_ready();
             self.process_timers();
+            self.process_alarms();
             self.check_budget();
         }
         for slot in 0..self.conns.len() {
             if self.conns[slot].is_some() {
                 self.close(slot, "shutdown");
             }
+        }
+        // A run kept for a departed client's grace ends with the server: nobody can re-attach.
+        self.take_alarms(self.clock.now());
+        for hook in self.alarms.take_all() {
+            hook();
         }
         crate::metrics::M.output_buffered.add(-self.published);
         Ok(())

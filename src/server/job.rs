@@ -54,6 +54,8 @@ impl Reply {
 /// Shared between the loop ("ready list") and all jobs.
 pub(crate) struct Inbox {
     ready: Mutex<Vec<Arc<JobShared>>>,
+    /// Work handed to the loop for later ([`Alarm`]); the loop moves it onto its own timers.
+    alarms: Mutex<Vec<(std::time::Duration, AlarmHook)>>,
     waker: Box<dyn Fn() + Send + Sync>,
     /// The output budget: the bytes jobs queue count against it.
     budget: Arc<Budget>,
@@ -63,6 +65,7 @@ impl Inbox {
     pub(crate) fn new(waker: Box<dyn Fn() + Send + Sync>) -> Arc<Inbox> {
         Arc::new(Inbox {
             ready: Mutex::new(Vec::new()),
+            alarms: Mutex::new(Vec::new()),
             waker,
             budget: Budget::new(usize::MAX),
         })
@@ -76,6 +79,12 @@ impl Inbox {
     /// Jobs that queued something since the last call.
     pub(crate) fn take_ready(&self) -> Vec<Arc<JobShared>> {
         std::mem::take(&mut *lock(&self.ready))
+    }
+
+    /// Alarms set since the last call, each with its delay from when it was set (the loop
+    /// turns the delay into a deadline on its own clock, which it reads right after).
+    pub(crate) fn take_alarms(&self) -> Vec<(std::time::Duration, AlarmHook)> {
+        std::mem::take(&mut *lock(&self.alarms))
     }
 
     fn notify(&self, job: Arc<JobShared>) {
@@ -97,6 +106,24 @@ struct Queue {
     /// Senders blocked on a full queue; the loop signals only when there are some (an
     /// unconditional notify is a futex system call on every drain).
     waiting: usize,
+}
+
+/// What an [`Alarm`] runs: on the loop, so it must not block (it moves a run's state and
+/// shuts sockets down, no more).
+pub(crate) type AlarmHook = Box<dyn FnOnce() + Send>;
+
+/// Runs a hook on the loop after a delay, on the loop's own timers: a run's disconnect grace
+/// is a deadline there, not a thread that sleeps through it.
+#[derive(Clone)]
+pub(crate) struct Alarm {
+    inbox: Arc<Inbox>,
+}
+
+impl Alarm {
+    pub(crate) fn after(&self, delay: std::time::Duration, hook: AlarmHook) {
+        lock(&self.inbox.alarms).push((delay, hook));
+        (self.inbox.waker)();
+    }
 }
 
 /// Why the loop stopped a job.
@@ -356,6 +383,13 @@ impl Outbox {
             hook();
         } else {
             hooks.push(hook);
+        }
+    }
+
+    /// Set alarms on the loop (see [`Alarm`]).
+    pub(crate) fn alarm(&self) -> Alarm {
+        Alarm {
+            inbox: self.shared.inbox.clone(),
         }
     }
 

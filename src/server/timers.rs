@@ -99,9 +99,70 @@ impl TimerSet {
     }
 }
 
+/// Hooks set to run on the loop at a deadline (a run's disconnect grace): ordered by
+/// deadline, then by when they were set.
+pub(crate) struct Alarms<H> {
+    due: std::collections::BTreeMap<(Instant, u64), H>,
+    seq: u64,
+}
+
+impl<H> Default for Alarms<H> {
+    fn default() -> Alarms<H> {
+        Alarms {
+            due: std::collections::BTreeMap::new(),
+            seq: 0,
+        }
+    }
+}
+
+impl<H> Alarms<H> {
+    pub(crate) fn set(&mut self, at: Instant, hook: H) {
+        self.seq += 1;
+        self.due.insert((at, self.seq), hook);
+    }
+
+    /// Time until the earliest alarm, `None` when none is set.
+    pub(crate) fn timeout(&self, now: Instant) -> Option<Duration> {
+        self.due
+            .first_key_value()
+            .map(|((at, _), _)| at.saturating_duration_since(now))
+    }
+
+    /// Take every alarm, due or not (the loop is ending: nobody will come back for them).
+    pub(crate) fn take_all(&mut self) -> Vec<H> {
+        std::mem::take(&mut self.due).into_values().collect()
+    }
+
+    /// Take one alarm due at `now`.
+    pub(crate) fn pop_due(&mut self, now: Instant) -> Option<H> {
+        match self.due.first_key_value() {
+            Some(((at, _), _)) if *at <= now => self.due.pop_first().map(|(_, h)| h),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn alarms_fire_at_their_deadline_in_the_order_they_were_set() {
+        let clock = ManualClock::new();
+        let t0 = clock.now();
+        let mut alarms = Alarms::default();
+        alarms.set(t0 + Duration::from_secs(2), "b");
+        alarms.set(t0 + Duration::from_secs(1), "a");
+        alarms.set(t0 + Duration::from_secs(2), "c");
+        assert_eq!(alarms.timeout(t0), Some(Duration::from_secs(1)));
+        assert_eq!(alarms.pop_due(t0), None);
+        assert_eq!(alarms.pop_due(t0 + Duration::from_secs(1)), Some("a"));
+        let later = t0 + Duration::from_secs(5);
+        assert_eq!(alarms.pop_due(later), Some("b"));
+        assert_eq!(alarms.pop_due(later), Some("c"));
+        assert_eq!(alarms.pop_due(later), None);
+        assert_eq!(alarms.timeout(later), None);
+    }
 
     #[test]
     fn earliest_first_and_stale_skipped() {

@@ -213,7 +213,9 @@ impl<'a, 's> Run<'a, 's> {
         let control = self.a.control.clone();
         // The loop stopped the job (the client gone past any grace, or shutdown): the run is
         // departing, and the next turn's admission waits for it.
-        self.stream.on_stop(Box::new(move || control.client_gone()));
+        let flag = self.stream.weak_stop_flag();
+        self.stream
+            .on_stop(Box::new(move || control.stopped(flag.reason())));
         *lock(&self.a.control.abort) = Some(self.session.aborter());
         // A panic ends the exchange with `RUN_ERROR INTERNAL_ERROR` (the app's `catch_unwind`),
         // but the thread must not stay held by a run that no longer exists: every later turn

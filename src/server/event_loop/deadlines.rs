@@ -49,6 +49,22 @@ impl<H: Handler> Server<H> {
         }
     }
 
+    /// Move the alarms set since the last turn onto the loop's own timers.
+    pub(super) fn take_alarms(&mut self, now: std::time::Instant) {
+        for (delay, hook) in self.inbox.take_alarms() {
+            self.alarms.set(now + delay, hook);
+        }
+    }
+
+    /// Run the alarms that are due (stop hooks may have set more since the turn began).
+    pub(super) fn process_alarms(&mut self) {
+        let now = self.clock.now();
+        self.take_alarms(now);
+        while let Some(hook) = self.alarms.pop_due(now) {
+            hook();
+        }
+    }
+
     pub(super) fn rearm(&mut self, slot: usize) {
         let hb = self.cfg.heartbeat_interval;
         let stall = self.cfg.write_stall_timeout;
