@@ -4,7 +4,6 @@
 //! ends immediately, `CancelTask` goes on in the background, and the route waits for the
 //! kernel's answer only up to `CANCEL_ANSWER_BOUND` (then `202 {"status":"cancelling"}`).
 
-use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 
 use serde_json::json;
@@ -120,7 +119,7 @@ pub(crate) fn cancel(sh: &Shared, req: CancelRequest) -> Response {
             control.cancel();
         } else {
             // No task id yet: the run cancels the task the moment the kernel names it.
-            control.cancel_requested.store(true, Ordering::SeqCst);
+            control.cancel_saved();
         }
     }
     let Some(confirmed) = confirmed else {

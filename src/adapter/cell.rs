@@ -17,8 +17,11 @@ pub(crate) enum By {
     /// The run itself: its terminal event (or interrupt) is on its way. A client that
     /// leaves after this point cancels nothing.
     Own,
-    /// The cancel route: it answered `cancelled`, so the run ends `CANCELLED`.
+    /// The cancel route claimed the end; its save is under way (taken back if it fails).
     Cancel,
+    /// The cancel route's claim is saved: the run ends `CANCELLED`, and a task id the kernel
+    /// names from now on is cancelled at once.
+    Cancelled,
     /// The run panicked: its task is cancelled and its execution retired.
     Panic,
 }
@@ -57,6 +60,8 @@ pub(crate) enum Event {
     Cancel,
     /// The cancel route's save failed: its claim is taken back.
     CancelUnsaved,
+    /// The cancel route's claim is saved.
+    CancelSaved,
     /// The client's connection went away; `grace`: a disconnect grace is configured.
     ClientGone { grace: bool },
     /// The grace deadline passed (the loop's timer).
@@ -103,15 +108,23 @@ pub(crate) fn step(life: Life, event: Event) -> (Life, &'static [Effect]) {
 
         // The driver's end: one decision with the cancel route.
         (Streaming(c), E::OwnEnd) => (Ending(By::Own, c), &[EndOwn]),
-        (Ending(By::Cancel, c), E::OwnEnd) => (Ending(By::Cancel, c), &[EndCancelled]),
+        (Ending(by @ (By::Cancel | By::Cancelled), c), E::OwnEnd) => {
+            (Ending(by, c), &[EndCancelled])
+        }
         (Ending(by, c), E::OwnEnd) => (Ending(by, c), &[EndOwn]),
 
         // The cancel route: first claim wins; a repeated claim is the same claim.
         (Streaming(c), E::Cancel) => (Ending(By::Cancel, c), &[CancelClaimed]),
-        (Ending(By::Cancel, c), E::Cancel) => (Ending(By::Cancel, c), &[CancelClaimed]),
+        (Ending(by @ (By::Cancel | By::Cancelled), c), E::Cancel) => {
+            (Ending(by, c), &[CancelClaimed])
+        }
         (Ending(by, c), E::Cancel) => (Ending(by, c), &[AlreadyTerminal]),
+        // Only a claim not yet saved is taken back: a second route's failed save cannot undo
+        // the first one's saved cancel.
         (Ending(By::Cancel, c), E::CancelUnsaved) => (Streaming(c), &[]),
         (l @ (Streaming(_) | Ending(..)), E::CancelUnsaved) => (l, &[]),
+        (Ending(By::Cancel, c), E::CancelSaved) => (Ending(By::Cancelled, c), &[]),
+        (l @ (Streaming(_) | Ending(..)), E::CancelSaved) => (l, &[]),
 
         // The client goes: with a grace the run goes on to its deadline (a decided end is
         // still written to the replay log for a subscriber); without one, at once.
@@ -177,6 +190,7 @@ fn encode(l: Life) -> u64 {
                 By::Own => 1,
                 By::Cancel => 2,
                 By::Panic => 3,
+                By::Cancelled => 4,
             };
             (by << 4) | client(c)
         }
@@ -198,7 +212,8 @@ fn decode(w: u64) -> Life {
         0 => Life::Streaming(client),
         1 => Life::Ending(By::Own, client),
         2 => Life::Ending(By::Cancel, client),
-        _ => Life::Ending(By::Panic, client),
+        3 => Life::Ending(By::Panic, client),
+        _ => Life::Ending(By::Cancelled, client),
     }
 }
 
@@ -232,10 +247,11 @@ mod tests {
     use Life::*;
 
     const CLIENTS: [Client; 4] = [Attached, Detached, Adopted, Gone];
-    const EVENTS: [Event; 10] = [
+    const EVENTS: [Event; 11] = [
         E::OwnEnd,
         E::Cancel,
         E::CancelUnsaved,
+        E::CancelSaved,
         E::ClientGone { grace: true },
         E::ClientGone { grace: false },
         E::GraceOver,
@@ -247,7 +263,7 @@ mod tests {
 
     fn lives() -> Vec<Life> {
         let mut v: Vec<Life> = CLIENTS.iter().map(|c| Streaming(*c)).collect();
-        for by in [By::Own, By::Cancel, By::Panic] {
+        for by in [By::Own, By::Cancel, By::Cancelled, By::Panic] {
             v.extend(CLIENTS.iter().map(|c| Ending(by, *c)));
         }
         v.push(Ended);
@@ -294,6 +310,32 @@ mod tests {
             (
                 Ending(By::Cancel, Attached),
                 E::CancelUnsaved,
+                Streaming(Attached),
+                &[],
+            ),
+            // The claim saved: the run ends cancelled; a second route's failed save changes
+            // nothing; the run's own end after it is cancelled.
+            (
+                Ending(By::Cancel, Attached),
+                E::CancelSaved,
+                Ending(By::Cancelled, Attached),
+                &[],
+            ),
+            (
+                Ending(By::Cancelled, Attached),
+                E::CancelUnsaved,
+                Ending(By::Cancelled, Attached),
+                &[],
+            ),
+            (
+                Ending(By::Cancelled, Detached),
+                E::OwnEnd,
+                Ending(By::Cancelled, Detached),
+                &[EndCancelled],
+            ),
+            (
+                Streaming(Attached),
+                E::CancelSaved,
                 Streaming(Attached),
                 &[],
             ),
@@ -396,11 +438,18 @@ mod tests {
                     (_, E::Panicked) => assert_eq!(effects, &[FailClosed]),
                     (Streaming(_), E::OwnEnd) => assert_eq!(effects, &[EndOwn]),
                     (Streaming(_), E::Cancel) => assert_eq!(effects, &[CancelClaimed]),
-                    (Ending(By::Cancel, _), E::OwnEnd) => assert_eq!(effects, &[EndCancelled]),
+                    (Ending(By::Cancel | By::Cancelled, _), E::OwnEnd) => {
+                        assert_eq!(effects, &[EndCancelled])
+                    }
                     (Ending(..), E::OwnEnd) => assert_eq!(effects, &[EndOwn]),
-                    (Ending(By::Cancel, _), E::Cancel) => assert_eq!(effects, &[CancelClaimed]),
+                    (Ending(By::Cancel | By::Cancelled, _), E::Cancel) => {
+                        assert_eq!(effects, &[CancelClaimed])
+                    }
                     (Ending(..), E::Cancel) => assert_eq!(effects, &[AlreadyTerminal]),
                     (Ending(By::Cancel, c), E::CancelUnsaved) => assert_eq!(to, Streaming(c)),
+                    (Ending(By::Cancel, c), E::CancelSaved) => {
+                        assert_eq!(to, Ending(By::Cancelled, c))
+                    }
                     (Streaming(Detached) | Ending(_, Detached), E::GraceOver) => {
                         assert_eq!(effects, &[Abort])
                     }
@@ -414,7 +463,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(rows, 17 * 10);
+        assert_eq!(rows, 21 * 11);
     }
 
     #[test]

@@ -283,9 +283,6 @@ impl Shared {
 /// Shared between a run and the cancel route.
 #[derive(Default)]
 pub(crate) struct RunControl {
-    /// The cancel route's claim is saved: the run ends `CANCELLED` (set after the save, so a
-    /// claim taken back never reaches the run).
-    pub(crate) cancel_requested: AtomicBool,
     /// Aborts the run's upstream I/O, so a cancel ends the run at once.
     pub(crate) abort: Mutex<Option<Box<dyn FnOnce() + Send>>>,
     /// Who decided how the run ends, the run itself or the cancel route, once: the run's
@@ -361,12 +358,12 @@ impl RunControl {
     /// its end (it answers before the run released its thread).
     pub(crate) fn departing(&self) -> bool {
         use super::cell::{By, Client};
-        // A saved cancel (`cancel_requested`) was claimed in the cell first: the cell says it.
+        // A saved cancel is a claim moved on: the cell says both.
         matches!(
             self.cell.life(),
             Life::Streaming(Client::Gone)
                 | Life::Ending(_, Client::Gone)
-                | Life::Ending(By::Cancel, _)
+                | Life::Ending(By::Cancel | By::Cancelled, _)
         )
     }
 
@@ -387,10 +384,24 @@ impl RunControl {
         self.cell.send(CellEvent::OwnEnd).contains(&Effect::EndOwn)
     }
 
-    /// Ask the run to stop and cut its upstream reads short.
+    /// The cancel route's claim is saved: the run ends `CANCELLED`, and a task id the kernel
+    /// names from now on is cancelled at once (the claim alone never reaches the run, so a
+    /// claim taken back changes nothing).
+    pub(crate) fn cancel_saved(&self) {
+        self.cell.send(CellEvent::CancelSaved);
+    }
+
+    /// The cancel route's saved claim: the run is to end `CANCELLED`.
+    pub(crate) fn cancelled(&self) -> bool {
+        matches!(
+            self.cell.life(),
+            Life::Ending(super::cell::By::Cancelled, _)
+        )
+    }
+
+    /// The cancel route's claim is saved and the run has a task: cut its upstream reads short.
     pub(crate) fn cancel(&self) {
-        self.cancel_requested
-            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.cancel_saved();
         if let Some(abort) = lock(&self.abort).take() {
             abort();
         }

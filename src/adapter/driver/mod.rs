@@ -409,10 +409,7 @@ impl<'a, 's> Run<'a, 's> {
     }
 
     fn cancelled(&self) -> bool {
-        self.a
-            .control
-            .cancel_requested
-            .load(std::sync::atomic::Ordering::SeqCst)
+        self.a.control.cancelled()
     }
 
     /// Before this run's first kernel call: wait (bounded) until the kernel confirmed that

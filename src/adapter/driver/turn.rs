@@ -2,7 +2,6 @@
 //! stream (reference §5.2, §3.5).
 
 use std::collections::HashSet;
-use std::sync::atomic::Ordering;
 
 use serde_json::Value;
 
@@ -125,7 +124,7 @@ impl Run<'_, '_> {
         self.sh
             .registry
             .live_insert(&self.execution_id, &self.a.thread);
-        if self.a.control.cancel_requested.load(Ordering::SeqCst) {
+        if self.a.control.cancelled() {
             // The cancel route asked before the task id was known: cancel it now.
             let _ = self.sh.kernel.session().cancel_task(&tid);
         }
@@ -313,9 +312,7 @@ impl Run<'_, '_> {
         }
         self.mapper.map(ev, true, true);
         self.flush()?;
-        if self.a.control.cancel_requested.load(Ordering::SeqCst)
-            && ev.state() == Some(TaskState::Canceled)
-        {
+        if self.a.control.cancelled() && ev.state() == Some(TaskState::Canceled) {
             self.settled = true;
         }
         Ok(())
@@ -330,7 +327,7 @@ impl Run<'_, '_> {
         if let Some(r) = self.catch_up.take() {
             self.recover_pipeline(r)?;
         }
-        let cancelled = self.a.control.cancel_requested.load(Ordering::SeqCst);
+        let cancelled = self.a.control.cancelled();
         Ok(match state {
             Some(TaskState::Completed | TaskState::InputRequired) => Ending::Success,
             Some(TaskState::Canceled) => {

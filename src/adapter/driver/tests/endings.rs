@@ -105,8 +105,8 @@ fn a_cancel_requested_before_the_task_id_cancels_the_task_when_it_appears() {
     let h = Harness::new();
     // The cancel route asks while `SendStreamingMessage` has not named a task yet.
     on_first_send_to_each_run(&h, |c| {
-        c.cancel_requested
-            .store(true, std::sync::atomic::Ordering::SeqCst)
+        assert!(c.claim_cancel());
+        c.cancel_saved();
     });
     h.script(vec![
         (
