@@ -52,12 +52,13 @@ fn defines(files: &[(PathBuf, String)], ty: &str, function: &str) -> bool {
                     .iter()
                     .take_while(|l| !l.starts_with('}'))
                     .any(|l| {
-                        l.trim_start()
-                            .trim_start_matches("pub(crate) ")
-                            .trim_start_matches("pub(super) ")
-                            .trim_start_matches("pub ")
-                            .starts_with(&format!("{fn_decl}("))
-                            || l.contains(&format!("{fn_decl}<"))
+                        let l = l.trim_start();
+                        // Any visibility: `pub`, `pub(crate)`, `pub(in crate::adapter)`.
+                        let l = match l.strip_prefix("pub(") {
+                            Some(rest) => rest.split_once(") ").map_or(l, |(_, r)| r),
+                            None => l.trim_start_matches("pub "),
+                        };
+                        l.starts_with(&format!("{fn_decl}(")) || l.contains(&format!("{fn_decl}<"))
                     })
         })
     })
@@ -90,7 +91,7 @@ fn every_file_and_function_the_design_docs_name_exists() {
                 .split([',', ' '])
                 .map(|t| t.trim_matches(|c| "(){}".contains(c)))
             {
-                // A source path: `src/x.rs`, `server/conn.rs`, `adapter/projection/`, `driver/tests.rs`.
+                // A source path: `src/x.rs`, `server/conn.rs`, `adapter/rules/projection/`, `driver/tests.rs`.
                 let path = tok.strip_prefix("src/").unwrap_or(tok);
                 let is_path =
                     (path.ends_with(".rs") || path.ends_with(".html") || path.ends_with('/'))
@@ -265,12 +266,12 @@ fn every_anchor_in_the_docs_points_at_what_it_names() {
 
 #[test]
 fn anchors_and_declarations_are_read_as_written() {
-    let md = "see [`Registry::admit`](../src/adapter/threads.rs#L312) and [`x`](https://e/)";
+    let md = "see [`Registry::admit`](../src/adapter/state/threads.rs#L312) and [`x`](https://e/)";
     assert_eq!(
         anchors(md),
         [(
             "Registry::admit".to_string(),
-            "src/adapter/threads.rs".to_string(),
+            "src/adapter/state/threads.rs".to_string(),
             312
         )]
     );

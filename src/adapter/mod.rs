@@ -3,26 +3,21 @@
 //! `projection` and `interrupts`; this module, `driver`, `cancel` and `threads` are the I/O
 //! around them.
 
-pub mod admission;
-pub(crate) mod cancel;
-// The run's life as one value: every actor moves it through one table.
-mod cell;
-mod driver;
-mod ending;
-pub mod env;
-mod history_routes;
-mod identity;
-pub mod interrupts;
-pub mod projection;
-mod reconcile;
-pub mod replay;
-pub(crate) mod schema;
-pub(crate) mod shared;
-mod subscribe;
-mod tee;
-pub mod threads;
-pub(crate) mod upstream;
-mod winddown;
+mod routes;
+mod rules;
+mod run;
+mod state;
+
+// The modules under their old names: grouped by kind on disk, one namespace for their users.
+pub(crate) use routes::cancel;
+use routes::subscribe;
+pub(crate) use rules::schema;
+pub use rules::{admission, interrupts, projection};
+use rules::{identity, reconcile};
+pub(crate) use run::upstream;
+use run::{cell, driver, ending, tee, winddown};
+pub(crate) use state::shared;
+pub use state::{env, replay, threads};
 
 use std::sync::Arc;
 
@@ -107,7 +102,7 @@ impl Backend for AguiBackend {
     }
 
     fn threads(&self, req: crate::app::ThreadsRequest) -> Response {
-        history_routes::threads(&self.shared, req)
+        routes::history::threads(&self.shared, req)
     }
 
     fn stop_all(&self) {

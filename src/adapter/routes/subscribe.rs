@@ -11,13 +11,13 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::Shared;
-use super::ending::{Ending, SessionFacts};
-use super::interrupts;
-use super::projection::Mapper;
-use super::replay::{Read, RunLog};
 use crate::a2a::client::A2aError;
 use crate::a2a::types::{A2aEvent, Payload, TaskState};
+use crate::adapter::Shared;
+use crate::adapter::ending::{Ending, SessionFacts};
+use crate::adapter::interrupts;
+use crate::adapter::projection::Mapper;
+use crate::adapter::replay::{Read, RunLog};
 use crate::agui::events::{Event, Stamped};
 use crate::app::{RunStream, SubscribeRequest};
 use crate::catalog::Msg;
@@ -332,7 +332,7 @@ impl Snapshot<'_> {
     /// The task snapshot, then (while it runs) the kernel's subscription to its stop state.
     fn follow(
         &self,
-        session: &dyn super::upstream::Upstream,
+        session: &dyn crate::adapter::upstream::Upstream,
         snap: A2aEvent,
         mapper: &mut Mapper<'_>,
         stream: &mut RunStream<'_>,

@@ -397,12 +397,12 @@ mod tests {
 
     #[test]
     fn permission_interrupt_matches_the_reference_example() {
-        let sse = include_str!("../../tests/fixtures/agui/01_interrupt_run.sse");
+        let sse = include_str!("../../../tests/fixtures/agui/01_interrupt_run.sse");
         let last = sse.trim_end().rsplit("\n\n").next().unwrap();
         let v: Value = serde_json::from_str(last.strip_prefix("data: ").unwrap()).unwrap();
         let want = &v["outcome"]["interrupts"][0];
         let state: Value = serde_json::from_str(include_str!(
-            "../../tests/fixtures/agui/01_after_interrupt.state.json"
+            "../../../tests/fixtures/agui/01_after_interrupt.state.json"
         ))
         .unwrap();
         let value = state["execution"]["pending"]["perm-1"]["value"]
@@ -450,7 +450,7 @@ mod tests {
 
     fn resource_fixture() -> Value {
         serde_json::from_str(include_str!(
-            "../../tests/fixtures/kernel/resource_selection.json"
+            "../../../tests/fixtures/kernel/resource_selection.json"
         ))
         .unwrap()
     }
@@ -474,7 +474,7 @@ mod tests {
         assert_eq!(i["metadata"]["selector"], envelope["selector"]);
         assert_eq!(i["metadata"]["standardOptions"], json!([]));
         let schema = &i["responseSchema"];
-        let ok = |p: Value| super::super::schema::is_valid(schema, &p);
+        let ok = |p: Value| crate::adapter::schema::is_valid(schema, &p);
         assert!(ok(json!({"status": "selected", "value": "vsw-1"})));
         assert!(ok(
             json!({"status": "selected", "value": "vsw-1", "label": "", "source": {}})

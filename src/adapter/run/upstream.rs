@@ -175,7 +175,7 @@ pub(crate) fn permission_part(
     decision: Value,
 ) -> Value {
     let tool = tool_use_id
-        .map(super::interrupts::py_str)
+        .map(crate::adapter::interrupts::py_str)
         .unwrap_or_else(|| "None".into());
     json!({"data": {"schemaVersion": 1, "kind": "permission", "requestTaskId": task, "inputId": input_id, "toolUseId": tool, "decision": decision}, "mediaType": "application/json"})
 }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{Map, Value, json};
 
-use super::interrupts::{self, FoundInput};
+use crate::adapter::interrupts::{self, FoundInput};
 use crate::agui::digest;
 use crate::agui::input::{ResumeEntry, ResumeStatus};
 use crate::catalog::Msg;
@@ -198,7 +198,8 @@ pub(crate) fn validate(
         }
         if e.status != ResumeStatus::Cancelled || permission || resource {
             let schema = interrupts::interrupt(&e.interrupt_id, &p.value)["responseSchema"].clone();
-            let ok = super::schema::is_valid(&schema, payload.as_ref().unwrap_or(&Value::Null));
+            let ok =
+                crate::adapter::schema::is_valid(&schema, payload.as_ref().unwrap_or(&Value::Null));
             if !ok {
                 return Err((Code::ResumePayloadInvalid, Msg::ResumePayloadInvalid));
             }

@@ -8,8 +8,8 @@ use std::sync::mpsc;
 
 use serde_json::json;
 
-use super::shared::Shared;
 use crate::a2a::client::A2aError;
+use crate::adapter::shared::Shared;
 use crate::app::CancelRequest;
 use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};

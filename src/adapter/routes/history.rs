@@ -6,7 +6,7 @@
 use base64::Engine;
 use serde_json::{Value, json};
 
-use super::Shared;
+use crate::adapter::Shared;
 use crate::app::{ThreadsQuery, ThreadsRequest};
 use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
@@ -133,7 +133,7 @@ fn entry_json(sh: &Shared, key: &ThreadKey, e: &Entry) -> Value {
             _ => {
                 v["executionId"] = json!(ex.execution_id);
                 v["interrupts"] = Value::Array(
-                    super::interrupts::pending(ex, &sh.dialect)
+                    crate::adapter::interrupts::pending(ex, &sh.dialect)
                         .into_iter()
                         .map(with_summary)
                         .collect(),
@@ -343,7 +343,7 @@ fn delete(sh: &Shared, key: &ThreadKey, lang: Lang) -> Response {
             sh.replay.forget_thread(key);
             Response::new(204, "", Vec::new())
         }
-        Ok(false) => super::busy(&slot, lang),
+        Ok(false) => crate::adapter::busy(&slot, lang),
         Err(e) => {
             log::error!("thread {}: delete failed: {e}", key.id);
             ApiError::new(Code::StateUnavailable, Msg::StateUnavailable).response(lang)

@@ -19,13 +19,13 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::admission::RunKind;
-use super::projection::Mapper;
-use super::shared::{RunControl, Shared};
-use super::threads::{Slot, Thread};
-use super::upstream::{self, Upstream};
 use crate::a2a::client::A2aError;
 use crate::a2a::types::{A2aEvent, RpcError};
+use crate::adapter::admission::RunKind;
+use crate::adapter::projection::Mapper;
+use crate::adapter::shared::{RunControl, Shared};
+use crate::adapter::threads::{Slot, Thread};
+use crate::adapter::upstream::{self, Upstream};
 use crate::agui::content::UserMessage;
 use crate::agui::events::{Event, Outcome, Stamped};
 use crate::agui::input::{IacProps, ResumeEntry};
@@ -56,7 +56,7 @@ enum NotSaved {
 }
 
 // How the run ends (the terminal event is written by [`Run::finish`]).
-pub(super) use super::ending::Ending;
+pub(in crate::adapter) use crate::adapter::ending::Ending;
 
 /// What to do with the A2A task when a run fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -498,7 +498,7 @@ impl<'a, 's> Run<'a, 's> {
                 )
             })
             .unwrap_or((None, None, self.a.props.ros_invocation_id.clone()));
-        let facts = super::ending::SessionFacts {
+        let facts = crate::adapter::ending::SessionFacts {
             thread_id: &self.a.thread.id,
             run_id: &self.a.run_id,
             execution_id: &self.execution_id,
@@ -542,7 +542,7 @@ impl<'a, 's> Run<'a, 's> {
 
     /// An event that names another task or context than this run's (absent ids are allowed).
     fn check_identity(&self, ev: &A2aEvent, task: &str) -> Step<()> {
-        if super::identity::foreign_event(ev, task, &self.context_id) {
+        if crate::adapter::identity::foreign_event(ev, task, &self.context_id) {
             return Err(self.identity_mismatch());
         }
         Ok(())
@@ -709,7 +709,7 @@ impl<'a, 's> Run<'a, 's> {
             )
             .terminal(&self.a.thread.id, &self.a.run_id, usage, &self.sh.dialect);
         }
-        let outcome = super::ending::outcome_label(&event);
+        let outcome = crate::adapter::ending::outcome_label(&event);
         self.stream.note_outcome(&self.execution_id, outcome);
         crate::metrics::M.runs.inc(outcome);
         let ev = self.stamp(event);

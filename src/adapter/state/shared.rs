@@ -7,13 +7,13 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::cell::{Effect, Event as CellEvent, Life, RunCell};
-use super::env::Env;
-use super::replay::{ReplayBounds, ReplayLogs};
-use super::threads::Registry;
-use super::upstream::Kernel;
-use super::winddown::WindDowns;
 use crate::a2a::client::A2aClient;
+use crate::adapter::cell::{Effect, Event as CellEvent, Life, RunCell};
+use crate::adapter::env::Env;
+use crate::adapter::replay::{ReplayBounds, ReplayLogs};
+use crate::adapter::threads::Registry;
+use crate::adapter::upstream::Kernel;
+use crate::adapter::winddown::WindDowns;
 use crate::agui::dialect::Dialect;
 use crate::app::Readiness;
 use crate::config::AguiProtocol;
@@ -29,7 +29,7 @@ pub struct Shared {
     /// What the spoken AG-UI version changes (`--agui-protocol`, chosen once).
     pub(crate) dialect: Dialect,
     /// Running executions, so the cancel route can stop them.
-    pub(super) runs: Mutex<HashMap<String, Arc<RunControl>>>,
+    pub(in crate::adapter) runs: Mutex<HashMap<String, Arc<RunControl>>>,
     /// Signalled when a run leaves `runs` (it released its thread): admission waits on it
     /// for a run whose client just left, instead of polling.
     run_left: std::sync::Condvar,
@@ -237,7 +237,7 @@ impl Shared {
         self
     }
 
-    pub(super) fn forget_run(&self, execution_id: &str, control: &Arc<RunControl>) {
+    pub(in crate::adapter) fn forget_run(&self, execution_id: &str, control: &Arc<RunControl>) {
         let mut runs = lock(&self.runs);
         if runs
             .get(execution_id)
@@ -252,7 +252,7 @@ impl Shared {
     /// answered, so a client sends its next turn at once: a Stop that cancels and then closes
     /// its stream got `409 THREAD_BUSY`), or the server is stopping it, wait on this worker,
     /// bounded, until that run released the thread.
-    pub(super) fn wait_for_departing_run(&self, slot: &super::threads::Slot) {
+    pub(in crate::adapter) fn wait_for_departing_run(&self, slot: &crate::adapter::threads::Slot) {
         let deadline = self.env.now() + crate::limits::DEPARTING_RUN_WAIT;
         let Some(execution) = lock(slot)
             .as_ref()
@@ -275,7 +275,7 @@ impl Shared {
         }
     }
 
-    pub(super) fn run_control(&self, execution_id: &str) -> Option<Arc<RunControl>> {
+    pub(in crate::adapter) fn run_control(&self, execution_id: &str) -> Option<Arc<RunControl>> {
         lock(&self.runs).get(execution_id).cloned()
     }
 }
@@ -286,7 +286,7 @@ pub(crate) struct RunControl {
     /// Aborts the run's upstream I/O, so a cancel ends the run at once.
     pub(crate) abort: Mutex<Option<Box<dyn FnOnce() + Send>>>,
     /// Who decided how the run ends, the run itself or the cancel route, once: the run's
-    /// life as one value, moved only by [`super::cell::step`]'s table.
+    /// life as one value, moved only by [`crate::adapter::cell::step`]'s table.
     cell: RunCell,
 }
 
@@ -334,7 +334,7 @@ impl RunControl {
 
     /// The client left and the run goes on without it (within its grace, or adopted).
     pub(crate) fn detached(&self) -> bool {
-        use super::cell::Client;
+        use crate::adapter::cell::Client;
         matches!(
             self.cell.life().client(),
             Client::Detached | Client::Adopted
@@ -357,7 +357,7 @@ impl RunControl {
     /// The run is on its way out: its client is gone for good, or the cancel route claimed
     /// its end (it answers before the run released its thread).
     pub(crate) fn departing(&self) -> bool {
-        use super::cell::{By, Client};
+        use crate::adapter::cell::{By, Client};
         // A saved cancel is a claim moved on: the cell says both.
         matches!(
             self.cell.life(),
@@ -395,7 +395,7 @@ impl RunControl {
     pub(crate) fn cancelled(&self) -> bool {
         matches!(
             self.cell.life(),
-            Life::Ending(super::cell::By::Cancelled, _)
+            Life::Ending(crate::adapter::cell::By::Cancelled, _)
         )
     }
 

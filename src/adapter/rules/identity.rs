@@ -3,8 +3,8 @@
 
 use serde_json::Value;
 
-use super::interrupts::FoundInput;
 use crate::a2a::types::A2aEvent;
+use crate::adapter::interrupts::FoundInput;
 use crate::catalog::Msg;
 
 /// How an id from the wire compares with the one on record.

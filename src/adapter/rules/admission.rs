@@ -2,7 +2,7 @@
 //! thread's current state and the request. The caller persists the returned state and keeps
 //! it only if the write succeeds (rollback is simply not committing).
 
-use super::env::Env;
+use crate::adapter::env::Env;
 use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
 use crate::store::document::{Execution, ThreadDoc};

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-pub(crate) use super::admission::Thread;
+pub(crate) use crate::adapter::admission::Thread;
 use crate::clock::{Clock, SystemClock};
 use crate::history::{Bounds, Ops, Transcript};
 use crate::principal::{Caller, ThreadKey};

@@ -1,0 +1,9 @@
+//! The pure rules: admission gates, resume reconciliation and answer schemas, identity checks, the
+//! interrupts of each kernel kind, the projection of A2A events into AG-UI events.
+
+pub mod admission;
+pub(crate) mod identity;
+pub mod interrupts;
+pub mod projection;
+pub(crate) mod reconcile;
+pub(crate) mod schema;

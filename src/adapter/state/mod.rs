@@ -1,0 +1,6 @@
+//! What outlives a run: the thread registry, the replay logs, the shared handles, the clock.
+
+pub mod env;
+pub mod replay;
+pub(crate) mod shared;
+pub mod threads;
