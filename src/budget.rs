@@ -13,6 +13,10 @@ use std::time::Duration;
 
 use crate::sync::lock;
 
+pub(crate) mod fair;
+mod ledger;
+pub(crate) use ledger::Ledger;
+
 // ---------------------------------------------------------------- the rules
 
 /// A connection with output pending and no write progress for this long has a client that
@@ -250,15 +254,6 @@ impl Budget {
     }
 }
 
-/// Memory for the event being read, granted before its bytes are read. One per reader;
-/// dropping it gives back what it holds. A trait so that the reader's rules are tested
-/// against a recorder.
-pub trait ReadGate: Send {
-    /// Hold `bytes` in all: more waits until they fit, less gives the rest back at once.
-    /// False: stop reading (the run is stopping).
-    fn hold(&mut self, bytes: usize) -> bool;
-}
-
 /// One upstream stream's large event, held against the output budget: output for clients
 /// and events being read share one budget, so runs that all start at once wait here for
 /// their large events instead of each reading one whole (issue 36, fault 2: 30 paused
@@ -272,8 +267,11 @@ pub struct ReadHold {
     held: usize,
 }
 
-impl ReadGate for ReadHold {
-    fn hold(&mut self, bytes: usize) -> bool {
+impl ReadHold {
+    /// Hold `bytes` in all for the event being read, granted before its bytes are read: more
+    /// waits until they fit, less gives the rest back at once. False: stop reading (the run
+    /// is stopping).
+    pub fn hold(&mut self, bytes: usize) -> bool {
         let b = &*self.budget;
         let mut r = lock(&b.reads);
         if bytes <= self.held {
@@ -342,7 +340,7 @@ impl ReadGate for ReadHold {
 
 impl Drop for ReadHold {
     fn drop(&mut self) {
-        ReadGate::hold(self, 0);
+        self.hold(0);
     }
 }
 

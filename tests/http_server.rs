@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use common::*;
 use iac_agui::app::{Backend, CancelRequest, RunRequest, RunStream};
-use iac_agui::budget::ReadGate;
 use iac_agui::catalog::Msg;
 use iac_agui::errors::{ApiError, Code};
 use iac_agui::i18n::Lang;

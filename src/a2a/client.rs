@@ -277,7 +277,7 @@ impl EventStream {
     }
 
     /// The events returned so far are handled: give back the memory a large one held (see
-    /// [`crate::budget::ReadGate`]). Before a wait that may be long (a client behind).
+    /// [`crate::budget::ReadHold`]). Before a wait that may be long (a client behind).
     pub(crate) fn settle_gate(&mut self) {
         if let Some(r) = self.reader.as_mut() {
             r.settle_gate();
@@ -441,7 +441,7 @@ impl Session {
         let reader: Box<dyn Read + Send> = Box::new(resp.into_body().into_reader());
         let mut reader = SseReader::new(reader, self.cfg.max_event_bytes);
         if let Some(budget) = &self.budget {
-            reader.set_gate(Box::new(budget.read_hold(self.aborted.clone())));
+            reader.set_gate(budget.read_hold(self.aborted.clone()));
         }
         Ok(EventStream {
             reader: Some(reader),

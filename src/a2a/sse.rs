@@ -211,13 +211,13 @@ const READ_MIN: usize = 256;
 /// the loop.
 const READ_MAX: usize = crate::limits::A2A_READ_BIG;
 
-use crate::budget::{GATE_FROM, ReadGate, gate_need};
+use crate::budget::{GATE_FROM, ReadHold, gate_need};
 
 /// Pull reader over any `Read` (the upstream response body).
 pub(crate) struct SseReader<R> {
     inner: R,
     /// With what it holds now.
-    gate: Option<(Box<dyn ReadGate>, usize)>,
+    gate: Option<(ReadHold, usize)>,
     parser: SseParser,
     queue: VecDeque<SseEvent>,
     /// Read buffer: doubled up to `READ_MAX` while reads fill it (a flood: each read is one
@@ -261,8 +261,8 @@ impl<R: Read> SseReader<R> {
         }
     }
 
-    /// Ask `gate` before reading a large event's bytes.
-    pub(crate) fn set_gate(&mut self, gate: Box<dyn ReadGate>) {
+    /// Hold room in the output budget before reading a large event's bytes.
+    pub(crate) fn set_gate(&mut self, gate: ReadHold) {
         self.gate = Some((gate, 0));
     }
 
@@ -425,49 +425,43 @@ mod tests {
         SseReader::new(Pieces(pieces.collect()), 8 * GATE_STEP)
     }
 
-    /// Records what a reader holds, and refuses past `max` (a run stopping).
-    struct Recorder(std::sync::Arc<std::sync::Mutex<Vec<usize>>>, usize);
-
-    impl ReadGate for Recorder {
-        fn hold(&mut self, bytes: usize) -> bool {
-            self.0.lock().unwrap().push(bytes);
-            bytes <= self.1
-        }
+    fn hold(budget: &std::sync::Arc<crate::budget::Budget>, stopped: bool) -> ReadHold {
+        budget.read_hold(std::sync::Arc::new(std::sync::atomic::AtomicBool::new(
+            stopped,
+        )))
     }
 
     #[test]
     fn a_large_event_holds_the_gate_while_it_is_read_and_gives_it_back_once_handled() {
         let big = format!("data: {}\n\n", "x".repeat(3 * GATE_STEP));
         let input = format!("data: small\n\n{big}data: after\n\n");
-        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let budget = crate::budget::Budget::new(usize::MAX);
         let mut r = in_64_kib_reads(&input);
-        r.set_gate(Box::new(Recorder(log.clone(), usize::MAX)));
+        r.set_gate(hold(&budget, false));
         assert_eq!(r.next_event().unwrap().unwrap().data, b"small");
-        assert!(log.lock().unwrap().is_empty(), "small events never ask");
+        assert_eq!(budget.reading(), 0, "small events never ask");
         assert_eq!(r.next_event().unwrap().unwrap().data.len(), 3 * GATE_STEP);
-        {
-            let held = log.lock().unwrap();
-            // Asked from GATE_FROM on, in steps, before the bytes were read, never less.
-            assert!(
-                held.len() >= 2 && held.windows(2).all(|w| w[0] < w[1]),
-                "{held:?}"
-            );
-            assert_eq!(held[0], (GATE_FROM * GATE_COST).next_multiple_of(GATE_STEP));
-            assert!(*held.last().unwrap() >= 3 * (3 * GATE_STEP - 64 * 1024));
-        }
+        // Held in steps before the bytes were read, for all the parser's copies.
+        let held = budget.reading();
+        assert!(held >= 3 * (3 * GATE_STEP - 64 * 1024), "{held}");
+        assert_eq!(held % GATE_STEP, 0, "{held}");
+        assert!(held >= (GATE_FROM * GATE_COST).next_multiple_of(GATE_STEP));
         // The big event is handled once the next one is asked for: its memory goes back.
         assert_eq!(r.next_event().unwrap().unwrap().data, b"after");
-        assert_eq!(log.lock().unwrap().last(), Some(&0));
+        assert_eq!(budget.reading(), 0);
         assert_eq!(r.gate.as_ref().unwrap().1, 0);
     }
 
     #[test]
     fn a_refused_gate_stops_the_read() {
         let input = format!("data: {}\n\n", "x".repeat(2 * GATE_STEP));
-        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        // No room (clients hold the whole budget) and the run stopping: the read ends.
+        let budget = crate::budget::Budget::new(GATE_STEP);
+        budget.counted_unsent(2 * GATE_STEP);
         let mut r = in_64_kib_reads(&input);
-        r.set_gate(Box::new(Recorder(log, 0)));
+        r.set_gate(hold(&budget, true));
         assert!(matches!(r.next_event(), Err(SseError::Io(_))));
+        assert_eq!(budget.reading(), 0);
     }
 
     #[test]

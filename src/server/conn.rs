@@ -124,7 +124,7 @@ pub(crate) struct Conn<R> {
     /// Its unsent output as the output budget counts it (synced after each flush).
     pub(crate) share: Share,
     /// Whose requests it carries (the last one identified; `None`: nobody told apart).
-    pub(crate) caller: Option<super::fair::CallerId>,
+    pub(crate) caller: Option<crate::budget::fair::CallerId>,
     /// `Handler::answer_headers` of the request being answered, taken by its answer.
     pub(crate) answer_headers: Vec<(&'static str, String)>,
 }

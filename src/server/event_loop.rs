@@ -12,16 +12,14 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use super::conn::{BodyRead, Conn, Reservation, State};
-use super::fair::Callers;
 use super::http::{self, ChunkError, ChunkedDecoder, Framing, Response};
 use super::job::{self, ConnId, Inbox, Reply, StopReason};
 use super::out::OutBuf;
 use super::timers::{Alarms, Clock, SystemClock, TimerSet};
 use super::{Handler, HeadDecision, Request, ServerConfig};
-use crate::budget::OutputBudget;
+use crate::budget::Ledger;
 use crate::limits;
 
-mod budget;
 mod deadlines;
 mod replies;
 
@@ -112,12 +110,9 @@ pub struct Server<H: Handler> {
     read_buf: Box<[u8]>,
     /// Bytes the bodies being read hold together (`ServerConfig::body_budget`).
     body_bytes: Arc<std::sync::atomic::AtomicUsize>,
-    /// Output held for clients (`ServerConfig::output_budget`).
-    budget: OutputBudget,
-    /// Each caller's connections and output, when callers are told apart (`fair`).
-    callers: Callers,
-    /// What this server last added to the `output_buffered` gauge (tests run several).
-    published: i64,
+    /// Output held for clients (`ServerConfig::output_budget`), each caller's part of it, and
+    /// what is published to the workers.
+    ledger: Ledger,
 }
 
 impl<H: Handler> Server<H> {
@@ -137,14 +132,10 @@ impl<H: Handler> Server<H> {
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let w = waker.clone();
-        let budget = OutputBudget::new(cfg.output_budget);
-        crate::metrics::M
-            .output_budget
-            .set(cfg.output_budget as i64);
         let inbox = Inbox::new(Box::new(move || {
             let _ = w.wake();
         }));
-        inbox.budget().set_limit(cfg.output_budget);
+        let ledger = Ledger::new(cfg.output_budget, inbox.budget().clone());
         Ok(Server {
             poll,
             listener: Some(listener),
@@ -166,9 +157,7 @@ impl<H: Handler> Server<H> {
             scratch: Vec::with_capacity(limits::DRAIN_BATCH),
             read_buf: vec![0u8; limits::READ_CHUNK].into_boxed_slice(),
             body_bytes: Arc::default(),
-            budget,
-            callers: Callers::default(),
-            published: 0,
+            ledger,
         })
     }
 
@@ -230,7 +219,7 @@ impl<H: Handler> Server<H> {
             self.process_ready();
             self.process_timers();
             self.process_alarms();
-            self.check_budget();
+            self.settle_budget();
         }
         for slot in 0..self.conns.len() {
             if self.conns[slot].is_some() {
@@ -242,7 +231,6 @@ impl<H: Handler> Server<H> {
         for hook in self.alarms.take_all() {
             hook();
         }
-        crate::metrics::M.output_buffered.add(-self.published);
         Ok(())
     }
 
@@ -416,10 +404,7 @@ impl<H: Handler> Server<H> {
             // Every change of a connection's output ends in a drive: count it here, as held
             // in memory (a frame being written stays whole until its last byte is out).
             let now = conn.out.held();
-            if let Some(id) = conn.caller {
-                self.callers.set(id, OutputBudget::get(&conn.share), now);
-            }
-            self.budget.set(&mut conn.share, now);
+            self.ledger.count(&mut conn.share, conn.caller, now);
             self.rearm(slot);
         }
     }
@@ -756,10 +741,8 @@ impl<H: Handler> Server<H> {
         let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else {
             return;
         };
-        if let Some(id) = conn.caller.take() {
-            self.callers.leave(id, OutputBudget::get(&conn.share));
-        }
-        self.budget.release(std::mem::take(&mut conn.share));
+        self.ledger
+            .leave(std::mem::take(&mut conn.share), conn.caller.take());
         if let Some(job) = conn.job() {
             // The stream never reached its end: whoever produces it must learn the client is gone.
             job.stop(StopReason::ClientGone);

@@ -4,7 +4,6 @@
 
 pub(crate) mod conn;
 pub mod event_loop;
-pub(crate) mod fair;
 pub mod http;
 pub(crate) mod job;
 pub(crate) mod out;

@@ -7,6 +7,7 @@ use super::super::conn::State;
 use super::super::http;
 use super::super::job::{JobShared, Reply, StopReason};
 use super::{Handler, Server, push_out};
+use crate::budget::fair::CallerId;
 use crate::limits;
 
 impl<H: Handler> Server<H> {
@@ -141,4 +142,68 @@ impl<H: Handler> Server<H> {
             }
         }
     }
+
+    /// The connection's limit of unsent output (`Ledger::out_limit`).
+    pub(super) fn out_limit(&self, caller: Option<CallerId>) -> usize {
+        self.ledger.out_limit(self.cfg.max_output_bytes / 2, caller)
+    }
+
+    /// Re-decide the output budget; when the ledger says the limits changed, mark or release
+    /// every run by its new limit (a released job goes back on the ready list, as the flush
+    /// under the watermark does). True while spent.
+    pub(super) fn settle_budget(&mut self) -> bool {
+        let check = self.ledger.check();
+        if check.changed {
+            for conn in self.conns.iter().flatten() {
+                let Some(job) = conn.job() else { continue };
+                let behind = conn.pending_out() > self.out_limit(conn.caller);
+                job.set_congested(behind);
+                if !behind {
+                    job.renotify();
+                }
+            }
+        }
+        check.spent
+    }
+
+    /// Why a new stream of `caller` is refused, if it is (`Ledger::refuses_stream`).
+    pub(super) fn refuses_stream(&mut self, caller: Option<CallerId>) -> Option<&'static str> {
+        let spent = self.settle_budget();
+        let now = self.clock.now();
+        let conns = &self.conns;
+        self.ledger
+            .refuses_stream(spent, caller, || held_behind(conns, now))
+    }
+
+    /// Count the connection for `caller` (its request's; `None`: callers are not told
+    /// apart); false when the caller is past its share of the connection limit.
+    pub(super) fn identify(&mut self, slot: usize, caller: Option<std::sync::Arc<str>>) -> bool {
+        let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+            return true;
+        };
+        let held = crate::budget::OutputBudget::get(&conn.share);
+        self.ledger.identify(
+            &mut conn.caller,
+            caller,
+            held,
+            self.live,
+            self.cfg.max_connections,
+        )
+    }
+}
+
+/// What clients that stopped reading hold: the unsent output of connections that made no
+/// progress for `BEHIND_AFTER`, with what their workers queued for them.
+fn held_behind<R>(conns: &[Option<super::super::conn::Conn<R>>], now: std::time::Instant) -> usize {
+    conns
+        .iter()
+        .flatten()
+        .filter(|c| {
+            crate::budget::is_behind(
+                c.pending_out(),
+                now.saturating_duration_since(c.last_progress),
+            )
+        })
+        .map(|c| c.pending_out() + c.job().map_or(0, |j| j.queued_bytes()))
+        .fold(0, usize::saturating_add)
 }

@@ -11,7 +11,7 @@
 //! share of connections is served; so one caller cannot take the last connections from the
 //! others.
 //!
-//! [`OutputBudget`]: super::budget::OutputBudget
+//! [`OutputBudget`]: super::OutputBudget
 
 use std::collections::HashMap;
 use std::sync::Arc;
