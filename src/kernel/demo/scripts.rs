@@ -13,6 +13,9 @@ pub(super) enum Script {
     Select,
     /// A pipeline that ends its evaluation with a candidate choice (`candidates`).
     Candidates,
+    /// A pipeline step that needs a cloud resource (`pipeline select`): the selection wrapped
+    /// in the step's `input_required` event, as the kernel's pipeline publisher sends it.
+    PipelineSelect,
     Pipeline,
     /// A pipeline that keeps working for a while (for guidance and cancellation).
     PipelineSlow,
@@ -79,6 +82,8 @@ pub(super) fn choose(text: &str, run_mode: Option<&str>) -> Script {
     if t.contains("pipeline") || run_mode == Some("pipeline") {
         return if t.contains("slow") {
             Script::PipelineSlow
+        } else if t.contains("select") {
+            Script::PipelineSelect
         } else {
             Script::Pipeline
         };
@@ -102,7 +107,7 @@ pub(super) fn choose(text: &str, run_mode: Option<&str>) -> Script {
 pub(super) fn run_script(em: &mut Emitter<'_>, script: Script, text: &str) -> Result<(), Stop> {
     let pipeline = matches!(
         script,
-        Script::Pipeline | Script::PipelineSlow | Script::Candidates
+        Script::Pipeline | Script::PipelineSlow | Script::Candidates | Script::PipelineSelect
     );
     if !pipeline {
         em.meta_state("TASK_STATE_SUBMITTED")?;
@@ -128,6 +133,7 @@ pub(super) fn run_script(em: &mut Emitter<'_>, script: Script, text: &str) -> Re
         Script::Select => select_turn(em),
         Script::Pipeline => pipeline_turn(em, text),
         Script::Candidates => candidates_turn(em, text),
+        Script::PipelineSelect => pipeline_select_turn(em, text),
         Script::PipelineSlow => pipeline_slow(em),
         Script::Fail => {
             em.text("Working on it… ")?;
@@ -438,20 +444,23 @@ pub(super) fn pipeline_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop
     em.on_step("usage", json!({"cachedInputTokens": 0, "provider": "demo", "model": "demo-1", "inputTokens": 300, "outputTokens": 20, "totalTokens": 320}), &s1)?;
     let input = json!({"freeTextPrompt": "Describe it", "kind": "ask_user_question", "requestTaskId": em.task_id, "contextId": em.context_id, "schemaVersion": 1, "toolUseId": "call_ask1", "allowFreeText": true, "inputId": format!("ask-call_ask1-{}", &em.task_id[..8]), "required": true, "options": [{"label": "A website", "id": "website"}, {"label": "An API", "id": "api"}], "prompt": "What do you want to deploy?"});
     let view = json!({"kind": "ask_user_question", "prompt": "What do you want to deploy?"});
-    pipeline_input(em, &s1, input, view, "pipeline-question")
+    pipeline_input(em, &s1, input.clone(), view, input, "pipeline-question")
 }
 
 /// A pipeline step's required input: kept as the task's pending one, then raised.
+/// A step waiting for `projection` (the status's `iac_code.input`), its envelope carrying
+/// `view` as its data and `input` as its own `input`.
 fn pipeline_input(
     em: &mut Emitter<'_>,
     step: &Value,
     input: Value,
     view: Value,
+    projection: Value,
     kind: &'static str,
 ) -> Result<(), Stop> {
     if let Some(t) = lock(&em.shared.tasks).get_mut(&em.task_id) {
         t.pending = Some(Pending {
-            input: doubles(input.clone()),
+            input: doubles(projection.clone()),
             kind,
         });
     }
@@ -462,7 +471,7 @@ fn pipeline_input(
         view,
         json!({"step": step, "input": input}),
     );
-    em.pipeline(vec![e], Some(input))
+    em.pipeline(vec![e], Some(projection))
 }
 
 /// The options of the `candidates` script, in the kernel's projection of a
@@ -490,7 +499,7 @@ pub(super) fn candidates_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), St
     let input = json!({"schemaVersion": 1, "kind": "candidate_selection", "requestTaskId": em.task_id, "contextId": em.context_id, "inputId": format!("input-evt-{}", ids::hex32()), "prompt": prompt, "required": true, "options": candidate_options()});
     let view =
         json!({"kind": "candidate_selection", "prompt": prompt, "options": candidate_options()});
-    pipeline_input(em, &s1, input, view, "pipeline-candidates")
+    pipeline_input(em, &s1, input.clone(), view, input, "pipeline-candidates")
 }
 
 /// The rest of the `candidates` pipeline once a candidate is chosen (its label as text).
@@ -515,6 +524,45 @@ pub(super) fn candidates_continue(em: &mut Emitter<'_>, answer: &str) -> Result<
         "pipeline",
         "completed",
         json!({"earlyExit": false, "totalSteps": 2}),
+        json!({}),
+    )
+}
+
+/// A pipeline step that needs a VSwitch. The step's `input_required` envelope carries the
+/// kernel's `_cloud_resource_selection_data` (as `data` and `input`); the status beside it
+/// carries its `_unified_input_projection` as both `iac_code.input` and
+/// `iac_code.inputRequired` (`iac_code/a2a/pipeline_stream.py`, `_enqueue_status`). The answer
+/// is the same `inputResponse` as outside a pipeline: the kernel's executor reads it first.
+pub(super) fn pipeline_select_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop> {
+    em.emit("pipeline_started", "pipeline", "working", json!({"userRequest": text, "pipelineType": "selling", "totalSteps": 2, "stepNames": ["network_planning", "deploying"]}), json!({}))?;
+    let s1 = step("network_planning", 1.0);
+    em.on_step("step_started", json!({"name": "network_planning"}), &s1)?;
+    let tool = format!("call_{}", &ids::hex32()[..12]);
+    let envelope = resource_input(&em.task_id, &em.context_id, &tool);
+    let (input_id, selector) = (envelope["inputId"].clone(), envelope["selector"].clone());
+    let data = json!({"schemaVersion": 1, "kind": "cloud_resource_selection", "inputId": input_id, "toolUseId": tool, "prompt": SELECT_PROMPT, "required": true, "selector": selector});
+    let projection = json!({"schemaVersion": 1, "kind": "cloud_resource_selection", "requestTaskId": em.task_id, "contextId": em.context_id, "inputId": input_id, "prompt": SELECT_PROMPT, "required": true, "toolUseId": tool, "selector": selector, "options": []});
+    pipeline_input(em, &s1, data.clone(), data, projection, "pipeline-resource")
+}
+
+/// The rest of `pipeline select` once its selection is answered: `label` the chosen
+/// resource's, `None` for a cancel.
+pub(super) fn pipeline_select_continue(
+    em: &mut Emitter<'_>,
+    label: Option<&str>,
+) -> Result<(), Stop> {
+    let s1 = step("network_planning", 1.0);
+    let text = match label {
+        Some(l) => format!("Using {l}."),
+        None => "No VSwitch chosen; the network stays as planned.".to_string(),
+    };
+    em.on_step("text_delta", json!({ "text": text }), &s1)?;
+    em.on_step("step_completed", json!({}), &s1)?;
+    em.emit(
+        "pipeline_completed",
+        "pipeline",
+        "completed",
+        json!({"earlyExit": label.is_none(), "totalSteps": 2}),
         json!({}),
     )
 }

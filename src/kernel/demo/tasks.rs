@@ -20,12 +20,14 @@ pub(super) fn snapshot(t: &Task) -> Value {
     let mut iac = Map::new();
     iac.insert("iacCodeSessionId".into(), t.session_id.clone().into());
     if let Some(p) = &t.pending {
-        let key = if p.kind == "resource" {
-            "inputRequired"
+        if p.kind == "resource" {
+            iac.insert("inputRequired".into(), p.input.clone());
         } else {
-            "input"
-        };
-        iac.insert(key.into(), p.input.clone());
+            iac.insert("input".into(), p.input.clone());
+            if p.kind == "pipeline-resource" {
+                iac.insert("inputRequired".into(), p.input.clone());
+            }
+        }
     }
     let mut v = json!({"id": t.id, "contextId": t.context_id, "status": status});
     let n = t.history.len();
