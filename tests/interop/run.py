@@ -912,6 +912,22 @@ def scenario_validator(a, w):
     expect(s, r.returncode == 0 and "no conformance violations" in out, f"exit {r.returncode}: {out[-800:]}")
 
 
+def scenario_profile_hash(a, w):
+    """The resource-selector profile hash iac-agui publishes (`KERNEL_PROFILE_HASH`, written by
+    hand) is the installed kernel's `PROFILE_HASH`, and the payload `tests/kernel_pin.rs`
+    hashes is the kernel's own `_hash_payload()`: a kernel bump without both fails here."""
+    s = "profile hash of the pinned kernel"
+    from iac_code.resource_selector import profiles
+    st, caps = a.get_json("/capabilities")
+    published = caps.get("custom", {}).get("iacCode", {}).get("resourceSelector", {}).get("profileHash")
+    expect(s, st == 200 and published == profiles.PROFILE_HASH,
+           f"iac-agui publishes {published}, the kernel's PROFILE_HASH is {profiles.PROFILE_HASH}")
+    with open(os.path.join(HERE, "..", "fixtures", "kernel", "resource_profiles.json"), encoding="utf-8") as f:
+        captured = json.load(f)
+    expect(s, captured["payload"] == json.loads(json.dumps(profiles._hash_payload())),
+           "tests/fixtures/kernel/resource_profiles.json is not the installed kernel's _hash_payload(): recapture it")
+
+
 def scenario_capabilities(a, w):
     """`GET /capabilities` is an AG-UI 1.0 `AgentCapabilities` with no key the model does not
     know (the generated models allow extras, so they are looked for explicitly)."""
@@ -1207,13 +1223,13 @@ def main():
         scenarios = [scenario_plain, scenario_thinking, scenario_permission, scenario_admission,
                      scenario_busy_and_cancel, scenario_cancel_paused, scenario_disconnect, scenario_llm_error,
                      scenario_pipeline, scenario_replay_finished, scenario_metrics, scenario_validator,
-                     scenario_python_sdk_v1, scenario_history]
+                     scenario_python_sdk_v1, scenario_history, scenario_profile_hash]
         if args.mode == "managed":
             scenarios += [scenario_ts_client, scenario_stop_then_send]
         if args.protocol == "1.0":
             scenarios = [scenario_plain, scenario_permission, scenario_busy_and_cancel, scenario_capabilities,
                          scenario_validator, scenario_ts_agent_v1, scenario_python_sdk_v1, scenario_history,
-                         scenario_context]
+                         scenario_context, scenario_profile_hash]
         for sc in scenarios:
             if args.only and not any(o in sc.__name__ for o in args.only.split(",")):
                 continue
