@@ -453,3 +453,86 @@ fn a_pipeline_steps_resource_selection_is_cancelled_or_refused_as_the_kernel_doe
         "{ev:?}"
     );
 }
+
+#[test]
+fn a_deployment_confirmation_is_its_own_interrupt_in_1_0_answered_as_the_runner_parses() {
+    let s = stack(AguiProtocol::V1_0);
+    let ev = s.run(&s.body("t1", "r1", "pipeline: confirm the deployment"));
+    let all = interrupts(&ev);
+    assert_eq!(all.len(), 1, "{ev:?}");
+    let i = &all[0];
+    assert_eq!(i["reason"], "deployment_confirmation");
+    assert!(i["id"].as_str().unwrap().starts_with("confirm-evt-"), "{i}");
+    assert_eq!(
+        i["message"],
+        "Choose the next action\n- confirm: Confirm deployment\n- reselect: Choose another solution\n- cancel: Cancel"
+    );
+    let m = &i["metadata"];
+    assert_eq!(m["kind"], "deployment_confirmation");
+    assert_eq!(
+        m["deployment"]["solution_summary"],
+        "Two ECS instances behind an SLB."
+    );
+    assert_eq!(m["deployment"]["preview_ready_for_create"], true);
+    assert_eq!(
+        m["standardOptions"][0],
+        json!({"id": "confirm", "title": "Confirm deployment"})
+    );
+    assert_eq!(
+        i["responseSchema"]["oneOf"][0]["properties"]["action"]["enum"],
+        json!(["confirm", "reselect", "cancel"])
+    );
+    let r = get(s.addr(), "/threads/t1");
+    assert_eq!(r.json()["interrupts"][0]["kind"], "deployment_confirmation");
+    let id = i["id"].as_str().unwrap();
+    // An action the step did not offer, or a blank override name, is refused before the kernel.
+    for (run, bad) in [
+        ("r2", json!({"action": "adjust"})),
+        (
+            "r2b",
+            json!({"action": "confirm", "parameterOverrides": {" ": "x"}}),
+        ),
+    ] {
+        let ev = answer(&s, "t1", run, id, "resolved", bad.clone());
+        assert_eq!(code(&ev), "RESUME_PAYLOAD_INVALID", "{bad}: {ev:?}");
+    }
+    let ev = answer(
+        &s,
+        "t1",
+        "r3",
+        id,
+        "resolved",
+        json!({"action": "confirm", "parameterOverrides": {"InstanceType": "ecs.g7.xlarge"}}),
+    );
+    assert_eq!(last(&ev)["outcome"]["type"], "success", "{ev:?}");
+    // The kernel got `encode_deployment_confirmation`'s text and read it as structured.
+    assert!(
+        text_of(&ev)
+            .contains(r#"Action confirm; parameter overrides {"InstanceType":"ecs.g7.xlarge"}."#),
+        "{ev:?}"
+    );
+    // Free text is the kernel's natural-language reading.
+    let ev = s.run(&s.body("t2", "r1", "pipeline: confirm the deployment"));
+    let id = interrupts(&ev)[0]["id"].as_str().unwrap().to_string();
+    let ev = answer(
+        &s,
+        "t2",
+        "r2",
+        &id,
+        "resolved",
+        json!({"freeText": "go ahead"}),
+    );
+    assert_eq!(last(&ev)["outcome"]["type"], "success", "{ev:?}");
+    assert!(
+        text_of(&ev).contains("Not a structured confirmation: go ahead"),
+        "{ev:?}"
+    );
+}
+
+#[test]
+fn a_deployment_confirmation_in_0_1_is_the_references_no_interrupt() {
+    let s = stack(AguiProtocol::V0_1);
+    let ev = s.run(&s.body("t1", "r1", "pipeline: confirm the deployment"));
+    assert_eq!(last(&ev)["outcome"]["type"], "success", "{ev:?}");
+    assert!(interrupts(&ev).is_empty(), "{ev:?}");
+}

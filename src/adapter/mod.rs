@@ -15,6 +15,7 @@ pub(crate) mod cancel;
     )
 )]
 mod cell;
+mod confirmation;
 mod driver;
 mod ending;
 pub mod env;

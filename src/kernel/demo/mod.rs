@@ -22,6 +22,7 @@ use serde_json::{Map, Value, json};
 use crate::ids;
 use crate::server::http::{self, ChunkedDecoder, Framing};
 
+mod confirm;
 mod faults;
 mod frames;
 mod resume;

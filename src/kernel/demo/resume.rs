@@ -158,6 +158,8 @@ pub(super) fn resume(
         pipeline_continue(&mut em, &text)
     } else if pending.kind == "pipeline-candidates" {
         candidates_continue(&mut em, &text)
+    } else if pending.kind == "pipeline-confirm" {
+        super::confirm::confirm_continue(&mut em, &text)
     } else {
         (|| -> Result<(), Stop> {
             let tool = pending.input["toolUseId"]

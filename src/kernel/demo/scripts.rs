@@ -16,6 +16,8 @@ pub(super) enum Script {
     /// A pipeline step that needs a cloud resource (`pipeline select`): the selection wrapped
     /// in the step's `input_required` event, as the kernel's pipeline publisher sends it.
     PipelineSelect,
+    /// A pipeline step that asks to confirm a deployment (`pipeline confirm`).
+    PipelineConfirm,
     Pipeline,
     /// A pipeline that keeps working for a while (for guidance and cancellation).
     PipelineSlow,
@@ -84,6 +86,8 @@ pub(super) fn choose(text: &str, run_mode: Option<&str>) -> Script {
             Script::PipelineSlow
         } else if t.contains("select") {
             Script::PipelineSelect
+        } else if t.contains("confirm") {
+            Script::PipelineConfirm
         } else {
             Script::Pipeline
         };
@@ -107,7 +111,11 @@ pub(super) fn choose(text: &str, run_mode: Option<&str>) -> Script {
 pub(super) fn run_script(em: &mut Emitter<'_>, script: Script, text: &str) -> Result<(), Stop> {
     let pipeline = matches!(
         script,
-        Script::Pipeline | Script::PipelineSlow | Script::Candidates | Script::PipelineSelect
+        Script::Pipeline
+            | Script::PipelineSlow
+            | Script::Candidates
+            | Script::PipelineSelect
+            | Script::PipelineConfirm
     );
     if !pipeline {
         em.meta_state("TASK_STATE_SUBMITTED")?;
@@ -134,6 +142,7 @@ pub(super) fn run_script(em: &mut Emitter<'_>, script: Script, text: &str) -> Re
         Script::Pipeline => pipeline_turn(em, text),
         Script::Candidates => candidates_turn(em, text),
         Script::PipelineSelect => pipeline_select_turn(em, text),
+        Script::PipelineConfirm => super::confirm::confirm_turn(em, text),
         Script::PipelineSlow => pipeline_slow(em),
         Script::Fail => {
             em.text("Working on it… ")?;
@@ -408,7 +417,12 @@ pub(super) fn check_resource_answer(message: &Value, pending: &Value) -> Result<
 
 impl Emitter<'_> {
     /// One working pipeline event scoped to `step`.
-    fn on_step(&mut self, event_type: &str, data: Value, step: &Value) -> Result<(), Stop> {
+    pub(super) fn on_step(
+        &mut self,
+        event_type: &str,
+        data: Value,
+        step: &Value,
+    ) -> Result<(), Stop> {
         self.emit(event_type, "step", "working", data, json!({"step": step}))
     }
 }
@@ -450,7 +464,7 @@ pub(super) fn pipeline_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop
 /// A pipeline step's required input: kept as the task's pending one, then raised.
 /// A step waiting for `projection` (the status's `iac_code.input`), its envelope carrying
 /// `view` as its data and `input` as its own `input`.
-fn pipeline_input(
+pub(super) fn pipeline_input(
     em: &mut Emitter<'_>,
     step: &Value,
     input: Value,

@@ -22,7 +22,8 @@ pub(super) fn snapshot(t: &Task) -> Value {
     if let Some(p) = &t.pending {
         if p.kind == "resource" {
             iac.insert("inputRequired".into(), p.input.clone());
-        } else {
+        } else if p.kind != "pipeline-confirm" {
+            // (A deployment confirmation has no projection: only its pipeline event.)
             iac.insert("input".into(), p.input.clone());
             if p.kind == "pipeline-resource" {
                 iac.insert("inputRequired".into(), p.input.clone());
