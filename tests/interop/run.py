@@ -798,8 +798,8 @@ def py_sdk_turn(s, port, body, path):
 
 
 def scenario_input_kinds_v1(args, w):
-    """Issue 47 with the official 1.0 clients, on `--demo`: a cloud resource selection and a
-    candidate choice each end a run in an interrupt with a reason of its own, parsed (strict)
+    """Issue 47 with the official 1.0 clients, on `--demo`: a cloud resource selection, a
+    candidate choice and a deployment confirmation each end a run in an interrupt with a reason of its own, parsed (strict)
     by `HttpAgent` and by the Python SDK's models (a warning from either fails), then resumed,
     `selected`, to success; each Python stream is also clean for ag-ui-validate."""
     s = "input kinds with the 1.0 clients"
@@ -822,7 +822,11 @@ def scenario_input_kinds_v1(args, w):
         flows = [("py-select", "select a vswitch", "cloud_resource_selection",
                   lambda i: {"status": "selected", "value": "vsw-py1", "label": "Py"}),
                  ("py-candidates", "compare candidates", "candidate_selection",
-                  lambda i: {"selectedId": i["metadata"]["standardOptions"][0]["id"]})]
+                  lambda i: {"selectedId": i["metadata"]["standardOptions"][0]["id"]}),
+                 ("py-pipeline-select", "pipeline: select a vswitch", "cloud_resource_selection",
+                  lambda i: {"status": "selected", "value": "vsw-py2"}),
+                 ("py-confirm", "pipeline: confirm the deployment", "deployment_confirmation",
+                  lambda i: {"action": i["metadata"]["standardOptions"][0]["id"]})]
         for thread, text, reason, payload in flows:
             first = {"threadId": thread, "runId": thread + "-r1", "forwardedProps": props,
                      "messages": [{"id": thread + "-m1", "role": "user", "content": text}]}

@@ -1,8 +1,9 @@
 // Issue 47 with AG-UI 1.0's own client, `HttpAgent` from @ag-ui/client 1.0.0, against
 // `--demo --agui-protocol 1.0`: a cloud resource selection (the demo kernel's `select`, with
-// the selector capability `/capabilities` gives) and a candidate choice (`candidates`) each
-// end a run in an interrupt of its own reason, which is parsed with @ag-ui/core 1.0's schema
-// (`.strict()`) and resumed, `selected`, to a successful run.
+// the selector capability `/capabilities` gives), a candidate choice (`candidates`) and a
+// deployment confirmation (`pipeline confirm`) each end a run in an interrupt of its own
+// reason, which is parsed with @ag-ui/core 1.0's schema (`.strict()`) and resumed (a value,
+// an option, an action) to a successful run.
 //   node ts_kinds_v1.mjs URL
 // Any console.warn or console.error the client prints is a failure.
 import { HttpAgent } from "@ag-ui/client";
@@ -89,5 +90,21 @@ const props = { iacCode: { schemaVersion: 1, rosInvocationId: "ros-kinds", resou
   if (r.outcome !== "success") fail("candidates resume", `outcome ${r.outcome}`);
 }
 
-console.log("ts-kinds-v1 ok: cloud_resource_selection and candidate_selection interrupts parsed strictly and resumed");
+// deployment confirmation → the first offered action
+{
+  const agent = new HttpAgent({ url, threadId: id("v1-confirm") });
+  agent.addMessage({ id: id("m"), role: "user", content: "pipeline: confirm the deployment" });
+  const first = await run("confirm", agent, { forwardedProps: props });
+  if (first.outcome !== "interrupt" || first.interrupts.length !== 1) fail("confirm", `outcome ${first.outcome}`);
+  const i = first.interrupts[0];
+  checkInterrupt("confirm", i, "deployment_confirmation");
+  const action = i.responseSchema.oneOf[0].properties.action.enum[0];
+  const r = await run("confirm resume", agent, {
+    forwardedProps: props,
+    resume: [{ interruptId: i.id, status: "resolved", payload: { action } }],
+  });
+  if (r.outcome !== "success") fail("confirm resume", `outcome ${r.outcome}`);
+}
+
+console.log("ts-kinds-v1 ok: cloud_resource_selection, candidate_selection and deployment_confirmation interrupts parsed strictly and resumed");
 process.exit(0);
