@@ -25,6 +25,7 @@ use crate::server::http::{self, ChunkedDecoder, Framing};
 mod confirm;
 mod faults;
 mod frames;
+mod pipeline_select;
 mod resume;
 mod rpc;
 mod scripts;
