@@ -1051,6 +1051,8 @@ fn capabilities_describe_the_agent_and_need_the_token_when_one_is_set() {
     );
     assert_eq!(kinds["candidate_selection"], "input_required");
     assert_eq!(kinds["permission"], "tool_call");
+    // The reference's reading of a deployment confirmation: no interrupt, so no kind.
+    assert!(kinds.get("deployment_confirmation").is_none(), "{kinds}");
     let sel = &c["custom"]["iacCode"]["resourceSelector"];
     assert_eq!(sel["queryMode"], "ros_api_json");
     assert_eq!(

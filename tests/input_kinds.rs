@@ -376,3 +376,163 @@ fn the_resource_selector_is_advertised_only_when_the_client_says_it_can_answer()
         );
     }
 }
+
+#[test]
+fn a_pipeline_steps_resource_selection_is_a_resource_interrupt_answered_with_the_input_response() {
+    // The kernel's pipeline publisher wraps the selection in the step's `input_required`
+    // event and projects it as `iac_code.input` and `iac_code.inputRequired` both.
+    for protocol in [AguiProtocol::V1_0, AguiProtocol::V0_1] {
+        let s = stack(protocol);
+        let ev = s.run(&select_body(&s, "t1", "r1", "pipeline: select a vswitch"));
+        assert!(
+            ev.iter().any(|e| e["type"] == "STEP_STARTED"),
+            "{protocol:?}: {ev:?}"
+        );
+        let all = interrupts(&ev);
+        assert_eq!(all.len(), 1, "{protocol:?}: {ev:?}");
+        let i = &all[0];
+        assert_eq!(i["reason"], "cloud_resource_selection", "{protocol:?}");
+        assert_eq!(i["message"], "Which VSwitch should the instance use?");
+        assert_eq!(i["metadata"]["selector"]["id"], "vpc.vswitch");
+        assert_eq!(i["metadata"]["options"], json!([]));
+        let one_of = i["responseSchema"]["oneOf"].as_array().unwrap();
+        assert_eq!(one_of[0]["properties"]["status"]["const"], "selected");
+        let id = i["id"].as_str().unwrap();
+        assert!(id.starts_with("resource-"), "{id}");
+        // The demo kernel takes only the structured answer (a text one is "pending input not
+        // found") and checks its correlation against the projection it sent.
+        let ev = answer(
+            &s,
+            "t1",
+            "r2",
+            id,
+            "resolved",
+            json!({"status": "selected", "value": "vsw-pipe1", "label": "Pipeline VSwitch"}),
+        );
+        assert_eq!(
+            last(&ev)["outcome"]["type"],
+            "success",
+            "{protocol:?}: {ev:?}"
+        );
+        assert!(text_of(&ev).contains("Using Pipeline VSwitch."), "{ev:?}");
+        assert!(ev.iter().any(|e| e["type"] == "STEP_FINISHED"), "{ev:?}");
+    }
+}
+
+#[test]
+fn a_pipeline_steps_resource_selection_is_cancelled_or_refused_as_the_kernel_does() {
+    let s = stack(AguiProtocol::V1_0);
+    let ev = s.run(&select_body(&s, "t1", "r1", "pipeline: select a vswitch"));
+    let id = interrupts(&ev)[0]["id"].as_str().unwrap().to_string();
+    let ev = answer(&s, "t1", "r2", &id, "cancelled", Value::Null);
+    assert_eq!(last(&ev)["outcome"]["type"], "success", "{ev:?}");
+    assert!(text_of(&ev).contains("No VSwitch chosen"), "{ev:?}");
+    let ev = s.run(&select_body(&s, "t2", "r1", "pipeline: select a vswitch"));
+    let id = interrupts(&ev)[0]["id"].as_str().unwrap().to_string();
+    let ev = answer(
+        &s,
+        "t2",
+        "r2",
+        &id,
+        "resolved",
+        json!({"status": "selected", "value": "subnet-1"}),
+    );
+    assert_eq!(code(&ev), "RESUME_REJECTED", "{ev:?}");
+    assert!(
+        last(&ev)["message"]
+            .as_str()
+            .unwrap()
+            .contains("resource_selection_resume_invalid: selector value is invalid")
+    );
+    // Without the capability the pipeline asks nothing of the kind.
+    let ev = s.run(&s.body("t3", "r1", "pipeline: select a vswitch"));
+    assert!(
+        interrupts(&ev)
+            .iter()
+            .all(|i| i["reason"] != "cloud_resource_selection"),
+        "{ev:?}"
+    );
+}
+
+#[test]
+fn a_deployment_confirmation_is_its_own_interrupt_in_1_0_answered_as_the_runner_parses() {
+    let s = stack(AguiProtocol::V1_0);
+    let ev = s.run(&s.body("t1", "r1", "pipeline: confirm the deployment"));
+    let all = interrupts(&ev);
+    assert_eq!(all.len(), 1, "{ev:?}");
+    let i = &all[0];
+    assert_eq!(i["reason"], "deployment_confirmation");
+    assert!(i["id"].as_str().unwrap().starts_with("confirm-evt-"), "{i}");
+    assert_eq!(
+        i["message"],
+        "Choose the next action\n- confirm: Confirm deployment\n- reselect: Choose another solution\n- cancel: Cancel"
+    );
+    let m = &i["metadata"];
+    assert_eq!(m["kind"], "deployment_confirmation");
+    assert_eq!(
+        m["deployment"]["solution_summary"],
+        "Two ECS instances behind an SLB."
+    );
+    assert_eq!(m["deployment"]["preview_ready_for_create"], true);
+    assert_eq!(
+        m["standardOptions"][0],
+        json!({"id": "confirm", "title": "Confirm deployment"})
+    );
+    assert_eq!(
+        i["responseSchema"]["oneOf"][0]["properties"]["action"]["enum"],
+        json!(["confirm", "reselect", "cancel"])
+    );
+    let r = get(s.addr(), "/threads/t1");
+    assert_eq!(r.json()["interrupts"][0]["kind"], "deployment_confirmation");
+    let id = i["id"].as_str().unwrap();
+    // An action the step did not offer, or a blank override name, is refused before the kernel.
+    for (run, bad) in [
+        ("r2", json!({"action": "adjust"})),
+        (
+            "r2b",
+            json!({"action": "confirm", "parameterOverrides": {" ": "x"}}),
+        ),
+    ] {
+        let ev = answer(&s, "t1", run, id, "resolved", bad.clone());
+        assert_eq!(code(&ev), "RESUME_PAYLOAD_INVALID", "{bad}: {ev:?}");
+    }
+    let ev = answer(
+        &s,
+        "t1",
+        "r3",
+        id,
+        "resolved",
+        json!({"action": "confirm", "parameterOverrides": {"InstanceType": "ecs.g7.xlarge"}}),
+    );
+    assert_eq!(last(&ev)["outcome"]["type"], "success", "{ev:?}");
+    // The kernel got `encode_deployment_confirmation`'s text and read it as structured.
+    assert!(
+        text_of(&ev)
+            .contains(r#"Action confirm; parameter overrides {"InstanceType":"ecs.g7.xlarge"}."#),
+        "{ev:?}"
+    );
+    // Free text is the kernel's natural-language reading.
+    let ev = s.run(&s.body("t2", "r1", "pipeline: confirm the deployment"));
+    let id = interrupts(&ev)[0]["id"].as_str().unwrap().to_string();
+    let ev = answer(
+        &s,
+        "t2",
+        "r2",
+        &id,
+        "resolved",
+        json!({"freeText": "go ahead"}),
+    );
+    assert_eq!(last(&ev)["outcome"]["type"], "success", "{ev:?}");
+    assert!(
+        text_of(&ev).contains("Not a structured confirmation: go ahead"),
+        "{ev:?}"
+    );
+}
+
+#[test]
+fn a_deployment_confirmation_in_0_1_is_the_references_no_interrupt() {
+    let s = stack(AguiProtocol::V0_1);
+    let ev = s.run(&s.body("t1", "r1", "pipeline: confirm the deployment"));
+    assert_eq!(last(&ev)["outcome"]["type"], "success", "{ev:?}");
+    assert!(interrupts(&ev).is_empty(), "{ev:?}");
+}

@@ -44,6 +44,9 @@ pub(crate) const PENDING_WHITELIST: &[&str] = &[
     // New in iac-agui: a cloud resource selection's selector (issue 47), kept whole so its
     // answer can be built and checked after a restart.
     "selector",
+    // New in iac-agui: a deployment confirmation's solution, template, cost and parameters
+    // (the kernel's event data), shown with its interrupt.
+    "deployment",
 ];
 
 /// Keep only whitelisted keys, in their original order.

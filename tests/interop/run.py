@@ -724,6 +724,25 @@ def scenario_ts_agent_v1(a, w):
     expect(s, p.returncode == 0 and "ts-agent-v1 ok" in out, out[-1500:])
 
 
+def start_demo(s, args, w, name):
+    """`iac-agui --demo` in 1.0 mode: the process and its URL (with a trailing slash)."""
+    log = open(os.path.join(w.dir, f"demo-{name}.log"), "w")
+    demo = subprocess.Popen([args.bin, "--demo", "--agui-protocol", "1.0", "--port", "0"],
+                            stderr=subprocess.PIPE, stdout=log, text=True)
+    url, deadline = None, time.time() + 30
+    while not url and time.time() < deadline:
+        line = demo.stderr.readline()
+        if not line:
+            break
+        log.write(line)
+        url = ready_url(line)
+    if not url:
+        demo.kill()
+        fail(s, "the demo did not start")
+    threading.Thread(target=lambda: [log.write(x) for x in demo.stderr], daemon=True).start()
+    return demo, url.strip() + "/"
+
+
 def scenario_ts_stop_v1(args, w):
     """docs/clients.md's Stop for `HttpAgent` 1.0, on `--demo` (a 30 s disconnect grace) as the
     guide says: `abortRun()` alone leaves the thread busy (409), the guide's `stoppable` block
@@ -732,20 +751,9 @@ def scenario_ts_stop_v1(args, w):
     script = os.environ.get("IAC_AGUI_TS_STOP_V1")
     if not script:
         fail(s, "IAC_AGUI_TS_STOP_V1 is not set (tests/interop/run.sh installs the client)")
-    log = open(os.path.join(w.dir, "demo-stop.log"), "w")
-    demo = subprocess.Popen([args.bin, "--demo", "--agui-protocol", "1.0", "--port", "0"],
-                            stderr=subprocess.PIPE, stdout=log, text=True)
+    demo, url = start_demo(s, args, w, "stop")
     try:
-        url, deadline = None, time.time() + 30
-        while not url and time.time() < deadline:
-            line = demo.stderr.readline()
-            if not line:
-                break
-            log.write(line)
-            url = ready_url(line)
-        expect(s, url, "the demo did not start")
-        threading.Thread(target=lambda: [log.write(x) for x in demo.stderr], daemon=True).start()
-        p = subprocess.run(["node", script, url.strip() + "/"], capture_output=True, text=True, timeout=120,
+        p = subprocess.run(["node", script, url], capture_output=True, text=True, timeout=120,
                            cwd=os.path.dirname(script))
         out = (p.stdout + p.stderr).strip()
         expect(s, p.returncode == 0 and "ts-stop-v1 ok" in out, out[-1500:])
@@ -754,6 +762,88 @@ def scenario_ts_stop_v1(args, w):
         # for its grace.
         demo.terminate()
         time.sleep(0.2)
+        demo.terminate()
+        try:
+            demo.wait(10)
+        except subprocess.TimeoutExpired:
+            demo.kill()
+            demo.wait(5)
+
+
+def py_sdk_turn(s, port, body, path):
+    """One run posted as the Python SDK 1.0 serializes it, its SSE kept at `path` (for
+    ag-ui-validate); each event parsed by the SDK's own models with every warning an error."""
+    import warnings
+    from ag_ui.core import RunAgentInput
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            raw_body = RunAgentInput.model_validate(body).model_dump_json(by_alias=True, exclude_none=True)
+        except Exception as ex:  # noqa: BLE001
+            fail(s, f"the SDK refused or warned on its own RunAgentInput: {ex}")
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        c.request("POST", "/", body=raw_body, headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        raw = r.read()
+        c.close()
+        expect(s, r.status == 200, f"{r.status} {raw[:300]!r}")
+        with open(path, "wb") as f:
+            f.write(raw)
+        events = parse_sse(raw, s)
+        try:
+            check_stream(s, events)
+        except Warning as ex:
+            fail(s, f"the SDK warned while parsing the stream: {ex}")
+    return events
+
+
+def scenario_input_kinds_v1(args, w):
+    """Issue 47 with the official 1.0 clients, on `--demo`: a cloud resource selection, a
+    candidate choice and a deployment confirmation each end a run in an interrupt with a reason of its own, parsed (strict)
+    by `HttpAgent` and by the Python SDK's models (a warning from either fails), then resumed,
+    `selected`, to success; each Python stream is also clean for ag-ui-validate."""
+    s = "input kinds with the 1.0 clients"
+    script = os.environ.get("IAC_AGUI_TS_KINDS_V1")
+    tool = os.environ.get("IAC_AGUI_VALIDATOR")
+    if not script or not tool:
+        fail(s, "IAC_AGUI_TS_KINDS_V1 or IAC_AGUI_VALIDATOR is not set (tests/interop/run.sh installs them)")
+    demo, url = start_demo(s, args, w, "kinds")
+    try:
+        p = subprocess.run(["node", script, url], capture_output=True, text=True, timeout=120,
+                           cwd=os.path.dirname(script))
+        out = (p.stdout + p.stderr).strip()
+        expect(s, p.returncode == 0 and "ts-kinds-v1 ok" in out, out[-1500:])
+        port = int(url.rstrip("/").rsplit(":", 1)[1])
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        c.request("GET", "/capabilities")
+        selector = json.loads(c.getresponse().read())["custom"]["iacCode"]["resourceSelector"]
+        c.close()
+        props = {"iacCode": {"schemaVersion": 1, "rosInvocationId": "ros-kinds", "resourceSelector": selector}}
+        flows = [("py-select", "select a vswitch", "cloud_resource_selection",
+                  lambda i: {"status": "selected", "value": "vsw-py1", "label": "Py"}),
+                 ("py-candidates", "compare candidates", "candidate_selection",
+                  lambda i: {"selectedId": i["metadata"]["standardOptions"][0]["id"]}),
+                 ("py-pipeline-select", "pipeline: select a vswitch", "cloud_resource_selection",
+                  lambda i: {"status": "selected", "value": "vsw-py2"}),
+                 ("py-confirm", "pipeline: confirm the deployment", "deployment_confirmation",
+                  lambda i: {"action": i["metadata"]["standardOptions"][0]["id"]})]
+        for thread, text, reason, payload in flows:
+            first = {"threadId": thread, "runId": thread + "-r1", "forwardedProps": props,
+                     "messages": [{"id": thread + "-m1", "role": "user", "content": text}]}
+            ev = py_sdk_turn(s, port, first, os.path.join(w.dir, f"{thread}-1.sse"))
+            expect(s, outcome(ev) == "interrupt", f"{thread}: {outcome(ev)}")
+            intr = ev[-1]["outcome"]["interrupts"]
+            expect(s, len(intr) == 1 and intr[0]["reason"] == reason, f"{thread}: {intr}")
+            resume = {"threadId": thread, "runId": thread + "-r2", "forwardedProps": props, "messages": [],
+                      "resume": [{"interruptId": intr[0]["id"], "status": "resolved", "payload": payload(intr[0])}]}
+            ev = py_sdk_turn(s, port, resume, os.path.join(w.dir, f"{thread}-2.sse"))
+            expect(s, outcome(ev) == "success", f"{thread} resumed: {outcome(ev)} {ev[-1]}")
+            for n in (1, 2):
+                f = os.path.join(w.dir, f"{thread}-{n}.sse")
+                r = subprocess.run([tool, f, "--no-color"], capture_output=True, text=True, timeout=60)
+                o = r.stdout + r.stderr
+                expect(s, r.returncode == 0 and "no conformance violations" in o, f"{f}: exit {r.returncode}: {o[-800:]}")
+    finally:
         demo.terminate()
         try:
             demo.wait(10)
@@ -824,6 +914,22 @@ def scenario_validator(a, w):
                        capture_output=True, text=True, timeout=120)
     out = r.stdout + r.stderr
     expect(s, r.returncode == 0 and "no conformance violations" in out, f"exit {r.returncode}: {out[-800:]}")
+
+
+def scenario_profile_hash(a, w):
+    """The resource-selector profile hash iac-agui publishes (`KERNEL_PROFILE_HASH`, written by
+    hand) is the installed kernel's `PROFILE_HASH`, and the payload `tests/kernel_pin.rs`
+    hashes is the kernel's own `_hash_payload()`: a kernel bump without both fails here."""
+    s = "profile hash of the pinned kernel"
+    from iac_code.resource_selector import profiles
+    st, caps = a.get_json("/capabilities")
+    published = caps.get("custom", {}).get("iacCode", {}).get("resourceSelector", {}).get("profileHash")
+    expect(s, st == 200 and published == profiles.PROFILE_HASH,
+           f"iac-agui publishes {published}, the kernel's PROFILE_HASH is {profiles.PROFILE_HASH}")
+    with open(os.path.join(HERE, "..", "fixtures", "kernel", "resource_profiles.json"), encoding="utf-8") as f:
+        captured = json.load(f)
+    expect(s, captured["payload"] == json.loads(json.dumps(profiles._hash_payload())),
+           "tests/fixtures/kernel/resource_profiles.json is not the installed kernel's _hash_payload(): recapture it")
 
 
 def scenario_capabilities(a, w):
@@ -1121,13 +1227,13 @@ def main():
         scenarios = [scenario_plain, scenario_thinking, scenario_permission, scenario_admission,
                      scenario_busy_and_cancel, scenario_cancel_paused, scenario_disconnect, scenario_llm_error,
                      scenario_pipeline, scenario_replay_finished, scenario_metrics, scenario_validator,
-                     scenario_python_sdk_v1, scenario_history]
+                     scenario_python_sdk_v1, scenario_history, scenario_profile_hash]
         if args.mode == "managed":
             scenarios += [scenario_ts_client, scenario_stop_then_send]
         if args.protocol == "1.0":
             scenarios = [scenario_plain, scenario_permission, scenario_busy_and_cancel, scenario_capabilities,
                          scenario_validator, scenario_ts_agent_v1, scenario_python_sdk_v1, scenario_history,
-                         scenario_context]
+                         scenario_context, scenario_profile_hash]
         for sc in scenarios:
             if args.only and not any(o in sc.__name__ for o in args.only.split(",")):
                 continue
@@ -1138,6 +1244,10 @@ def main():
             t0 = time.time()
             scenario_ts_stop_v1(args, w)
             print(f"ok   scenario_ts_stop_v1 ({time.time() - t0:.1f}s)", flush=True)
+        if args.protocol == "1.0" and (not args.only or "input_kinds" in args.only):
+            t0 = time.time()
+            scenario_input_kinds_v1(args, w)
+            print(f"ok   scenario_input_kinds_v1 ({time.time() - t0:.1f}s)", flush=True)
         if args.mode == "external" and args.protocol == "0.1" and (not args.only or "copilotkit" in args.only):
             t0 = time.time()
             scenario_copilotkit(args, w, kernel_url, token)

@@ -48,8 +48,9 @@ if [ "$(cat "$ROOT/ts1/pin.txt" 2>/dev/null)" != "$TS_V1_PIN" ]; then
     || { echo "interop: cannot install $TS_V1_PIN" >&2; exit 1; }
   echo "$TS_V1_PIN" > "$ROOT/ts1/pin.txt"
 fi
-cp tests/interop/ts_agent_v1.mjs tests/interop/ts_stop_v1.mjs tests/interop/harness.mjs "$ROOT/ts1/"
+cp tests/interop/ts_agent_v1.mjs tests/interop/ts_stop_v1.mjs tests/interop/ts_kinds_v1.mjs tests/interop/harness.mjs "$ROOT/ts1/"
 export IAC_AGUI_TS_AGENT_V1="$PWD/$ROOT/ts1/ts_agent_v1.mjs"
+export IAC_AGUI_TS_KINDS_V1="$PWD/$ROOT/ts1/ts_kinds_v1.mjs"
 # The guide's Stop for HttpAgent, taken from docs/clients.md verbatim.
 awk '/^```js file=http-agent-stop.mjs$/ {on = 1; next} on && /^```$/ {exit} on' docs/clients.md > "$ROOT/ts1/http-agent-stop.mjs"
 [ -s "$ROOT/ts1/http-agent-stop.mjs" ] || { echo "interop: docs/clients.md has no http-agent-stop.mjs block" >&2; exit 1; }

@@ -412,7 +412,7 @@ impl Snapshot<'_> {
         if !pending.is_empty() {
             return pending;
         }
-        interrupts::inputs(ev)
+        interrupts::inputs_in(ev, &self.sh.dialect)
             .unwrap_or_default()
             .iter()
             .map(|f| interrupts::interrupt_in(&f.id, &f.value, &self.sh.dialect))

@@ -4,6 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::confirmation::DEPLOYMENT_CONFIRMATION;
 use crate::a2a::types::A2aEvent;
 use crate::agui::dialect::Dialect;
 use crate::catalog::Msg;
@@ -160,9 +161,21 @@ pub(crate) fn interrupt(id: &str, value: &Map<String, Value>) -> Value {
         .and_then(Value::as_str)
         .and_then(i18n::normalize)
         .unwrap_or(Lang::En);
-    let options = standard_options(value);
+    let deployment = kind == DEPLOYMENT_CONFIRMATION;
+    let options = if deployment {
+        super::confirmation::options(value)
+    } else {
+        standard_options(value)
+    };
     let text = |k: &str| value.get(k).filter(|v| truthy(Some(v))).map(py_str);
-    let (reason, message, schema) = if kind == RESOURCE_SELECTION {
+    let (reason, message, schema) = if deployment {
+        let message = super::confirmation::message(value, Msg::InputRequired.text(lang));
+        (
+            DEPLOYMENT_CONFIRMATION,
+            message,
+            super::confirmation::schema(value),
+        )
+    } else if kind == RESOURCE_SELECTION {
         let message = text("prompt").unwrap_or_else(|| Msg::InputRequired.text(lang).to_string());
         (RESOURCE_SELECTION, message, resource_schema())
     } else if kind == "permission" {
@@ -330,12 +343,37 @@ pub fn kinds(dialect: &Dialect) -> Value {
     } else {
         "input_required"
     };
-    json!({
+    let mut k = json!({
         "permission": "tool_call",
         "ask_user_question": "input_required",
         CANDIDATE_SELECTION: candidate,
         RESOURCE_SELECTION: RESOURCE_SELECTION,
-    })
+    });
+    // 0.1 mode reads a deployment confirmation as the reference does: no interrupt.
+    if dialect.kind_reasons {
+        k[DEPLOYMENT_CONFIRMATION] = DEPLOYMENT_CONFIRMATION.into();
+    }
+    k
+}
+
+/// The inputs of an event as `dialect` reads them: `inputs`, and in 1.0 mode a pipeline's
+/// deployment confirmation when nothing else is asked.
+pub(crate) fn inputs_in(
+    ev: &A2aEvent,
+    dialect: &Dialect,
+) -> Result<Vec<FoundInput>, MissingInputId> {
+    let mut found = if ev.iac().is_some_and(has_input_keys) {
+        inputs(ev)?
+    } else {
+        Vec::new()
+    };
+    if dialect.kind_reasons
+        && found.is_empty()
+        && let Some(c) = super::confirmation::found(ev)
+    {
+        found.push(c);
+    }
+    Ok(found)
 }
 
 /// The AG-UI interrupts of an execution's pending inputs, in their order.
@@ -524,7 +562,8 @@ mod tests {
         assert_eq!(v01[CANDIDATE_SELECTION], "input_required");
         for d in [Dialect::V1_0, Dialect::V0_1] {
             let k = kinds(&d);
-            assert_eq!(k.as_object().unwrap().len(), 4);
+            let n = if d.kind_reasons { 5 } else { 4 };
+            assert_eq!(k.as_object().unwrap().len(), n);
             assert_eq!(k[RESOURCE_SELECTION], RESOURCE_SELECTION);
             // The reasons listed are the ones the interrupts carry.
             for (kind, reason) in k.as_object().unwrap() {

@@ -2,6 +2,7 @@
 //! interrupts of each kernel kind, the projection of A2A events into AG-UI events.
 
 pub mod admission;
+pub(crate) mod confirmation;
 pub(crate) mod identity;
 pub mod interrupts;
 pub mod projection;

@@ -224,6 +224,10 @@ pub(crate) fn validate(
 /// The text a question answer sends: the free text, else the chosen option's label.
 pub(crate) fn question_prompt(a: &Answer) -> Option<String> {
     let p = a.payload.as_ref().unwrap_or(&Value::Null);
+    // Only a deployment confirmation's schema takes `action`.
+    if p.get("action").is_some() {
+        return super::confirmation::answer_text(p);
+    }
     p.get("freeText")
         .or_else(|| p.get("free_text"))
         .and_then(Value::as_str)

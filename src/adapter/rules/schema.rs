@@ -2,7 +2,7 @@
 //!
 //! The schemas are the adapter's own (`interrupts::interrupt` builds every one of them), and
 //! they use these JSON Schema 2020-12 keywords: `type` (object, string), `properties`,
-//! `required`, `additionalProperties: false`, `enum`, `const`, `minLength`, `maxLength`, `pattern` (only
+//! `required`, `additionalProperties: false`, `propertyNames`, `enum`, `const`, `minLength`, `maxLength`, `pattern` (only
 //! `\S`), `oneOf`, plus the `title` annotation. This checks exactly those with the 2020-12
 //! meaning (white space for `\S` is Unicode's, as the kernel's Python sees it; ECMA-262's set
 //! differs on U+0085 and U+FEFF only); a schema with any other keyword validates nothing (fail
@@ -80,6 +80,16 @@ fn valid(schema: &Value, instance: &Value, depth: usize) -> Option<bool> {
                 }
             }
             "properties" => properties(want.as_object()?, instance, depth)?,
+            "propertyNames" => match instance.as_object() {
+                Some(o) => {
+                    let mut all = true;
+                    for k in o.keys() {
+                        all &= valid(want, &Value::String(k.clone()), depth + 1)?;
+                    }
+                    all
+                }
+                None => true,
+            },
             "additionalProperties" => {
                 if want != &Value::Bool(false) {
                     return None;
@@ -144,6 +154,9 @@ mod tests {
                 json!({"kind": "ask_user_question", "options": ["x", 3, {"candidate_index": 1}]}),
             ),
             build(json!({"kind": "cloud_resource_selection"})),
+            build(json!({"kind": "deployment_confirmation", "options": [
+                {"action": "confirm", "name": "C"}, {"action": "cancel", "name": "X"}]})),
+            build(json!({"kind": "deployment_confirmation"})),
         ]
     }
 
@@ -181,6 +194,17 @@ mod tests {
             json!({"freeText": "x", "other": true}),
         ];
         out.push(json!({"selectedId": "a", "decision": "deny"}));
+        out.extend([
+            json!({"action": "confirm"}),
+            json!({"action": "cancel"}),
+            json!({"action": "reselect"}),
+            json!({"action": "Confirm"}),
+            json!({"action": "confirm", "parameterOverrides": {"Zone": "b", "N": 2}}),
+            json!({"action": "confirm", "parameterOverrides": {"": 1}}),
+            json!({"action": "confirm", "parameterOverrides": {" ": 1}}),
+            json!({"action": "confirm", "parameterOverrides": "Zone=b"}),
+            json!({"action": "confirm", "freeText": "x"}),
+        ]);
         for p in [
             json!({"status": "selected", "value": "vsw-1"}),
             json!({"status": "selected", "value": "vsw-1", "label": "L", "source": {"id": "x"}}),

@@ -345,7 +345,12 @@ impl Emitter<'_> {
             json!({"pipelineBatch": {"schemaVersion": "1.0", "extensionUri": "urn:iac-code:a2a:pipeline-events:v1", "events": envs}})
         };
         if let Some(i) = input {
-            iac["input"] = doubles(i);
+            let i = doubles(i);
+            // The kernel repeats a resource selection where the non-pipeline one comes.
+            if i["kind"] == "cloud_resource_selection" {
+                iac["inputRequired"] = i.clone();
+            }
+            iac["input"] = i;
         }
         self.status(state, None, false, iac)
     }

@@ -22,8 +22,10 @@ use serde_json::{Map, Value, json};
 use crate::ids;
 use crate::server::http::{self, ChunkedDecoder, Framing};
 
+mod confirm;
 mod faults;
 mod frames;
+mod pipeline_select;
 mod resume;
 mod rpc;
 mod scripts;
@@ -237,6 +239,10 @@ mod tests {
         assert_eq!(choose("please ask a QUESTION", None), Script::Question);
         assert_eq!(choose("hi", Some("pipeline")), Script::Pipeline);
         assert_eq!(choose("select a vswitch", None), Script::Select);
+        assert_eq!(
+            choose("pipeline: select a vswitch", None),
+            Script::PipelineSelect
+        );
         assert_eq!(choose("pipeline candidates", None), Script::Candidates);
         assert_eq!(choose("flood 42", None), Script::Flood(42));
         assert_eq!(choose("pace 10 500", None), Script::Pace(10, 500));

@@ -135,7 +135,7 @@ pub(super) fn resume(
         let _ = sock.write_all(http::LAST_CHUNK);
         return Ok(());
     }
-    if pending.kind == "resource" {
+    if pending.kind == "resource" || pending.kind == "pipeline-resource" {
         return resource_answer(sock, shared, id, ids, &message, &pending);
     }
     // Question answers arrive as text.
@@ -158,6 +158,8 @@ pub(super) fn resume(
         pipeline_continue(&mut em, &text)
     } else if pending.kind == "pipeline-candidates" {
         candidates_continue(&mut em, &text)
+    } else if pending.kind == "pipeline-confirm" {
+        super::confirm::confirm_continue(&mut em, &text)
     } else {
         (|| -> Result<(), Stop> {
             let tool = pending.input["toolUseId"]
@@ -213,6 +215,17 @@ fn resource_answer(
         }
     }
     let mut em = Emitter::open(&mut sock, shared, ids, id)?;
+    if pending.kind == "pipeline-resource" {
+        // The pipeline's own continuation takes the answer: no `inputReceived` status.
+        let label = (r["status"] == "selected").then(|| r["label"].as_str().unwrap_or(""));
+        let res = super::pipeline_select::pipeline_select_continue(&mut em, label);
+        if res.is_err() && cancel.load(Ordering::SeqCst) {
+            em.cancelled();
+        }
+        finish_task(shared, &tid);
+        let _ = sock.write_all(http::LAST_CHUNK);
+        return Ok(());
+    }
     let tool = pending.input["toolUseId"]
         .as_str()
         .unwrap_or("")

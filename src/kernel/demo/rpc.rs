@@ -229,8 +229,12 @@ pub(super) fn send_streaming(
     let run_mode = iac["run_mode"].as_str().or(iac["runMode"].as_str());
     let mut script = choose(&text, run_mode);
     // As the kernel: no resource selection unless the client said it can answer one.
-    if script == Script::Select && !super::scripts::selector_advertised(&iac) {
-        script = Script::Plain;
+    if !super::scripts::selector_advertised(&iac) {
+        if script == Script::Select {
+            script = Script::Plain;
+        } else if script == Script::PipelineSelect {
+            script = Script::Pipeline;
+        }
     }
     let still_stopping = lock(&shared.stopping)
         .get(&context_id)

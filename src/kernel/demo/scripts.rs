@@ -13,6 +13,11 @@ pub(super) enum Script {
     Select,
     /// A pipeline that ends its evaluation with a candidate choice (`candidates`).
     Candidates,
+    /// A pipeline step that needs a cloud resource (`pipeline select`): the selection wrapped
+    /// in the step's `input_required` event, as the kernel's pipeline publisher sends it.
+    PipelineSelect,
+    /// A pipeline step that asks to confirm a deployment (`pipeline confirm`).
+    PipelineConfirm,
     Pipeline,
     /// A pipeline that keeps working for a while (for guidance and cancellation).
     PipelineSlow,
@@ -79,6 +84,10 @@ pub(super) fn choose(text: &str, run_mode: Option<&str>) -> Script {
     if t.contains("pipeline") || run_mode == Some("pipeline") {
         return if t.contains("slow") {
             Script::PipelineSlow
+        } else if t.contains("select") {
+            Script::PipelineSelect
+        } else if t.contains("confirm") {
+            Script::PipelineConfirm
         } else {
             Script::Pipeline
         };
@@ -102,7 +111,11 @@ pub(super) fn choose(text: &str, run_mode: Option<&str>) -> Script {
 pub(super) fn run_script(em: &mut Emitter<'_>, script: Script, text: &str) -> Result<(), Stop> {
     let pipeline = matches!(
         script,
-        Script::Pipeline | Script::PipelineSlow | Script::Candidates
+        Script::Pipeline
+            | Script::PipelineSlow
+            | Script::Candidates
+            | Script::PipelineSelect
+            | Script::PipelineConfirm
     );
     if !pipeline {
         em.meta_state("TASK_STATE_SUBMITTED")?;
@@ -128,6 +141,8 @@ pub(super) fn run_script(em: &mut Emitter<'_>, script: Script, text: &str) -> Re
         Script::Select => select_turn(em),
         Script::Pipeline => pipeline_turn(em, text),
         Script::Candidates => candidates_turn(em, text),
+        Script::PipelineSelect => super::pipeline_select::pipeline_select_turn(em, text),
+        Script::PipelineConfirm => super::confirm::confirm_turn(em, text),
         Script::PipelineSlow => pipeline_slow(em),
         Script::Fail => {
             em.text("Working on it… ")?;
@@ -286,7 +301,7 @@ pub(super) fn selector_advertised(iac: &Value) -> bool {
         && c["profileHash"] == PROFILE_HASH
 }
 
-const SELECT_PROMPT: &str = "Which VSwitch should the instance use?";
+pub(super) const SELECT_PROMPT: &str = "Which VSwitch should the instance use?";
 
 /// The kernel's `resource_selection_input_envelope` (`iac_code/a2a/resource_selector.py`),
 /// key for key; `tests/fixtures/kernel/resource_selection.json` holds the same shape.
@@ -402,7 +417,12 @@ pub(super) fn check_resource_answer(message: &Value, pending: &Value) -> Result<
 
 impl Emitter<'_> {
     /// One working pipeline event scoped to `step`.
-    fn on_step(&mut self, event_type: &str, data: Value, step: &Value) -> Result<(), Stop> {
+    pub(super) fn on_step(
+        &mut self,
+        event_type: &str,
+        data: Value,
+        step: &Value,
+    ) -> Result<(), Stop> {
         self.emit(event_type, "step", "working", data, json!({"step": step}))
     }
 }
@@ -438,20 +458,23 @@ pub(super) fn pipeline_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop
     em.on_step("usage", json!({"cachedInputTokens": 0, "provider": "demo", "model": "demo-1", "inputTokens": 300, "outputTokens": 20, "totalTokens": 320}), &s1)?;
     let input = json!({"freeTextPrompt": "Describe it", "kind": "ask_user_question", "requestTaskId": em.task_id, "contextId": em.context_id, "schemaVersion": 1, "toolUseId": "call_ask1", "allowFreeText": true, "inputId": format!("ask-call_ask1-{}", &em.task_id[..8]), "required": true, "options": [{"label": "A website", "id": "website"}, {"label": "An API", "id": "api"}], "prompt": "What do you want to deploy?"});
     let view = json!({"kind": "ask_user_question", "prompt": "What do you want to deploy?"});
-    pipeline_input(em, &s1, input, view, "pipeline-question")
+    pipeline_input(em, &s1, input.clone(), view, input, "pipeline-question")
 }
 
 /// A pipeline step's required input: kept as the task's pending one, then raised.
-fn pipeline_input(
+/// A step waiting for `projection` (the status's `iac_code.input`), its envelope carrying
+/// `view` as its data and `input` as its own `input`.
+pub(super) fn pipeline_input(
     em: &mut Emitter<'_>,
     step: &Value,
     input: Value,
     view: Value,
+    projection: Value,
     kind: &'static str,
 ) -> Result<(), Stop> {
     if let Some(t) = lock(&em.shared.tasks).get_mut(&em.task_id) {
         t.pending = Some(Pending {
-            input: doubles(input.clone()),
+            input: doubles(projection.clone()),
             kind,
         });
     }
@@ -462,7 +485,7 @@ fn pipeline_input(
         view,
         json!({"step": step, "input": input}),
     );
-    em.pipeline(vec![e], Some(input))
+    em.pipeline(vec![e], Some(projection))
 }
 
 /// The options of the `candidates` script, in the kernel's projection of a
@@ -490,7 +513,7 @@ pub(super) fn candidates_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), St
     let input = json!({"schemaVersion": 1, "kind": "candidate_selection", "requestTaskId": em.task_id, "contextId": em.context_id, "inputId": format!("input-evt-{}", ids::hex32()), "prompt": prompt, "required": true, "options": candidate_options()});
     let view =
         json!({"kind": "candidate_selection", "prompt": prompt, "options": candidate_options()});
-    pipeline_input(em, &s1, input, view, "pipeline-candidates")
+    pipeline_input(em, &s1, input.clone(), view, input, "pipeline-candidates")
 }
 
 /// The rest of the `candidates` pipeline once a candidate is chosen (its label as text).

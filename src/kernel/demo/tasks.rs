@@ -20,12 +20,15 @@ pub(super) fn snapshot(t: &Task) -> Value {
     let mut iac = Map::new();
     iac.insert("iacCodeSessionId".into(), t.session_id.clone().into());
     if let Some(p) = &t.pending {
-        let key = if p.kind == "resource" {
-            "inputRequired"
-        } else {
-            "input"
-        };
-        iac.insert(key.into(), p.input.clone());
+        if p.kind == "resource" {
+            iac.insert("inputRequired".into(), p.input.clone());
+        } else if p.kind != "pipeline-confirm" {
+            // (A deployment confirmation has no projection: only its pipeline event.)
+            iac.insert("input".into(), p.input.clone());
+            if p.kind == "pipeline-resource" {
+                iac.insert("inputRequired".into(), p.input.clone());
+            }
+        }
     }
     let mut v = json!({"id": t.id, "contextId": t.context_id, "status": status});
     let n = t.history.len();

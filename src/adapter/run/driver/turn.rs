@@ -134,10 +134,14 @@ impl Run<'_, '_> {
     /// Inputs of an event that are not yet answered in this execution.
     #[inline(never)]
     pub(super) fn new_inputs(&self, ev: &A2aEvent) -> Step<Vec<FoundInput>> {
-        if !ev.iac().is_some_and(interrupts::has_input_keys) {
+        if !ev.iac().is_some_and(|i| {
+            interrupts::has_input_keys(i)
+                || i.contains_key("pipeline")
+                || i.contains_key("pipelineBatch")
+        }) {
             return Ok(Vec::new());
         }
-        let found = interrupts::inputs(ev).map_err(|_| {
+        let found = interrupts::inputs_in(ev, &self.sh.dialect).map_err(|_| {
             self.fail(
                 Code::A2aProtocolError,
                 Msg::InterruptWithoutId,
