@@ -4,6 +4,7 @@
 //! around them.
 
 pub mod admission;
+mod audited;
 pub(crate) mod cancel;
 // The run's life as one value: who decides its end, a client gone for good, the panic guard
 // and the release are wired (`RunControl`); detach, grace and adoption move onto it next.
@@ -216,6 +217,7 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
     };
     let digest = digest::digest(&req.body);
     drop(req.body);
+    let origin = req.origin;
     let slot = match sh.registry.slot(&key) {
         Ok(s) => s,
         Err(e) => {
@@ -266,6 +268,14 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
         |current| match admission::admit(current, &areq, &*sh.env) {
             Ok(a) => {
                 let exec = a.thread.doc.execution.execution_id.clone();
+                // Recorded before the admission is saved: a refusal leaves nothing behind.
+                let ids = (&inp.run_id[..], &exec[..]);
+                let resume = inp.resume.as_deref();
+                if let Err(e) = audited::admission(sh, &origin, &key, ids, a.kind, current, resume)
+                {
+                    refused = Some(e);
+                    return None;
+                }
                 Some((a.thread, (a.kind, a.retired, exec)))
             }
             Err(e) => {
@@ -353,6 +363,7 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
         snapshot,
         skipped,
         ticket,
+        origin,
     };
     Ok(Box::new(Admitted {
         args,

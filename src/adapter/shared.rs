@@ -61,6 +61,8 @@ pub struct Shared {
     /// principal's own quotas.
     pub(crate) quotas: Arc<crate::quota::Quotas>,
     pub(crate) token_file: Option<Arc<crate::auth::TokenFile>>,
+    /// `--audit-log`: every decision's record, written before it is acknowledged.
+    pub(crate) audit: crate::audit::Audit,
 }
 
 impl Shared {
@@ -98,6 +100,7 @@ impl Shared {
             expired_at: Mutex::new(None),
             quotas: Arc::default(),
             token_file: None,
+            audit: Default::default(),
             runs: Mutex::new(HashMap::new()),
             run_left: std::sync::Condvar::new(),
             wind_down_bound: crate::limits::WIND_DOWN_BOUND,
@@ -106,6 +109,12 @@ impl Shared {
             stopping: AtomicBool::new(false),
             readiness: Arc::new(crate::app::AlwaysReady),
         }
+    }
+
+    /// Record each decision in the audit log (issue 44).
+    pub fn with_audit(mut self, audit: crate::audit::Audit) -> Shared {
+        self.audit = audit;
+        self
     }
 
     /// Another kernel than the A2A client (the driver's unit tests use an in-memory one).

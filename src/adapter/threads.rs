@@ -381,15 +381,11 @@ impl Registry {
         lock(&self.threads).get(key).cloned()
     }
 
-    /// Delete a thread that has no active run: files first, then the cached state (a
-    /// holder of the slot sees the thread gone). `Ok(false)`: it has an active run.
-    pub(crate) fn delete(&self, slot: &Slot, key: &ThreadKey) -> Result<bool, StoreError> {
-        self.delete_if(slot, key, |_| true)
-            .map(|d| d.unwrap_or(false))
-    }
-
-    /// `delete` when `still` holds under the thread's lock; `Ok(None)`: it did not.
-    fn delete_if(
+    /// Delete a thread that has no active run, when `still` holds under the thread's lock
+    /// (the audit record is written there): files first, then the cached state (a holder of
+    /// the slot sees the thread gone). `Ok(Some(false))`: it has an active run; `Ok(None)`:
+    /// `still` said no.
+    pub(crate) fn delete_if(
         &self,
         slot: &Slot,
         key: &ThreadKey,

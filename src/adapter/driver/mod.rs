@@ -101,6 +101,8 @@ pub(crate) struct RunArgs {
     /// The caller's concurrent-run quota, held for the run's life; its usage is counted
     /// when it goes (issue 44).
     pub(crate) ticket: Option<crate::quota::Ticket>,
+    /// Where the run came from: its end's audit record says so too.
+    pub(crate) origin: crate::audit::Origin,
 }
 
 pub(crate) struct Run<'a, 's> {
@@ -683,8 +685,9 @@ impl<'a, 's> Run<'a, 's> {
         } else {
             self.mapper.usage()
         };
+        let used = crate::quota::Used::of(&usage);
         if let Some(t) = self.a.ticket.as_mut() {
-            t.used(self.sh.env.now_ms(), crate::quota::Used::of(&usage));
+            t.used(self.sh.env.now_ms(), used);
         }
         let mut event = end.terminal(
             &self.a.thread.id,
@@ -711,6 +714,7 @@ impl<'a, 's> Run<'a, 's> {
             .terminal(&self.a.thread.id, &self.a.run_id, usage, &self.sh.dialect);
         }
         let outcome = super::ending::outcome_label(&event);
+        super::audited::run_end(self.sh, &self.a, &self.execution_id, outcome, used);
         self.stream.note_outcome(&self.execution_id, outcome);
         crate::metrics::M.runs.inc(outcome);
         let ev = self.stamp(event);
