@@ -443,3 +443,25 @@ fn no_credential_or_free_text_reaches_the_audit_log() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn an_audit_log_that_cannot_be_opened_stops_start_up() {
+    let dir = log_dir("unopenable");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_iac-agui"))
+        .args([
+            "--port",
+            "0",
+            "--a2a-url",
+            "http://127.0.0.1:1/",
+            "--audit-log",
+        ])
+        .arg(dir.join("no/such/dir/audit.jsonl"))
+        .env("IAC_CODE_AGUI_STATE_DIR", dir.join("state"))
+        .env("IAC_CODE_AGUI_ALLOWED_CWDS", &dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot open the audit log"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

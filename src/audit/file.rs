@@ -30,6 +30,9 @@ struct Inner {
     size: u64,
     /// A regular file: rotated, recovered, fsync'd (a device or a pipe is written only).
     regular: bool,
+    /// A failed write whose bytes could not be truncated away: done before the next record,
+    /// which must not follow half of one.
+    dirty: bool,
 }
 
 /// What start-up set aside.
@@ -136,6 +139,7 @@ impl AuditFile {
             file: Some(file),
             size,
             regular,
+            dirty: false,
         };
         Ok((
             AuditFile {
@@ -154,15 +158,22 @@ impl AuditFile {
 
     /// Append one record (a whole line) and fsync it. On any failure nothing of it stays.
     pub(crate) fn append(&self, line: &[u8]) -> io::Result<()> {
-        let mut inner = lock(&self.inner);
+        let mut guard = lock(&self.inner);
+        // A plain borrow: its fields are borrowed apart below.
+        let inner = &mut *guard;
         if inner.regular && inner.size > 0 && inner.size + line.len() as u64 > self.max_bytes {
-            self.rotate(&mut inner)?;
+            self.rotate(inner)?;
         }
         let regular = inner.regular;
+        let size = inner.size;
         let file = match inner.file.as_mut() {
             Some(f) => f,
             None => inner.file.insert(open_append(&self.path)?),
         };
+        if inner.dirty {
+            file.set_len(size)?;
+            inner.dirty = false;
+        }
         let written = file.write_all(line).and_then(|()| {
             // fsync on a device or a pipe fails with EINVAL: only a file is synced.
             if regular { file.sync_data() } else { Ok(()) }
@@ -175,9 +186,8 @@ impl AuditFile {
             Err(e) => {
                 // A short write (a full disk) must not leave half a record for the next one
                 // to follow.
-                let size = inner.size;
                 if regular && let Some(f) = inner.file.as_mut() {
-                    let _ = f.set_len(size);
+                    inner.dirty = f.set_len(size).is_err();
                 }
                 Err(e)
             }
