@@ -250,6 +250,17 @@ fn each_decision_is_recorded_before_it_is_acknowledged() {
     }));
     assert_eq!(last_of(&log, "C", "run.end")["outcome"], "CANCELLED");
 
+    // A client that leaves: its run's end is recorded when the run stops.
+    let (stream, _) = open(&p, &run_body(&p, "G", "g1", "wait 10"));
+    drop(stream);
+    assert!(wait_until(std::time::Duration::from_secs(10), || {
+        events_of(&log, "G").iter().any(|(e, _)| e == "run.end")
+    }));
+    assert_eq!(
+        last_of(&log, "G", "run.end")["outcome"],
+        "client_disconnected"
+    );
+
     // A thread deleted: recorded by the 204.
     let gone = send(p.addr, "DELETE", "/threads/P", b"");
     assert_eq!(gone.status, 204, "{}", gone.text());
