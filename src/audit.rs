@@ -89,6 +89,8 @@ pub(crate) enum Action {
     },
     Cancel,
     ThreadDelete,
+    /// A thread idle past `--thread-retention`, deleted by the server.
+    ThreadExpire,
     /// A run's end: its outcome label (`success`, `interrupt`, an error code's, …) and usage.
     RunEnd {
         outcome: &'static str,
@@ -103,6 +105,7 @@ impl Action {
             Action::Resume { .. } => "resume",
             Action::Cancel => "cancel",
             Action::ThreadDelete => "thread.delete",
+            Action::ThreadExpire => "thread.expire",
             Action::RunEnd { .. } => "run.end",
         }
     }
@@ -165,7 +168,7 @@ pub(crate) fn record(
             }
             r.insert("interrupts".into(), listed.into());
         }
-        Action::Cancel | Action::ThreadDelete => {}
+        Action::Cancel | Action::ThreadDelete | Action::ThreadExpire => {}
         Action::RunEnd { outcome, usage } => {
             r.insert("outcome".into(), (*outcome).into());
             r.insert(

@@ -297,8 +297,11 @@ fn an_unwritable_audit_log_refuses_each_decision_with_503_and_nothing_is_done() 
         tokens.to_str().unwrap(),
         "--audit-log",
         "/dev/full",
+        "--thread-retention",
+        "1",
     ];
-    let (adapter, addr) = adapter_with_env(&p.dir, p.kernel_port, &args, &[]);
+    let env = [("IAC_CODE_AGUI_METRICS_TOKEN", "m")];
+    let (adapter, addr) = adapter_with_env(&p.dir, p.kernel_port, &args, &env);
     p.adapter = adapter;
     p.addr = addr;
 
@@ -326,6 +329,24 @@ fn an_unwritable_audit_log_refuses_each_decision_with_503_and_nothing_is_done() 
         t.to_string().contains(&pid),
         "the interrupt no longer waits: {t}"
     );
+    // Expiry: a thread whose deletion cannot be recorded is kept.
+    let failures = |addr| {
+        let r = raw(
+            addr,
+            &request("GET", "/metrics", &[("Authorization", "Bearer m")], b""),
+        );
+        r.text()
+            .lines()
+            .find_map(|l| l.strip_prefix("iac_agui_audit_write_failures_total "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let before = failures(p.addr);
+    assert!(before >= 4, "{before}");
+    assert!(wait_until(std::time::Duration::from_secs(15), || {
+        failures(p.addr) > before
+    }));
+    assert_eq!(send(p.addr, "GET", "/threads/W", b"").status, 200);
     // Other languages say it too.
     let mut h = alice();
     h.push(("Accept-Language", "ja".into()));
@@ -474,5 +495,28 @@ fn an_audit_log_that_cannot_be_opened_stops_start_up() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cannot open the audit log"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_thread_deleted_by_retention_is_recorded() {
+    let dir = log_dir("retention");
+    let log = dir.join("audit.jsonl");
+    let p = start("audit-retention", &log, &["--thread-retention", "1"], &[]);
+    run(&p, &run_body(&p, "X", "x1", "hello"));
+    assert!(wait_until(std::time::Duration::from_secs(15), || {
+        events_of(&log, "X")
+            .iter()
+            .any(|(e, _)| e == "thread.expire")
+    }));
+    let r = last_of(&log, "X", "thread.expire");
+    assert_eq!(r["caller"], "alice");
+    assert!(
+        r.get("client").is_none() && r.get("traceId").is_none(),
+        "{r}"
+    );
+    assert!(wait_until(std::time::Duration::from_secs(5), || {
+        send(p.addr, "GET", "/threads/X", b"").status == 404
+    }));
     let _ = std::fs::remove_dir_all(&dir);
 }

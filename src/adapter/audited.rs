@@ -105,3 +105,15 @@ pub(super) fn delete(sh: &Shared, origin: &Origin, key: &ThreadKey) -> Result<()
     };
     write(sh, origin, &subject, &Action::ThreadDelete)
 }
+
+/// A thread about to be deleted by `--thread-retention` (no request: the owner is named, no
+/// client).
+pub(super) fn expire(sh: &Shared, key: &ThreadKey) -> Result<(), ApiError> {
+    let subject = Subject {
+        caller: &key.caller,
+        thread_id: &key.id,
+        run_id: None,
+        execution_id: None,
+    };
+    write(sh, &Origin::default(), &subject, &Action::ThreadExpire)
+}

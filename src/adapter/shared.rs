@@ -200,7 +200,9 @@ impl Shared {
             .env
             .now_ms()
             .saturating_sub(self.thread_retention.as_millis() as u64);
-        let gone = self.registry.expire(cutoff);
+        // Each deletion is in the audit log first; one that cannot be recorded is kept.
+        let record = |k: &crate::principal::ThreadKey| super::audited::expire(self, k).is_ok();
+        let gone = self.registry.expire(cutoff, &record);
         // What was deleted is not served again: its runs' replay logs go too.
         for key in &gone {
             self.replay.forget_thread(key);
