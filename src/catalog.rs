@@ -353,6 +353,15 @@ catalog! {
         "アダプターのスレッド状態を現在利用できません。",
         "O estado da conversa no adaptador não está disponível agora.",
     ],
+    AuditUnavailable => [
+        "The audit log cannot record this decision right now, so nothing was done. Try again once an operator has fixed it.",
+        "审计日志当前无法记录此决定，因此未执行任何操作。请在运维人员修复后重试。",
+        "El registro de auditoría no puede guardar esta decisión ahora, así que no se hizo nada. Inténtelo de nuevo cuando un operador lo haya arreglado.",
+        "Le journal d'audit ne peut pas enregistrer cette décision pour le moment : rien n'a été fait. Réessayez une fois qu'un opérateur l'aura réparé.",
+        "Das Audit-Protokoll kann diese Entscheidung gerade nicht festhalten, daher wurde nichts ausgeführt. Versuchen Sie es erneut, sobald ein Betreiber es behoben hat.",
+        "監査ログがこの決定を現在記録できないため、何も実行されませんでした。運用担当者が修復した後で再試行してください。",
+        "O registro de auditoria não consegue gravar esta decisão agora, por isso nada foi feito. Tente novamente quando um operador o tiver corrigido.",
+    ],
     ResumeExecutionGone => [
         "The execution you are trying to resume no longer exists.",
         "要恢复的执行已不存在。",

@@ -516,6 +516,28 @@ fn identity(
     Ok(Identity::Shared { token })
 }
 
+/// `--audit-log`, opened before anything is served: a torn last line (a crash during a
+/// write) is set aside to `PATH.torn` first, so the file reads as JSON Lines.
+fn audit_log(cfg: &Config) -> Result<crate::audit::Audit, StartError> {
+    let Some(path) = &cfg.audit_log else {
+        return Ok(crate::audit::Audit::default());
+    };
+    let doing = format!("open the audit log {}", path.display());
+    let (file, recovered) =
+        crate::audit::AuditFile::open(path, cfg.audit_max_bytes, cfg.audit_keep)
+            .map_err(StartError::io(doing))?;
+    if recovered.torn_bytes > 0 {
+        log::warn!(
+            "audit log {}: a torn last line ({} bytes) moved to {}.torn",
+            path.display(),
+            recovered.torn_bytes,
+            path.display()
+        );
+    }
+    log::info!("audit log {}", file.path().display());
+    Ok(crate::audit::Audit::to(Arc::new(file)))
+}
+
 /// Who may read `/metrics` besides the identity mode's callers (`docs/operations.md`,
 /// "Callers").
 fn metrics_access(cfg: &Config, identity: &crate::auth::Identity) -> crate::auth::MetricsAccess {
@@ -611,7 +633,8 @@ fn serve_with(
         .with_default_cwd(cfg.default_cwd.clone())
         .with_server_key(server_key)
         .with_history(cfg.history, cfg.thread_retention)
-        .with_quotas(quotas.clone(), token_file),
+        .with_quotas(quotas.clone(), token_file)
+        .with_audit(audit_log(&cfg)?),
     );
     let backend: Arc<dyn Backend> = Arc::new(AguiBackend {
         shared: shared.clone(),

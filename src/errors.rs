@@ -62,6 +62,9 @@ pub enum Code {
     /// New in iac-agui: the caller is over a quota of its own (concurrent runs, admissions
     /// per minute; issue 44); `Retry-After` says when to try again.
     RateLimited,
+    /// New in iac-agui: `--audit-log` cannot take the decision's record (a full disk, an
+    /// unwritable file): the decision is refused and nothing is done (issue 44).
+    AuditUnavailable,
 }
 
 impl Code {
@@ -103,6 +106,7 @@ impl Code {
             Code::ResumeRejected => "RESUME_REJECTED",
             Code::Forbidden => "FORBIDDEN",
             Code::RateLimited => "RATE_LIMITED",
+            Code::AuditUnavailable => "AUDIT_UNAVAILABLE",
         }
     }
 
@@ -119,7 +123,8 @@ impl Code {
             Code::StateUnavailable
             | Code::ServerBusy
             | Code::A2aUnavailable
-            | Code::ServerShuttingDown => 503,
+            | Code::ServerShuttingDown
+            | Code::AuditUnavailable => 503,
             Code::ExecutionNotFound | Code::ThreadNotFound => 404,
             Code::InternalError | Code::HistoryUnreadable => 500,
             _ => 409,

@@ -5,6 +5,7 @@ pub mod a2a;
 pub mod adapter;
 pub mod agui;
 pub mod app;
+pub mod audit;
 pub mod auth;
 pub(crate) mod authority;
 pub mod budget;

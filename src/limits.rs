@@ -275,3 +275,8 @@ pub(crate) const USAGE_FLUSH: std::time::Duration = std::time::Duration::from_se
 
 /// Days `GET /usage` answers when `days` is not given.
 pub(crate) const USAGE_DEFAULT_DAYS: usize = 31;
+
+/// The audit log's default rotation size (`--audit-max-bytes`): 100 MiB.
+pub(crate) const AUDIT_MAX_BYTES: u64 = 100 * 1024 * 1024;
+/// Rotated audit files kept by default (`--audit-keep`).
+pub(crate) const AUDIT_KEEP: usize = 5;

@@ -135,6 +135,8 @@ pub struct Metrics {
     pub usage_input_tokens: Counter,
     pub usage_output_tokens: Counter,
     pub usage_by_principal: Mutex<BTreeMap<String, [u64; 3]>>,
+    /// Audit records that could not be written (issue 44).
+    pub audit_failures: Counter,
 }
 
 pub static M: Metrics = Metrics {
@@ -169,6 +171,7 @@ pub static M: Metrics = Metrics {
     usage_input_tokens: Counter::new(),
     usage_output_tokens: Counter::new(),
     usage_by_principal: Mutex::new(BTreeMap::new()),
+    audit_failures: Counter::new(),
 };
 
 /// A label value as the text format writes it.
@@ -179,6 +182,13 @@ fn label_value(s: &str) -> String {
 }
 
 fn usage(o: &mut String, m: &Metrics) {
+    scalar(
+        o,
+        "iac_agui_audit_write_failures_total",
+        "counter",
+        "Audit records that could not be written (each refused its decision, or a run's end went unrecorded).",
+        m.audit_failures.get() as i64,
+    );
     labeled(
         o,
         "iac_agui_caller_quota_refusals_total",

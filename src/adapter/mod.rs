@@ -3,6 +3,8 @@
 //! `projection` and `interrupts`; this module, `driver`, `cancel` and `threads` are the I/O
 //! around them.
 
+// Audit records, written before the decision they record is acknowledged.
+mod audited;
 mod routes;
 mod rules;
 mod run;
@@ -203,6 +205,7 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
     };
     let digest = digest::digest(&req.body);
     drop(req.body);
+    let origin = req.origin;
     let slot = match sh.registry.slot(&key) {
         Ok(s) => s,
         Err(e) => {
@@ -253,6 +256,14 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
         |current| match admission::admit(current, &areq, &*sh.env) {
             Ok(a) => {
                 let exec = a.thread.doc.execution.execution_id.clone();
+                // Recorded before the admission is saved: a refusal leaves nothing behind.
+                let ids = (&inp.run_id[..], &exec[..]);
+                let resume = inp.resume.as_deref();
+                if let Err(e) = audited::admission(sh, &origin, &key, ids, a.kind, current, resume)
+                {
+                    refused = Some(e);
+                    return None;
+                }
                 Some((a.thread, (a.kind, a.retired, exec)))
             }
             Err(e) => {
@@ -346,6 +357,7 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
         snapshot,
         skipped,
         ticket,
+        origin,
     };
     Ok(Box::new(Admitted {
         args,

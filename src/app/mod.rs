@@ -242,6 +242,9 @@ pub(crate) fn access_log(
 /// name the body's thread (AgentCore's `SESSION_ID_MISMATCH` rule); answers echo it.
 const THREAD_HEADER: &str = "x-iac-code-thread-id";
 
+/// Who asks and from where (the audit log's facts of a request).
+type Who = (Caller, crate::audit::Origin);
+
 /// One body route's work on its worker thread.
 struct Job {
     backend: Arc<dyn Backend>,
@@ -256,15 +259,17 @@ impl Job {
         let started = self.clock.now();
         let routed = request.head.header_str(THREAD_HEADER);
         let last = request.head.header_str("last-event-id");
+        let origin = crate::audit::Origin::of(request.peer, request.head.header("traceparent"));
         // Nothing reads the headers after this; a stream may stay open for hours, and a
         // browser sends a dozen of them.
         request.head.headers = Vec::new();
         let body = std::mem::take(&mut request.body);
         let caller = std::mem::take(&mut request.route.caller);
         let fields = match &mut request.route.work {
-            Work::Run => self.run(body, caller, routed),
+            Work::Run => self.run(body, (caller, origin), routed),
             Work::Cancel { execution_id } => {
-                self.cancel(std::mem::take(execution_id), &body, caller, routed);
+                let who = (caller, origin);
+                self.cancel(std::mem::take(execution_id), &body, who, routed);
                 Vec::new()
             }
             Work::Subscribe { execution_id } => self.subscribe(
@@ -275,7 +280,7 @@ impl Job {
                 routed,
             ),
             work => {
-                self.threads(work, &body, caller, routed);
+                self.threads(work, &body, (caller, origin), routed);
                 Vec::new()
             }
         };
@@ -311,14 +316,18 @@ impl Job {
     fn run(
         &self,
         body: Vec<u8>,
-        caller: Caller,
+        (caller, origin): Who,
         routed: Option<String>,
     ) -> Vec<(&'static str, Field)> {
         let parsed = RunRequest::parse(&body, self.lang);
         // The raw body (up to the run body limit) is not kept for the run's whole life.
         drop(body);
         let req = match parsed {
-            Ok(r) => RunRequest { caller, ..r },
+            Ok(r) => RunRequest {
+                caller,
+                origin,
+                ..r
+            },
             Err(e) => {
                 let (code, msg) = match e {
                     RunBodyError::Json => (Code::InvalidJson, Msg::RunInvalidJson),
@@ -384,9 +393,13 @@ impl Job {
         stream.log_fields()
     }
 
-    fn cancel(&self, execution_id: String, body: &[u8], caller: Caller, routed: Option<String>) {
-        let parsed = CancelRequest::parse(execution_id, body, self.lang)
-            .map(|r| CancelRequest { caller, ..r });
+    fn cancel(&self, execution_id: String, body: &[u8], who: Who, routed: Option<String>) {
+        let (caller, origin) = who;
+        let parsed = CancelRequest::parse(execution_id, body, self.lang).map(|r| CancelRequest {
+            caller,
+            origin,
+            ..r
+        });
         let thread: fn(&CancelRequest) -> &str = |r| &r.thread_id;
         let Some(req) = self.checked(parsed, Msg::CancelInvalidJson, thread, &routed) else {
             return;
@@ -403,9 +416,14 @@ impl Job {
         self.respond(r, routed)
     }
 
-    fn threads(&self, work: &Work, body: &[u8], caller: Caller, routed: Option<String>) {
+    fn threads(&self, work: &Work, body: &[u8], who: Who, routed: Option<String>) {
+        let (caller, origin) = who;
         let req = match ThreadsRequest::parse(work, body, self.lang) {
-            Ok(r) => ThreadsRequest { caller, ..r },
+            Ok(r) => ThreadsRequest {
+                caller,
+                origin,
+                ..r
+            },
             Err(BodyError::Json) => {
                 let e = ApiError::new(Code::InvalidJson, Msg::RenameInvalidJson);
                 return self.respond(e.response(self.lang), &routed);

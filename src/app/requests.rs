@@ -24,6 +24,8 @@ pub struct RunRequest {
     pub payload_lang: Lang,
     /// Who the run is for (set from the head's decision; `Shared` from `parse`).
     pub caller: Caller,
+    /// Where it came from, for the audit log (set from the request; empty from `parse`).
+    pub origin: crate::audit::Origin,
 }
 
 /// Why a `POST /` body is refused before the backend sees it.
@@ -50,6 +52,7 @@ impl RunRequest {
             header_lang,
             payload_lang,
             caller: Caller::Shared,
+            origin: Default::default(),
         })
     }
 }
@@ -63,6 +66,8 @@ pub struct CancelRequest {
     pub(crate) lang: Lang,
     /// Who asks (set from the head's decision; `Shared` from `parse`).
     pub caller: Caller,
+    /// Where it came from, for the audit log (set from the request; empty from `parse`).
+    pub origin: crate::audit::Origin,
 }
 
 impl CancelRequest {
@@ -77,6 +82,7 @@ impl CancelRequest {
             ros_invocation_id: identity(obj, "rosInvocationId")?,
             lang,
             caller: Caller::Shared,
+            origin: Default::default(),
         })
     }
 }
@@ -174,6 +180,8 @@ pub struct ThreadsRequest {
     pub what: ThreadsQuery,
     pub caller: Caller,
     pub(crate) lang: Lang,
+    /// Where it came from, for the audit log (a deletion's record).
+    pub origin: crate::audit::Origin,
 }
 
 /// The query's `key=value` pairs, percent-decoded; a key given twice is refused. Keys this
@@ -267,6 +275,7 @@ impl ThreadsRequest {
             what,
             caller: Caller::Shared,
             lang,
+            origin: Default::default(),
         })
     }
 }

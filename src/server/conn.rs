@@ -127,6 +127,8 @@ pub(crate) struct Conn<R> {
     pub(crate) caller: Option<crate::budget::fair::CallerId>,
     /// `Handler::answer_headers` of the request being answered, taken by its answer.
     pub(crate) answer_headers: Vec<(&'static str, String)>,
+    /// The client's address, for the audit log (set at accept).
+    pub(crate) peer: Option<std::net::SocketAddr>,
 }
 
 impl<R> Conn<R> {
@@ -145,6 +147,7 @@ impl<R> Conn<R> {
             share: Share::default(),
             caller: None,
             answer_headers: Vec::new(),
+            peer: None,
         }
     }
 

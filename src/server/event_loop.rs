@@ -298,7 +298,7 @@ impl<H: Handler> Server<H> {
             let Some(listener) = self.listener.as_ref() else {
                 return;
             };
-            let (mut sock, _peer) = match listener.accept() {
+            let (mut sock, peer) = match listener.accept() {
                 Ok(x) => x,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -350,6 +350,7 @@ impl<H: Handler> Server<H> {
             };
             self.next_generation += 1;
             let mut conn = Conn::new(id, sock, now);
+            conn.peer = Some(peer);
             conn.read_deadline = Some(now + self.cfg.header_timeout);
             self.conns[slot] = Some(conn);
             self.live += 1;
@@ -642,6 +643,7 @@ impl<H: Handler> Server<H> {
             return;
         };
         let (job, outbox) = job::new_job(conn.id, self.cfg.job_queue_capacity, &self.inbox);
+        let peer = conn.peer;
         conn.read_deadline = None;
         conn.state = State::Dispatched {
             job,
@@ -652,6 +654,7 @@ impl<H: Handler> Server<H> {
             head: b.head,
             body: b.body,
             route: b.route,
+            peer,
         };
         if let Err(r) = self.handler.dispatch(request, outbox) {
             if let Some(conn) = self.conn(slot) {

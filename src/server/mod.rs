@@ -81,6 +81,8 @@ pub struct Request<R> {
     pub(crate) head: RequestHead,
     pub(crate) body: Vec<u8>,
     pub(crate) route: R,
+    /// The client's address (the audit log's `client`).
+    pub(crate) peer: Option<std::net::SocketAddr>,
 }
 
 /// The application side of the server.

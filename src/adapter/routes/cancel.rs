@@ -19,6 +19,8 @@ use crate::server::http::Response;
 /// What the cancel route found, under the thread's lock.
 enum Decision {
     NotFound,
+    /// The audit log refused the cancel's record: nothing was done.
+    Unrecorded(ApiError),
     AlreadyTerminal,
     Cancel {
         task_id: Option<String>,
@@ -78,6 +80,15 @@ pub(crate) fn cancel(sh: &Shared, req: CancelRequest) -> Response {
                 return None;
             }
         }
+        // Recorded before anything changes (a refusal takes the claim back).
+        let run = current.and_then(|t| t.active_run.as_deref());
+        if let Err(e) = crate::adapter::audited::cancel(sh, &req.origin, &key, exec, run) {
+            if let Some(c) = control.as_ref().filter(|_| claimed_here) {
+                c.unclaim_cancel();
+            }
+            decision = Decision::Unrecorded(e);
+            return None;
+        }
         decision = Decision::Cancel {
             task_id: doc.execution.task_id.clone(),
             context_id: doc.context_id.clone(),
@@ -95,6 +106,7 @@ pub(crate) fn cancel(sh: &Shared, req: CancelRequest) -> Response {
             return not_found;
         }
         Decision::AlreadyTerminal => return answer(200, exec, "already_terminal"),
+        Decision::Unrecorded(e) => return e.response(req.lang),
         Decision::Cancel {
             task_id,
             context_id,

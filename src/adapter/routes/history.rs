@@ -44,7 +44,8 @@ pub(crate) fn threads(sh: &Shared, req: ThreadsRequest) -> Response {
             lang,
         ),
         ThreadsQuery::Delete { thread_id } => {
-            delete(sh, &ThreadKey::new(&req.caller, &thread_id), lang)
+            let key = ThreadKey::new(&req.caller, &thread_id);
+            delete(sh, &key, &req.origin, lang)
         }
         ThreadsQuery::Usage { days } => usage(sh, &req.caller, days),
     }
@@ -306,7 +307,10 @@ fn messages(
     )
 }
 
-fn delete(sh: &Shared, key: &ThreadKey, lang: Lang) -> Response {
+fn delete(sh: &Shared, key: &ThreadKey, origin: &crate::audit::Origin, lang: Lang) -> Response {
+    // Recorded before any file goes; a refusal deletes nothing.
+    let recorded =
+        || crate::adapter::audited::delete(sh, origin, key).map_err(|e| e.response(lang));
     let slot = match sh.registry.slot(key) {
         Ok(s) => s,
         // A thread whose state file cannot be read can still be deleted.
@@ -315,6 +319,9 @@ fn delete(sh: &Shared, key: &ThreadKey, lang: Lang) -> Response {
                 "thread {}: deleting a state file that is refused ({why})",
                 key.id
             );
+            if let Err(r) = recorded() {
+                return r;
+            }
             return match sh.registry.delete_files(key) {
                 Ok(()) => {
                     sh.replay.forget_thread(key);
@@ -337,13 +344,25 @@ fn delete(sh: &Shared, key: &ThreadKey, lang: Lang) -> Response {
         sh.registry.forget_if_absent(key);
         return ApiError::new(Code::ThreadNotFound, Msg::ThreadNotFound).response(lang);
     }
-    match sh.registry.delete(&slot, key) {
-        Ok(true) => {
+    // Recorded under the thread's lock once it is known not busy: a record is a deletion.
+    let mut refused = None;
+    let deleted = sh.registry.delete_if(&slot, key, |_| match recorded() {
+        Ok(()) => true,
+        Err(r) => {
+            refused = Some(r);
+            false
+        }
+    });
+    match deleted.map(|d| d.ok_or(refused)) {
+        Ok(Err(refused)) => refused.unwrap_or_else(|| {
+            ApiError::new(Code::AuditUnavailable, Msg::AuditUnavailable).response(lang)
+        }),
+        Ok(Ok(true)) => {
             // What was deleted is not served again: its runs' replay logs go too.
             sh.replay.forget_thread(key);
             Response::new(204, "", Vec::new())
         }
-        Ok(false) => crate::adapter::busy(&slot, lang),
+        Ok(Ok(false)) => crate::adapter::busy(&slot, lang),
         Err(e) => {
             log::error!("thread {}: delete failed: {e}", key.id);
             ApiError::new(Code::StateUnavailable, Msg::StateUnavailable).response(lang)

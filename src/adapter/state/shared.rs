@@ -61,6 +61,8 @@ pub struct Shared {
     /// principal's own quotas.
     pub(crate) quotas: Arc<crate::quota::Quotas>,
     pub(crate) token_file: Option<Arc<crate::auth::TokenFile>>,
+    /// `--audit-log`: every decision's record, written before it is acknowledged.
+    pub(crate) audit: crate::audit::Audit,
 }
 
 impl Shared {
@@ -98,6 +100,7 @@ impl Shared {
             expired_at: Mutex::new(None),
             quotas: Arc::default(),
             token_file: None,
+            audit: Default::default(),
             runs: Mutex::new(HashMap::new()),
             run_left: std::sync::Condvar::new(),
             wind_down_bound: crate::limits::WIND_DOWN_BOUND,
@@ -106,6 +109,12 @@ impl Shared {
             stopping: AtomicBool::new(false),
             readiness: Arc::new(crate::app::AlwaysReady),
         }
+    }
+
+    /// Record each decision in the audit log (issue 44).
+    pub fn with_audit(mut self, audit: crate::audit::Audit) -> Shared {
+        self.audit = audit;
+        self
     }
 
     /// Another kernel than the A2A client (the driver's unit tests use an in-memory one).
@@ -191,7 +200,10 @@ impl Shared {
             .env
             .now_ms()
             .saturating_sub(self.thread_retention.as_millis() as u64);
-        let gone = self.registry.expire(cutoff);
+        // Each deletion is in the audit log first; one that cannot be recorded is kept.
+        let record =
+            |k: &crate::principal::ThreadKey| crate::adapter::audited::expire(self, k).is_ok();
+        let gone = self.registry.expire(cutoff, &record);
         // What was deleted is not served again: its runs' replay logs go too.
         for key in &gone {
             self.replay.forget_thread(key);

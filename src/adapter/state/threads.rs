@@ -381,15 +381,11 @@ impl Registry {
         lock(&self.threads).get(key).cloned()
     }
 
-    /// Delete a thread that has no active run: files first, then the cached state (a
-    /// holder of the slot sees the thread gone). `Ok(false)`: it has an active run.
-    pub(crate) fn delete(&self, slot: &Slot, key: &ThreadKey) -> Result<bool, StoreError> {
-        self.delete_if(slot, key, |_| true)
-            .map(|d| d.unwrap_or(false))
-    }
-
-    /// `delete` when `still` holds under the thread's lock; `Ok(None)`: it did not.
-    fn delete_if(
+    /// Delete a thread that has no active run, when `still` holds under the thread's lock
+    /// (the audit record is written there): files first, then the cached state (a holder of
+    /// the slot sees the thread gone). `Ok(Some(false))`: it has an active run; `Ok(None)`:
+    /// `still` said no.
+    pub(crate) fn delete_if(
         &self,
         slot: &Slot,
         key: &ThreadKey,
@@ -415,21 +411,31 @@ impl Registry {
     /// index has it, checked again under each thread's lock (a turn that began or ended since
     /// the round looked keeps its thread); a thread with an active run stays. Returns the
     /// threads that went.
-    pub(crate) fn expire(&self, cutoff_ms: u64) -> Vec<ThreadKey> {
+    pub(crate) fn expire(
+        &self,
+        cutoff_ms: u64,
+        record: &dyn Fn(&ThreadKey) -> bool,
+    ) -> Vec<ThreadKey> {
         let Some(c) = self.conversations.clone() else {
             return Vec::new();
         };
         let status_of = Self::status_of(&self.store);
         let old = self.calls.run(move || c.idle_before(cutoff_ms, &status_of));
-        self.expire_keys(old, cutoff_ms)
+        self.expire_keys(old, cutoff_ms, record)
     }
 
     /// The deleting half of `expire`: each of `old` that is still idle since before the
     /// cutoff, as its lock and the index say now.
-    fn expire_keys(&self, old: Vec<ThreadKey>, cutoff_ms: u64) -> Vec<ThreadKey> {
+    /// `record` writes the deletion's audit record (false: the thread is kept).
+    fn expire_keys(
+        &self,
+        old: Vec<ThreadKey>,
+        cutoff_ms: u64,
+        record: &dyn Fn(&ThreadKey) -> bool,
+    ) -> Vec<ThreadKey> {
         let mut gone = Vec::new();
         for key in old {
-            let still = |k: &ThreadKey| self.idle_before(k, cutoff_ms);
+            let still = |k: &ThreadKey| self.idle_before(k, cutoff_ms) && record(k);
             let deleted = match self.slot(&key) {
                 Ok(slot) => self.delete_if(&slot, &key, still),
                 Err(_) if still(&key) => self.delete_files(&key).map(|()| Some(true)),
@@ -588,7 +594,7 @@ mod tests {
             &idle,
         )
         .unwrap();
-        let gone = reg.expire_keys(round, 100);
+        let gone = reg.expire_keys(round, 100, &|_| true);
         assert_eq!(gone, [k("quiet")]);
         assert!(
             c.entry(&k("busy"), &idle).unwrap().is_some(),

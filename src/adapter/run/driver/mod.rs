@@ -101,6 +101,8 @@ pub(crate) struct RunArgs {
     /// The caller's concurrent-run quota, held for the run's life; its usage is counted
     /// when it goes (issue 44).
     pub(crate) ticket: Option<crate::quota::Ticket>,
+    /// Where the run came from: its end's audit record says so too.
+    pub(crate) origin: crate::audit::Origin,
 }
 
 pub(crate) struct Run<'a, 's> {
@@ -682,8 +684,9 @@ impl<'a, 's> Run<'a, 's> {
         } else {
             self.mapper.usage()
         };
+        let used = crate::quota::Used::of(&usage);
         if let Some(t) = self.a.ticket.as_mut() {
-            t.used(self.sh.env.now_ms(), crate::quota::Used::of(&usage));
+            t.used(self.sh.env.now_ms(), used);
         }
         let mut event = end.terminal(
             &self.a.thread.id,
@@ -710,6 +713,7 @@ impl<'a, 's> Run<'a, 's> {
             .terminal(&self.a.thread.id, &self.a.run_id, usage, &self.sh.dialect);
         }
         let outcome = crate::adapter::ending::outcome_label(&event);
+        crate::adapter::audited::run_end(self.sh, &self.a, &self.execution_id, outcome, used);
         self.stream.note_outcome(&self.execution_id, outcome);
         crate::metrics::M.runs.inc(outcome);
         let ev = self.stamp(event);
@@ -752,44 +756,5 @@ impl<'a, 's> Run<'a, 's> {
         self.sh.registry.touch();
         self.a.control.released();
         self.sh.forget_run(&self.execution_id, &self.a.control);
-    }
-
-    /// The client left (reference §8.2).
-    #[inline(never)]
-    fn on_disconnect(&mut self) {
-        log::info!("run {}: client disconnected", self.a.run_id);
-        // Subscribers of the replay log still learn how the run ended.
-        // RUN_ERROR in both dialects: the client, not the user, ended it.
-        let left = self.stamp(Event::run_error(
-            Code::Cancelled,
-            Msg::RunClientLeft.text(self.lang()),
-            &self.a.thread.id,
-            &self.a.run_id,
-            Vec::new(),
-            self.sh.dialect.error_ids,
-        ));
-        self.stream.log_terminal(&left.to_json());
-        self.stream
-            .note_outcome(&self.execution_id, "client_disconnected");
-        crate::metrics::M.runs.inc("client_disconnected");
-        let cancel = !self.settled && self.a.kind != RunKind::Guidance && self.pending_empty();
-        let task = cancel.then(|| self.task_id()).flatten();
-        // The next turn on this thread waits until the kernel confirmed the stop.
-        let stopping = task
-            .as_ref()
-            .map(|_| self.sh.wind_downs.begin(&self.context_id));
-        self.record_history();
-        // Release first (reference §8.2): the kernel may take a while to confirm the cancel,
-        // and the thread must not look busy meanwhile.
-        self.release();
-        if cancel {
-            self.mark_terminal(false);
-            if let Some(t) = task
-                && let Err(e) = self.sh.kernel.session().cancel_task(&t)
-            {
-                log::warn!("run {}: cancelling the task failed: {e}", self.a.run_id);
-            }
-        }
-        drop(stopping);
     }
 }

@@ -9,6 +9,7 @@ use super::{Cleanup, Ending, Run, Step};
 use crate::a2a::client::EventStream;
 use crate::a2a::types::{A2aEvent, Payload, TaskState};
 use crate::adapter::admission::RunKind;
+use crate::adapter::audited;
 use crate::adapter::identity::{self, Known};
 use crate::adapter::interrupts::{self, FoundInput};
 use crate::adapter::reconcile::merge_inputs;
@@ -401,5 +402,49 @@ impl Run<'_, '_> {
         }
         self.settled = true;
         Ok(Ending::Success)
+    }
+}
+
+impl Run<'_, '_> {
+    /// The client left (reference §8.2).
+    #[inline(never)]
+    pub(super) fn on_disconnect(&mut self) {
+        log::info!("run {}: client disconnected", self.a.run_id);
+        // Subscribers of the replay log still learn how the run ended.
+        // RUN_ERROR in both dialects: the client, not the user, ended it.
+        let left = self.stamp(crate::agui::events::Event::run_error(
+            Code::Cancelled,
+            Msg::RunClientLeft.text(self.lang()),
+            &self.a.thread.id,
+            &self.a.run_id,
+            Vec::new(),
+            self.sh.dialect.error_ids,
+        ));
+        self.stream.log_terminal(&left.to_json());
+        self.stream
+            .note_outcome(&self.execution_id, "client_disconnected");
+        crate::metrics::M.runs.inc("client_disconnected");
+        let used = crate::quota::Used::of(&self.mapper.usage());
+        let outcome = "client_disconnected";
+        audited::run_end(self.sh, &self.a, &self.execution_id, outcome, used);
+        let cancel = !self.settled && self.a.kind != RunKind::Guidance && self.pending_empty();
+        let task = cancel.then(|| self.task_id()).flatten();
+        // The next turn on this thread waits until the kernel confirmed the stop.
+        let stopping = task
+            .as_ref()
+            .map(|_| self.sh.wind_downs.begin(&self.context_id));
+        self.record_history();
+        // Release first (reference §8.2): the kernel may take a while to confirm the cancel,
+        // and the thread must not look busy meanwhile.
+        self.release();
+        if cancel {
+            self.mark_terminal(false);
+            if let Some(t) = task
+                && let Err(e) = self.sh.kernel.session().cancel_task(&t)
+            {
+                log::warn!("run {}: cancelling the task failed: {e}", self.a.run_id);
+            }
+        }
+        drop(stopping);
     }
 }

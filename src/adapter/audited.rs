@@ -1,0 +1,119 @@
+//! The adapter's audit records (issue 44): each built from what its decision knows and
+//! written before the decision is acknowledged (`crate::audit`). A refusal here means nothing
+//! was done: the callers write before they act.
+
+use super::admission::{RunKind, Thread};
+use super::shared::Shared;
+use crate::agui::input::ResumeEntry;
+use crate::audit::{Action, Origin, Subject};
+use crate::catalog::Msg;
+use crate::errors::{ApiError, Code};
+use crate::principal::ThreadKey;
+
+const UNAVAILABLE: ApiError = ApiError::new(Code::AuditUnavailable, Msg::AuditUnavailable);
+
+fn write(
+    sh: &Shared,
+    origin: &Origin,
+    subject: &Subject<'_>,
+    action: &Action,
+) -> Result<(), ApiError> {
+    sh.audit
+        .write(sh.env.wall(), origin, subject, action)
+        .map_err(|_| {
+            crate::metrics::M.audit_failures.inc();
+            UNAVAILABLE
+        })
+}
+
+/// A run admitted (a resume with each interrupt's decision), before its admission is saved.
+/// `current` is the thread as it was: its pending interrupts say what each answer was for.
+pub(super) fn admission(
+    sh: &Shared,
+    origin: &Origin,
+    key: &ThreadKey,
+    (run_id, execution_id): (&str, &str),
+    kind: RunKind,
+    current: Option<&Thread>,
+    resume: Option<&[ResumeEntry]>,
+) -> Result<(), ApiError> {
+    let action = match kind {
+        RunKind::Resume => {
+            let pending = current.map_or(&[][..], |t| &t.doc.execution.pending[..]);
+            Action::Resume {
+                interrupts: crate::audit::resume_decisions(pending, resume.unwrap_or_default()),
+            }
+        }
+        RunKind::New => Action::RunAdmitted { mode: "new" },
+        RunKind::NextTurn => Action::RunAdmitted { mode: "next_turn" },
+        RunKind::Guidance => Action::RunAdmitted { mode: "guidance" },
+    };
+    let subject = Subject {
+        caller: &key.caller,
+        thread_id: &key.id,
+        run_id: Some(run_id),
+        execution_id: Some(execution_id),
+    };
+    write(sh, origin, &subject, &action)
+}
+
+/// A run's end, before its terminal event leaves. It has happened whatever the log says:
+/// a failure is logged, not refused.
+pub(super) fn run_end(
+    sh: &Shared,
+    run: &super::driver::RunArgs,
+    execution_id: &str,
+    outcome: &'static str,
+    usage: crate::quota::Used,
+) {
+    let subject = Subject {
+        caller: &run.thread.caller,
+        thread_id: &run.thread.id,
+        run_id: Some(&run.run_id),
+        execution_id: Some(execution_id),
+    };
+    let action = Action::RunEnd { outcome, usage };
+    if write(sh, &run.origin, &subject, &action).is_err() {
+        log::error!("run {}: its end is not in the audit log", run.run_id);
+    }
+}
+
+/// A cancel the route is about to carry out (the execution's run, if one is active).
+pub(super) fn cancel(
+    sh: &Shared,
+    origin: &Origin,
+    key: &ThreadKey,
+    execution_id: &str,
+    run_id: Option<&str>,
+) -> Result<(), ApiError> {
+    let subject = Subject {
+        caller: &key.caller,
+        thread_id: &key.id,
+        run_id,
+        execution_id: Some(execution_id),
+    };
+    write(sh, origin, &subject, &Action::Cancel)
+}
+
+/// A thread about to be deleted.
+pub(super) fn delete(sh: &Shared, origin: &Origin, key: &ThreadKey) -> Result<(), ApiError> {
+    let subject = Subject {
+        caller: &key.caller,
+        thread_id: &key.id,
+        run_id: None,
+        execution_id: None,
+    };
+    write(sh, origin, &subject, &Action::ThreadDelete)
+}
+
+/// A thread about to be deleted by `--thread-retention` (no request: the owner is named, no
+/// client).
+pub(super) fn expire(sh: &Shared, key: &ThreadKey) -> Result<(), ApiError> {
+    let subject = Subject {
+        caller: &key.caller,
+        thread_id: &key.id,
+        run_id: None,
+        execution_id: None,
+    };
+    write(sh, &Origin::default(), &subject, &Action::ThreadExpire)
+}

@@ -1,0 +1,287 @@
+//! The audit log (issue 44): one JSON line per decision that changes what the agent may do or
+//! what is kept (a run admitted, a resume's answers, a cancel, a thread deleted, a run's end),
+//! written before the decision is acknowledged. This file is the pure part: where a request
+//! came from, the record, a resume's decisions. `audit/file.rs` is the append-only file.
+//! Records are written on worker and call threads only, never on the event loop.
+
+mod file;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use serde_json::{Map, Value, json};
+
+use crate::agui::input::{ResumeEntry, ResumeStatus};
+use crate::principal::Caller;
+use crate::store::document::PendingInput;
+pub(crate) use file::{AuditFile, MAX_KEEP};
+
+/// Longest text of one field (ids, an option or a resource): a record stays bounded whatever
+/// a client sends.
+pub(crate) const MAX_FIELD_CHARS: usize = 256;
+/// Interrupts one resume record lists; past them it only counts.
+pub(crate) const MAX_INTERRUPTS: usize = 64;
+
+/// Where a request came from, as far as the audit record tells it (never a header's value
+/// other than the trace id).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Origin {
+    pub(crate) client: Option<SocketAddr>,
+    pub(crate) trace_id: Option<String>,
+}
+
+impl Origin {
+    /// The peer address and the W3C trace id of a `traceparent` header, if valid.
+    pub(crate) fn of(peer: Option<SocketAddr>, traceparent: Option<&[u8]>) -> Origin {
+        let trace_id = traceparent
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(trace_id)
+            .map(str::to_string);
+        Origin {
+            client: peer,
+            trace_id,
+        }
+    }
+}
+
+/// The trace-id of a W3C `traceparent` (`version-traceid-parentid-flags`, lowercase hex): the
+/// second field, when the header is valid. Kept alone so that full trace context can take it
+/// over.
+pub(crate) fn trace_id(traceparent: &str) -> Option<&str> {
+    let v = traceparent.trim();
+    let hex = |s: &str, n: usize| {
+        s.len() == n
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    let zero = |s: &str| s.bytes().all(|b| b == b'0');
+    let mut parts = v.split('-');
+    let (version, trace, parent, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    // Version 00 has exactly four fields; a later version may add some (the spec's rule for
+    // a version this code does not know).
+    let rest_ok = match version {
+        "00" => parts.next().is_none(),
+        _ => true,
+    };
+    let ok = hex(version, 2)
+        && version != "ff"
+        && hex(trace, 32)
+        && !zero(trace)
+        && hex(parent, 16)
+        && !zero(parent)
+        && hex(flags, 2)
+        && rest_ok;
+    ok.then_some(trace)
+}
+
+/// What was decided.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Action {
+    /// A run admitted: `new`, `next_turn` or `guidance`.
+    RunAdmitted {
+        mode: &'static str,
+    },
+    /// A resume admitted, with each interrupt's decision (`resume_decisions`).
+    Resume {
+        interrupts: Vec<Value>,
+    },
+    Cancel,
+    ThreadDelete,
+    /// A thread idle past `--thread-retention`, deleted by the server.
+    ThreadExpire,
+    /// A run's end: its outcome label (`success`, `interrupt`, an error code's, …) and usage.
+    RunEnd {
+        outcome: &'static str,
+        usage: crate::quota::Used,
+    },
+}
+
+impl Action {
+    fn event(&self) -> &'static str {
+        match self {
+            Action::RunAdmitted { .. } => "run.admitted",
+            Action::Resume { .. } => "resume",
+            Action::Cancel => "cancel",
+            Action::ThreadDelete => "thread.delete",
+            Action::ThreadExpire => "thread.expire",
+            Action::RunEnd { .. } => "run.end",
+        }
+    }
+}
+
+/// Whom and what the decision is about.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Subject<'a> {
+    pub(crate) caller: &'a Caller,
+    pub(crate) thread_id: &'a str,
+    pub(crate) run_id: Option<&'a str>,
+    pub(crate) execution_id: Option<&'a str>,
+}
+
+/// `s` cut to `MAX_FIELD_CHARS` characters.
+fn bounded(s: &str) -> String {
+    match s.char_indices().nth(MAX_FIELD_CHARS) {
+        Some((i, _)) => s[..i].to_string(),
+        None => s.to_string(),
+    }
+}
+
+/// One record: a JSON object on one line, ending in `\n`.
+pub(crate) fn record(
+    at: SystemTime,
+    origin: &Origin,
+    subject: &Subject<'_>,
+    action: &Action,
+) -> Vec<u8> {
+    let mut r = Map::new();
+    r.insert("time".into(), crate::rfc3339::format_millis(at).into());
+    r.insert("event".into(), action.event().into());
+    let caller = subject.caller.name().map_or("shared".into(), bounded);
+    r.insert("caller".into(), caller.into());
+    r.insert("threadId".into(), bounded(subject.thread_id).into());
+    if let Some(run) = subject.run_id {
+        r.insert("runId".into(), bounded(run).into());
+    }
+    if let Some(exec) = subject.execution_id.filter(|e| !e.is_empty()) {
+        r.insert("executionId".into(), bounded(exec).into());
+    }
+    if let Some(c) = origin.client {
+        r.insert("client".into(), c.to_string().into());
+    }
+    if let Some(t) = &origin.trace_id {
+        r.insert("traceId".into(), bounded(t).into());
+    }
+    match action {
+        Action::RunAdmitted { mode } => {
+            r.insert("mode".into(), (*mode).into());
+        }
+        Action::Resume { interrupts } => {
+            r.insert("mode".into(), "resume".into());
+            let listed: Vec<Value> = interrupts.iter().take(MAX_INTERRUPTS).cloned().collect();
+            if interrupts.len() > MAX_INTERRUPTS {
+                r.insert(
+                    "interruptsOmitted".into(),
+                    (interrupts.len() - MAX_INTERRUPTS).into(),
+                );
+            }
+            r.insert("interrupts".into(), listed.into());
+        }
+        Action::Cancel | Action::ThreadDelete | Action::ThreadExpire => {}
+        Action::RunEnd { outcome, usage } => {
+            r.insert("outcome".into(), (*outcome).into());
+            r.insert(
+                "usage".into(),
+                json!({
+                    "inputTokens": usage.input_tokens,
+                    "outputTokens": usage.output_tokens,
+                    "totalTokens": usage.total_tokens,
+                    "cachedInputTokens": usage.cached_input_tokens,
+                }),
+            );
+        }
+    }
+    let mut line = serde_json::to_vec(&Value::Object(r)).unwrap_or_default();
+    line.push(b'\n');
+    line
+}
+
+/// Each answered interrupt: its id, its kind (the stored interrupt's, `unknown` when none is
+/// pending under that id) and the decision: `allow_once`/`deny` (a permission), `selected`
+/// with the `option` or `resource`, `free_text` (never the text), `cancelled`, or `answered`.
+/// Payload values other than these never reach the record.
+pub(crate) fn resume_decisions(
+    pending: &[(String, PendingInput)],
+    resume: &[ResumeEntry],
+) -> Vec<Value> {
+    resume
+        .iter()
+        .map(|e| {
+            let value = pending
+                .iter()
+                .find(|(id, _)| *id == e.interrupt_id)
+                .map(|(_, p)| &p.value);
+            let kind = value
+                .and_then(|v| v.get("kind"))
+                .and_then(Value::as_str)
+                .unwrap_or("unknown");
+            let mut d = Map::new();
+            d.insert("id".into(), bounded(&e.interrupt_id).into());
+            d.insert("kind".into(), bounded(kind).into());
+            decision(&mut d, e.status, e.payload.as_ref());
+            Value::Object(d)
+        })
+        .collect()
+}
+
+fn decision(d: &mut Map<String, Value>, status: ResumeStatus, payload: Option<&Value>) {
+    let text = |k: &str| payload.and_then(|p| p.get(k)).and_then(Value::as_str);
+    let word = |s: &str| {
+        !s.is_empty() && s.len() <= 32 && s.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+    };
+    let decided = if status == ResumeStatus::Cancelled {
+        "cancelled".to_string()
+    } else if let Some(choice) = text("decision") {
+        // A permission's answer is a word of its schema; anything else is not copied.
+        if word(choice) { choice } else { "other" }.to_string()
+    } else if let Some(id) = text("selectedId") {
+        d.insert("option".into(), bounded(id).into());
+        "selected".into()
+    } else if text("freeText").is_some() {
+        "free_text".into()
+    } else if let Some(s) = text("status") {
+        if s == "selected" {
+            if let Some(v) = text("value") {
+                d.insert("resource".into(), bounded(v).into());
+            }
+            "selected".into()
+        } else {
+            "cancelled".into()
+        }
+    } else {
+        "answered".into()
+    };
+    d.insert("decision".into(), decided.into());
+}
+
+/// Why a decision could not be recorded (the request is then refused, nothing done).
+#[derive(Debug)]
+pub struct AuditUnavailable(pub(crate) std::io::Error);
+
+impl std::fmt::Display for AuditUnavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the audit log cannot be written: {}", self.0)
+    }
+}
+
+/// The server's audit log, or none (`--audit-log` not given): cheap to clone.
+#[derive(Clone, Default)]
+pub struct Audit(Option<Arc<AuditFile>>);
+
+impl Audit {
+    pub(crate) fn to(file: Arc<AuditFile>) -> Audit {
+        Audit(Some(file))
+    }
+
+    /// Append the decision's record, fsync'd, before it is acknowledged. Off: `Ok` at once.
+    pub(crate) fn write(
+        &self,
+        at: SystemTime,
+        origin: &Origin,
+        subject: &Subject<'_>,
+        action: &Action,
+    ) -> Result<(), AuditUnavailable> {
+        let Some(file) = &self.0 else {
+            return Ok(());
+        };
+        file.append(&record(at, origin, subject, action))
+            .map_err(|e| {
+                log::error!("audit log: {e}");
+                AuditUnavailable(e)
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests;
