@@ -147,17 +147,8 @@ fn open(p: &Procs, body: &Value) -> (Reader, Value) {
     let mut r = Reader::new(sock);
     let (status, _) = r.head().expect("a head");
     assert_eq!(status, 200);
-    let mut raw = Vec::new();
-    loop {
-        raw.extend(r.chunk().expect("the stream goes on"));
-        if let Some(s) = sse_events(&raw)
-            .0
-            .into_iter()
-            .find(|e| e["name"] == "iac-code.session.v1")
-        {
-            return (r, s["value"].clone());
-        }
-    }
+    let (_, session) = r.until_session();
+    (r, session)
 }
 
 fn mode_of(path: &Path) -> u32 {

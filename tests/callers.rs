@@ -176,17 +176,8 @@ fn open(p: &Procs, who: &[(&'static str, String)], body: &Value) -> (Reader, Val
     let mut r = Reader::new(sock);
     let (status, _) = r.head().expect("a head");
     assert_eq!(status, 200);
-    let mut raw = Vec::new();
-    loop {
-        raw.extend(r.chunk().expect("the stream goes on"));
-        if let Some(s) = sse_events(&raw)
-            .0
-            .into_iter()
-            .find(|e| e["name"] == "iac-code.session.v1")
-        {
-            return (r, s["value"].clone());
-        }
-    }
+    let (_, session) = r.until_session();
+    (r, session)
 }
 
 /// The rest of a stream's events.

@@ -27,17 +27,8 @@ fn open(p: &Procs, thread: &str, text: &str) -> (Reader, Vec<u8>, Value) {
     .unwrap();
     let mut r = Reader::new(s);
     assert_eq!(r.head().unwrap().0, 200);
-    let mut raw = Vec::new();
-    loop {
-        raw.extend(r.chunk().expect("the stream goes on"));
-        if let Some(e) = sse_events(&raw)
-            .0
-            .into_iter()
-            .find(|e| e["name"] == "iac-code.session.v1")
-        {
-            return (r, raw, e["value"].clone());
-        }
-    }
+    let (raw, session) = r.until_session();
+    (r, raw, session)
 }
 
 fn rest(mut r: Reader, mut raw: Vec<u8>) -> Vec<Value> {

@@ -300,20 +300,9 @@ fn detached_runs_wait_out_their_grace_on_the_loops_timers_not_a_thread_each() {
         .collect();
     let mut tasks = Vec::new();
     let mut held = Vec::new();
-    for r in streams {
-        let mut r = r;
-        let mut raw = Vec::new();
-        let session = loop {
-            raw.extend(r.chunk().expect("the stream goes on"));
-            if let Some(e) = sse_events(&raw)
-                .0
-                .into_iter()
-                .find(|e| e["name"] == "iac-code.session.v1")
-            {
-                break e;
-            }
-        };
-        tasks.push(session["value"]["taskId"].as_str().unwrap().to_string());
+    for mut r in streams {
+        let (_, session) = r.until_session();
+        tasks.push(session["taskId"].as_str().unwrap().to_string());
         held.push(r);
     }
     let before = threads();

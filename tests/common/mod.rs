@@ -268,6 +268,22 @@ impl Reader {
         Some(data)
     }
 
+    /// Read chunks until the session event arrived: the bytes read (whole chunks) and the
+    /// event's `value`.
+    pub fn until_session(&mut self) -> (Vec<u8>, serde_json::Value) {
+        let mut raw = Vec::new();
+        loop {
+            raw.extend(self.chunk().expect("the stream goes on"));
+            if let Some(e) = sse_events(&raw)
+                .0
+                .into_iter()
+                .find(|e| e["name"] == "iac-code.session.v1")
+            {
+                return (raw, e["value"].clone());
+            }
+        }
+    }
+
     /// Whether the server has closed the connection already (reads what is there, never
     /// waits): after `TestServer::settle`, a close the loop decided has arrived.
     pub fn closed_now(&mut self) -> bool {
