@@ -770,6 +770,30 @@ def scenario_ts_stop_v1(args, w):
             demo.wait(5)
 
 
+def py_sdk_listed(s, port, thread, interrupt):
+    """The thread's page names its pending interrupt whole: without the `kind` and `summary`
+    beside it, the SDK 1.0's `Interrupt` model reads it (every warning an error) as the one
+    RUN_FINISHED carried."""
+    import warnings
+    from ag_ui.core import Interrupt
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    c.request("GET", f"/threads/{thread}")
+    page = json.loads(c.getresponse().read())
+    c.close()
+    found = page.get("interrupts") or []
+    expect(s, len(found) == 1, f"{thread}: the page's interrupts {found}")
+    rest = {k: v for k, v in found[0].items() if k not in ("kind", "summary")}
+    expect(s, found[0].get("kind") == interrupt["metadata"].get("kind") and found[0].get("summary"),
+           f"{thread}: kind and summary {found[0]}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            read = Interrupt.model_validate(rest).model_dump(mode="json", by_alias=True, exclude_none=True)
+        except Exception as ex:  # noqa: BLE001
+            fail(s, f"{thread}: the SDK refused or warned on the listed interrupt: {ex}")
+    expect(s, read == interrupt, f"{thread}: listed {read} is not {interrupt}")
+
+
 def py_sdk_turn(s, port, body, path):
     """One run posted as the Python SDK 1.0 serializes it, its SSE kept at `path` (for
     ag-ui-validate); each event parsed by the SDK's own models with every warning an error."""
@@ -801,7 +825,9 @@ def scenario_input_kinds_v1(args, w):
     """Issue 47 with the official 1.0 clients, on `--demo`: a cloud resource selection, a
     candidate choice and a deployment confirmation each end a run in an interrupt with a reason of its own, parsed (strict)
     by `HttpAgent` and by the Python SDK's models (a warning from either fails), then resumed,
-    `selected`, to success; each Python stream is also clean for ag-ui-validate."""
+    `selected`, to success; each Python stream is also clean for ag-ui-validate. Each pending
+    interrupt is also read back from the thread listing and page by both clients (issue 47:
+    "parse every new interrupt and listing").
     s = "input kinds with the 1.0 clients"
     script = os.environ.get("IAC_AGUI_TS_KINDS_V1")
     tool = os.environ.get("IAC_AGUI_VALIDATOR")
@@ -834,6 +860,7 @@ def scenario_input_kinds_v1(args, w):
             expect(s, outcome(ev) == "interrupt", f"{thread}: {outcome(ev)}")
             intr = ev[-1]["outcome"]["interrupts"]
             expect(s, len(intr) == 1 and intr[0]["reason"] == reason, f"{thread}: {intr}")
+            py_sdk_listed(s, port, thread, intr[0])
             resume = {"threadId": thread, "runId": thread + "-r2", "forwardedProps": props, "messages": [],
                       "resume": [{"interruptId": intr[0]["id"], "status": "resolved", "payload": payload(intr[0])}]}
             ev = py_sdk_turn(s, port, resume, os.path.join(w.dir, f"{thread}-2.sse"))

@@ -52,6 +52,28 @@ function checkInterrupt(flow, i, reason) {
   if (!i.responseSchema?.oneOf) fail(flow, `no responseSchema: ${JSON.stringify(i)}`);
 }
 
+/** The thread's listing entry and its own page name the pending interrupt whole: without the
+ * listing's `kind` and `summary` beside it, it parses as an AG-UI 1.0 `Interrupt` (strict) and
+ * is the one RUN_FINISHED carried. */
+async function listed(flow, threadId, interrupt) {
+  const page = await (await fetch(new URL("/threads?status=interrupted&limit=200", url))).json();
+  const entry = (page.threads ?? []).find((t) => t.threadId === threadId);
+  if (!entry) fail(flow, `thread ${threadId} not listed as interrupted: ${JSON.stringify(page)}`);
+  const one = await (await fetch(new URL(`/threads/${encodeURIComponent(threadId)}`, url))).json();
+  for (const [where, found] of [["listing", entry.interrupts], ["thread", one.interrupts]]) {
+    if (!Array.isArray(found) || found.length !== 1) fail(flow, `${where}: interrupts ${JSON.stringify(found)}`);
+    const { kind, summary, ...rest } = found[0];
+    if (kind !== interrupt.metadata?.kind || typeof summary !== "string" || !summary) {
+      fail(flow, `${where}: kind ${kind}, summary ${summary}`);
+    }
+    const r = schemas.InterruptSchema.strict().safeParse(rest);
+    if (!r.success) fail(flow, `${where}: the pending interrupt does not parse strictly: ${r.error.message}`);
+    if (JSON.stringify(r.data) !== JSON.stringify(interrupt)) {
+      fail(flow, `${where}: ${JSON.stringify(r.data)} is not the interrupt the run ended with ${JSON.stringify(interrupt)}`);
+    }
+  }
+}
+
 const caps = await (await fetch(new URL("/capabilities", url))).json();
 const selector = caps.custom?.iacCode?.resourceSelector;
 if (!selector) fail("capabilities", `no resourceSelector in ${JSON.stringify(caps)}`);
@@ -66,6 +88,7 @@ const props = { iacCode: { schemaVersion: 1, rosInvocationId: "ros-kinds", resou
   const i = first.interrupts[0];
   checkInterrupt("select", i, "cloud_resource_selection");
   if (i.metadata?.selector?.id !== "vpc.vswitch") fail("select", `selector ${JSON.stringify(i.metadata)}`);
+  await listed("select", agent.threadId, i);
   const r = await run("select resume", agent, {
     forwardedProps: props,
     resume: [{ interruptId: i.id, status: "resolved", payload: { status: "selected", value: "vsw-ts1", label: "TS" } }],
@@ -106,5 +129,5 @@ const props = { iacCode: { schemaVersion: 1, rosInvocationId: "ros-kinds", resou
   if (r.outcome !== "success") fail("confirm resume", `outcome ${r.outcome}`);
 }
 
-console.log("ts-kinds-v1 ok: cloud_resource_selection, candidate_selection and deployment_confirmation interrupts parsed strictly and resumed");
+console.log("ts-kinds-v1 ok: cloud_resource_selection, candidate_selection and deployment_confirmation interrupts parsed strictly and resumed; the pending selection read from the thread listing and page");
 process.exit(0);
