@@ -14,7 +14,7 @@ pub use requests::{
     BodyError, CancelRequest, RunBodyError, RunRequest, SubscribeRequest, ThreadsQuery,
     ThreadsRequest, parse_json,
 };
-pub use stream::{RunStream, StreamTap};
+pub use stream::{Departure, RunStream, StreamTap};
 
 use crate::catalog::Msg;
 use crate::clock::{Clock, SystemClock};

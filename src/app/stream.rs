@@ -23,17 +23,24 @@ pub trait StreamTap: Send + Sync {
     fn end(&self, delivered: bool);
     /// `end` was called.
     fn ended(&self) -> bool;
-    /// The client left and the run goes on without it: events reach only the tap.
-    fn detached(&self) -> bool;
-    /// A departed client may be waited for (a disconnect grace is configured).
-    fn has_grace(&self) -> bool;
-    /// A departed client does not stop the run yet (its grace window is still open).
-    fn holds_run(&self) -> bool;
+    /// Whether the tap keeps the run going for a client that leaves.
+    fn departure(&self) -> Departure;
     /// Take over a stop hook (to run it only when the grace ends). The default runs it when
     /// the client goes away or the server shuts down, like a stream without a tap.
     fn on_stop(&self, outbox: &Outbox, hook: Box<dyn FnOnce() + Send>) {
         outbox.on_stop(hook);
     }
+}
+
+/// What a [`StreamTap`] does for a client that leaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Departure {
+    /// A departed client stops the run (no grace, or the grace is over).
+    Stops,
+    /// A departed client is waited for: the run goes on (its grace has not begun or is open).
+    Waited,
+    /// The client left and the run goes on without it: events reach only the tap.
+    Detached,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,8 +109,10 @@ impl<'a> RunStream<'a> {
         self.tap = Some(tap);
     }
 
-    fn detached(&self) -> bool {
-        self.tap.as_ref().is_some_and(|t| t.detached())
+    fn departure(&self) -> Departure {
+        self.tap
+            .as_ref()
+            .map_or(Departure::Stops, |t| t.departure())
     }
 
     /// Queue one framed event: to the tap, then to the client unless it left during a
@@ -115,20 +124,11 @@ impl<'a> RunStream<'a> {
         }
         crate::metrics::M.events_sent.inc();
         crate::metrics::M.bytes_sent.add(data.len() as u64);
-        if self.detached() {
-            return if self.client_gone() {
-                Err(Stopped)
-            } else {
-                Ok(())
-            };
-        }
-        match self.outbox.send(Reply::Event(data)) {
-            Err(Stopped)
-                if !self.client_gone() && self.tap.as_ref().is_some_and(|t| t.has_grace()) =>
-            {
-                Ok(())
-            }
-            r => r,
+        match self.departure() {
+            Departure::Detached => Ok(()),
+            // The loop stopped the job a moment before the tap detached the run.
+            Departure::Waited => self.outbox.send(Reply::Event(data)).or(Ok(())),
+            Departure::Stops => self.outbox.send(Reply::Event(data)),
         }
     }
 
@@ -193,7 +193,7 @@ impl<'a> RunStream<'a> {
     /// Before an upstream read: flush held events and wait while the client is behind (see
     /// `Outbox::wait_writable`); a detached run only flushes.
     pub(crate) fn before_read(&self) {
-        if self.detached() {
+        if self.departure() == Departure::Detached {
             self.outbox.flush();
         } else {
             self.outbox.wait_writable();
@@ -291,7 +291,7 @@ impl<'a> RunStream<'a> {
     /// The client went away (EOF, error, stalled output) and no tap holds the run for it.
     pub(crate) fn client_gone(&self) -> bool {
         self.outbox.stop_reason() == Some(StopReason::ClientGone)
-            && !self.tap.as_ref().is_some_and(|t| t.holds_run())
+            && self.departure() == Departure::Stops
     }
 
     /// The server is shutting down.

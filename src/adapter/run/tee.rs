@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::adapter::replay::RunLog;
 use crate::adapter::shared::RunControl;
-use crate::app::StreamTap;
+use crate::app::{Departure, StreamTap};
 use crate::clock::Clock;
 use crate::server::job::{Frame, Outbox, StopReason};
 use crate::sync::lock;
@@ -90,20 +90,18 @@ impl StreamTap for RunTee {
         self.log.ended()
     }
 
-    fn detached(&self) -> bool {
-        self.control.detached()
-    }
-
-    fn has_grace(&self) -> bool {
-        !self.grace.is_zero()
-    }
-
-    fn holds_run(&self) -> bool {
-        self.has_grace() && !lock(&self.held).ran
+    fn departure(&self) -> Departure {
+        if self.grace.is_zero() || lock(&self.held).ran {
+            Departure::Stops
+        } else if self.control.detached() {
+            Departure::Detached
+        } else {
+            Departure::Waited
+        }
     }
 
     fn on_stop(&self, outbox: &Outbox, hook: Box<dyn FnOnce() + Send>) {
-        if !self.has_grace() {
+        if self.grace.is_zero() {
             return outbox.on_stop(hook);
         }
         let first = {
