@@ -8,6 +8,7 @@ pub(crate) mod fair;
 pub mod http;
 pub(crate) mod job;
 pub(crate) mod out;
+pub(crate) mod step;
 pub(crate) mod timers;
 
 use std::time::Duration;
