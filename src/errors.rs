@@ -1,7 +1,12 @@
-//! Error codes exactly as the reference spells them, and the JSON error envelope.
+//! Error codes exactly as the reference spells them, the JSON error envelope, and its HTTP
+//! response (`ApiError::response`).
 
+use serde_json::Value;
+
+use crate::agui::field::FieldError;
 use crate::catalog::Msg;
 use crate::i18n::Lang;
+use crate::server::http::Response;
 
 /// Every code the server can return, before or inside the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -149,6 +154,49 @@ impl ApiError {
     pub(crate) fn body(self, lang: Lang) -> Vec<u8> {
         let body = serde_json::json!({"error": {"code": self.code.as_str(), "message": self.msg.text(lang)}});
         serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec())
+    }
+}
+
+impl ApiError {
+    /// The `{"error":{"code","message"}}` response with the code's status.
+    pub fn response(self, lang: Lang) -> Response {
+        self.response_with(lang, serde_json::Map::new())
+    }
+
+    /// `400 INVALID_INPUT` naming the field that is wrong, in `lang`.
+    pub fn invalid_field(e: &FieldError, lang: Lang) -> Response {
+        Self::invalid_input(e.message(lang))
+    }
+
+    /// `400 INVALID_INPUT` with a message already in the request's language.
+    pub fn invalid_input(message: String) -> Response {
+        Self::with_message(Code::InvalidInput, message)
+    }
+
+    /// `code`'s response with a message already in the request's language.
+    pub fn with_message(code: Code, message: String) -> Response {
+        let body = serde_json::json!({"error": {"code": code.as_str(), "message": message}});
+        Response::json(
+            code.http_status(),
+            serde_json::to_vec(&body).unwrap_or_default(),
+        )
+    }
+
+    /// The response with `extra` keys in the error object after `code` and `message`.
+    pub fn response_with(self, lang: Lang, extra: serde_json::Map<String, Value>) -> Response {
+        let status = self.code.http_status();
+        if status == 503 {
+            crate::metrics::M.unavailable.inc(self.code.as_str());
+        }
+        if extra.is_empty() {
+            return Response::json(status, self.body(lang));
+        }
+        let mut error = serde_json::Map::new();
+        error.insert("code".into(), self.code.as_str().into());
+        error.insert("message".into(), self.msg.text(lang).into());
+        error.extend(extra);
+        let body = serde_json::to_vec(&serde_json::json!({ "error": error })).unwrap_or_default();
+        Response::json(status, body)
     }
 }
 

@@ -1,14 +1,12 @@
-//! The three bodies the workers take (run, cancel, subscribe), parsed into typed requests, and
-//! what a refused request looks like on the wire.
+//! The three bodies the workers take (run, cancel, subscribe), parsed into typed requests
+//! (what a refused request looks like on the wire is `ApiError`'s, in `errors.rs`).
 
 use serde_json::Value;
 
 use crate::agui::field::{FieldError, Problem};
-use crate::errors::{ApiError, Code};
 use crate::i18n::{self, Lang};
 use crate::limits;
 use crate::principal::Caller;
-use crate::server::http::Response;
 
 /// A `POST /` body that is a JSON object, with the languages decided so far. The envelope
 /// itself is validated by the backend.
@@ -380,49 +378,6 @@ pub fn parse_json(body: &[u8]) -> Option<Value> {
         return None;
     }
     serde_json::from_slice(body).ok()
-}
-
-impl ApiError {
-    /// The `{"error":{"code","message"}}` response with the code's status.
-    pub fn response(self, lang: Lang) -> Response {
-        self.response_with(lang, serde_json::Map::new())
-    }
-
-    /// `400 INVALID_INPUT` naming the field that is wrong, in `lang`.
-    pub fn invalid_field(e: &FieldError, lang: Lang) -> Response {
-        Self::invalid_input(e.message(lang))
-    }
-
-    /// `400 INVALID_INPUT` with a message already in the request's language.
-    pub fn invalid_input(message: String) -> Response {
-        Self::with_message(Code::InvalidInput, message)
-    }
-
-    /// `code`'s response with a message already in the request's language.
-    pub fn with_message(code: Code, message: String) -> Response {
-        let body = serde_json::json!({"error": {"code": code.as_str(), "message": message}});
-        Response::json(
-            code.http_status(),
-            serde_json::to_vec(&body).unwrap_or_default(),
-        )
-    }
-
-    /// The response with `extra` keys in the error object after `code` and `message`.
-    pub fn response_with(self, lang: Lang, extra: serde_json::Map<String, Value>) -> Response {
-        let status = self.code.http_status();
-        if status == 503 {
-            crate::metrics::M.unavailable.inc(self.code.as_str());
-        }
-        if extra.is_empty() {
-            return Response::json(status, self.body(lang));
-        }
-        let mut error = serde_json::Map::new();
-        error.insert("code".into(), self.code.as_str().into());
-        error.insert("message".into(), self.msg.text(lang).into());
-        error.extend(extra);
-        let body = serde_json::to_vec(&serde_json::json!({ "error": error })).unwrap_or_default();
-        Response::json(status, body)
-    }
 }
 
 #[cfg(test)]

@@ -12,9 +12,10 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use super::conn::{BodyRead, Conn, Reservation, State};
-use super::http::{self, ChunkError, ChunkedDecoder, Framing, Response};
+use super::http::{self, ChunkedDecoder, Framing, Response};
 use super::job::{self, ConnId, Inbox, Reply, StopReason};
 use super::out::OutBuf;
+use super::step::{self, Step};
 use super::timers::{Alarms, Clock, SystemClock, TimerSet};
 use super::{Handler, HeadDecision, Request, ServerConfig};
 use crate::budget::Ledger;
@@ -410,130 +411,67 @@ impl<H: Handler> Server<H> {
         }
     }
 
+    /// Carry out the connection's steps until one waits or closes ([`step::step`] decides).
     fn advance(&mut self, slot: usize) {
         let now = self.clock.now();
-        let watermark = self.cfg.max_output_bytes / 2;
-        let shutting_down = matches!(self.drain, Some(Drain::Final { .. }));
+        let limits = step::Limits {
+            watermark: self.cfg.max_output_bytes / 2,
+            max_buffered_while_busy: limits::MAX_BUFFERED_WHILE_BUSY,
+            header_timeout: self.cfg.header_timeout,
+            body_budget: self.cfg.body_budget,
+            body_budget_exempt: self.cfg.body_budget_exempt,
+            shutting_down: matches!(self.drain, Some(Drain::Final { .. })),
+        };
         loop {
             let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
                 return;
             };
-            let pending = conn.pending_out();
-            match &mut conn.state {
-                State::ReadingHead { started } => {
-                    if shutting_down {
-                        conn.state = State::Closing;
-                        continue;
-                    }
-                    if pending > watermark {
-                        // A pipelining client that does not read its answers waits here.
-                        if conn.inbuf.len() > limits::MAX_BUFFERED_WHILE_BUSY {
-                            self.close(slot, "pipelined flood");
-                        }
-                        return;
-                    }
-                    if conn.inbuf.is_empty() {
-                        if conn.peer_eof {
-                            // A half-closed client still gets the answers already queued.
-                            conn.state = State::Closing;
-                            conn.read_deadline = None;
-                        }
-                        return;
-                    }
-                    match http::parse_head(&conn.inbuf) {
-                        Err(e) => {
-                            let r = Response::text(e.status(), http::reason(e.status())).closing();
-                            self.respond(slot, r, false, false);
-                            return;
-                        }
-                        Ok(None) => {
-                            if !*started {
-                                *started = true;
-                                conn.read_deadline = Some(now + self.cfg.header_timeout);
-                            }
-                            if conn.peer_eof {
-                                self.close(slot, "eof in head");
-                            }
-                            return;
-                        }
-                        Ok(Some((head, used))) => {
-                            conn.inbuf.drain(..used);
-                            self.on_head(slot, head, now);
-                        }
-                    }
+            let input = step::Input {
+                inbuf: &conn.inbuf,
+                pending_out: conn.pending_out(),
+                peer_eof: conn.peer_eof,
+                now,
+            };
+            match step::step(&mut conn.state, &input, &limits) {
+                Step::Wait { used } => {
+                    conn.inbuf.drain(..used);
+                    return;
                 }
-                State::ReadingBody(b) => {
-                    let complete = match &mut b.chunked {
-                        None => {
-                            let take = (conn.inbuf.len() as u64).min(b.remaining) as usize;
-                            b.body.extend_from_slice(&conn.inbuf[..take]);
-                            conn.inbuf.drain(..take);
-                            b.remaining -= take as u64;
-                            b.remaining == 0
-                        }
-                        Some(dec) => match dec.decode(&conn.inbuf, &mut b.body, b.limit) {
-                            Ok(used) => {
-                                // A chunked body is counted against the budget as it grows.
-                                if b.body.len() > self.cfg.body_budget_exempt
-                                    && !b.reserved.grow_to(self.cfg.body_budget, b.body.len())
-                                {
-                                    let r = self.handler.over_body_budget(&b.head).closing();
-                                    self.respond(slot, r, false, false);
-                                    return;
-                                }
-                                conn.inbuf.drain(..used);
-                                dec.is_done()
-                            }
-                            Err(ChunkError::TooLarge) => {
-                                let r = b.too_large.clone().closing();
-                                self.respond(slot, r, false, false);
-                                return;
-                            }
-                            Err(ChunkError::Malformed) => {
-                                let r = Response::text(400, "Bad Request").closing();
-                                self.respond(slot, r, false, false);
-                                return;
-                            }
-                        },
-                    };
-                    if !complete {
-                        if conn.peer_eof {
-                            self.close(slot, "eof in body");
-                        }
-                        return;
-                    }
-                    let State::ReadingBody(b) =
-                        std::mem::replace(&mut conn.state, State::ReadingHead { started: false })
-                    else {
+                Step::HeadBegun { deadline } => {
+                    conn.read_deadline = Some(deadline);
+                    return;
+                }
+                Step::HalfClosed => {
+                    conn.read_deadline = None;
+                    return;
+                }
+                Step::Refuse(r) => {
+                    self.respond(slot, r, false, false);
+                    return;
+                }
+                Step::OverBodyBudget => {
+                    let State::ReadingBody(b) = &conn.state else {
                         return;
                     };
+                    let r = self.handler.over_body_budget(&b.head).closing();
+                    self.respond(slot, r, false, false);
+                    return;
+                }
+                Step::Head { head, used } => {
+                    conn.inbuf.drain(..used);
+                    self.on_head(slot, head, now);
+                }
+                Step::Dispatch { body, used } => {
+                    conn.inbuf.drain(..used);
                     // A stream may stay open for hours: the request's bytes are not kept
                     // (a next request on the connection reads into a new buffer).
                     if conn.inbuf.is_empty() {
                         conn.inbuf = Vec::new();
                     }
-                    self.dispatch(slot, *b);
+                    self.dispatch(slot, *body);
                 }
-                State::Dispatched { .. } | State::Streaming { .. } => {
-                    if conn.peer_eof {
-                        // uvicorn treats a half-close as a disconnect; so does the reference.
-                        self.close(slot, "client gone");
-                    } else if conn.inbuf.len() > limits::MAX_BUFFERED_WHILE_BUSY {
-                        self.close(slot, "input flood while busy");
-                    }
-                    return;
-                }
-                State::Closing => {
-                    conn.inbuf.clear();
-                    return;
-                }
-                State::Lingering { left } => {
-                    let read = conn.inbuf.len();
-                    conn.inbuf.clear();
-                    *left = left.saturating_sub(read);
-                    if *left == 0 || conn.peer_eof {
-                        self.close(slot, "done");
-                    }
+                Step::Close(why) => {
+                    self.close(slot, why);
                     return;
                 }
             }

@@ -7,6 +7,7 @@ pub mod event_loop;
 pub mod http;
 pub(crate) mod job;
 pub(crate) mod out;
+pub(crate) mod step;
 pub(crate) mod timers;
 
 use std::time::Duration;

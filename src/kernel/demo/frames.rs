@@ -372,3 +372,21 @@ pub(super) fn doubles(v: Value) -> Value {
         other => other,
     }
 }
+
+/// The steps the demo's scripts speak in (`scripts.rs`).
+impl Emitter<'_> {
+    pub(super) fn meta_state(&mut self, state: &'static str) -> Result<(), Stop> {
+        let iac = self.with_session(json!({}));
+        self.status(state, None, true, iac)
+    }
+
+    /// One working pipeline event scoped to `step`.
+    pub(super) fn on_step(
+        &mut self,
+        event_type: &str,
+        data: Value,
+        step: &Value,
+    ) -> Result<(), Stop> {
+        self.emit(event_type, "step", "working", data, json!({"step": step}))
+    }
+}

@@ -234,13 +234,6 @@ pub(super) fn run_script(em: &mut Emitter<'_>, script: Script, text: &str) -> Re
     }
 }
 
-impl Emitter<'_> {
-    pub(super) fn meta_state(&mut self, state: &'static str) -> Result<(), Stop> {
-        let iac = self.with_session(json!({}));
-        self.status(state, None, true, iac)
-    }
-}
-
 pub(super) fn permission_input(em: &Emitter<'_>, tool: &str, command: &str) -> Value {
     json!({"options": [{"label": "Allow once", "id": "allow_once"}, {"label": "Deny", "id": "deny"}], "title": "Run a local shell command", "safeSummary": format!("bash: {{\"command\":\"{command}\"}}"), "isReadOnly": false, "kind": "permission", "language": "en", "inputId": format!("permission-{}", ids::hex32()), "requestTaskId": em.task_id, "target": format!("the current local workspace; command: {command}"), "required": true, "schemaVersion": 1.0, "effect": "local_execution", "contextId": em.context_id, "purpose": "Execute a local command needed for the requested infrastructure task.", "toolName": "bash", "toolUseId": tool, "prompt": "Allow this command to run once?"})
 }
@@ -413,18 +406,6 @@ pub(super) fn check_resource_answer(message: &Value, pending: &Value) -> Result<
         return bad("source mismatch");
     }
     Ok(r.clone())
-}
-
-impl Emitter<'_> {
-    /// One working pipeline event scoped to `step`.
-    pub(super) fn on_step(
-        &mut self,
-        event_type: &str,
-        data: Value,
-        step: &Value,
-    ) -> Result<(), Stop> {
-        self.emit(event_type, "step", "working", data, json!({"step": step}))
-    }
 }
 
 pub(super) fn step(id: &str, index: f64) -> Value {
