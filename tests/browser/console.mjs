@@ -587,6 +587,9 @@ try {
     await settled("confirm-reload", n);
     const said = await saidAfter();
     if (!said.includes("Action reselect; parameter overrides {}.")) fail("confirm-reload", `the kernel said ${JSON.stringify(said)}`);
+    const thread = await v1.$eval("#thread", (e) => e.value);
+    await v1.waitForFunction((id) => { const r = document.querySelector(`#threads .thread[data-thread-id="${id}"]`); return r && !r.querySelector(".badge"); }, { timeout: 10000 }, thread)
+      .catch(() => fail("confirm-reload", "the answered thread is still listed as waiting"));
     await shot1("23-confirmation-after-reload");
     await v1.close();
   });
