@@ -509,7 +509,7 @@ try {
     await shot1("18-confirmed");
   });
 
-  await step("1.0: a deployment confirmation answered by its Cancel action, then by free text", async () => {
+  await step("1.0: a deployment confirmation answered by its Cancel action, by free text, dismissed", async () => {
     let n = await runEnds();
     await say(v1, "pipeline confirm");
     await liveForm("confirm-cancel", "button[data-action=cancel]");
@@ -525,7 +525,14 @@ try {
     await settled("confirm-free", n);
     said = await saidAfter();
     if (!said.includes("Not a structured confirmation: wait until Monday")) fail("confirm-free", `the kernel said ${JSON.stringify(said)}`);
-    await shot1("19-confirmation-cancel-free");
+    // Dismiss is not the kernel's Cancel action: it cancels the run itself.
+    n = await runEnds();
+    await say(v1, "pipeline confirm");
+    await liveForm("confirm-dismiss", "button[data-action=confirm]");
+    await v1.click(".interrupt button:not([disabled])::-p-text(Dismiss)");
+    await settled("confirm-dismiss", n, "cancelled");
+    if (!(await answered())) fail("confirm-dismiss", "the dismissed form takes, or looks as if it takes, an answer");
+    await shot1("19-confirmation-cancel-free-dismiss");
   });
 
   await step("1.0: a candidate choice: a button per candidate, one picked, then one dismissed", async () => {
