@@ -3,12 +3,14 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import puppeteer from "puppeteer-core";
-import { startServer } from "./server.mjs";
+import { startDemo, startServer } from "./server.mjs";
 
 const arg = (name) => process.argv[process.argv.indexOf(name) + 1];
 const BIN = arg("--bin"), CHROMIUM = arg("--chromium"), SHOTS = arg("--shots");
 const started = [];
 let passed = 0;
+// Requests leaving the server's origin, and script or console errors, of every tab.
+const foreign = [], problems = [];
 
 function fail(step, what) {
   throw new Error(`BROWSER TEST FAILED [${step}]: ${what}`);
@@ -31,7 +33,10 @@ const server = (args, env) => startServer(BIN, started, args, env);
 
 async function step(name, fn) {
   const t0 = Date.now();
+  const seen = problems.length;
   await fn();
+  // The error is the failing step's, not only the last step's.
+  if (problems.length > seen) fail(name, `script or console error: ${problems.slice(seen).join(" | ")}`);
   passed++;
   console.log(`ok   ${name} (${((Date.now() - t0) / 1000).toFixed(1)}s)`);
 }
@@ -63,10 +68,12 @@ try {
   const page = await browser.newPage();
   await page.setViewport({ width: 1280, height: 860 });
   const origin = new URL(base).origin;
-  const foreign = [], problems = [];
-  page.on("request", (req) => { if (!req.url().startsWith(origin)) foreign.push(req.url()); });
-  page.on("console", (m) => { if (m.type() === "error" && !/Failed to load resource|net::ERR_ABORTED/.test(m.text())) problems.push(m.text()); });
-  page.on("pageerror", (e) => problems.push(String(e)));
+  const listen = (tab, own) => {
+    tab.on("request", (req) => { if (!req.url().startsWith(own)) foreign.push(req.url()); });
+    tab.on("console", (m) => { if (m.type() === "error" && !/Failed to load resource|net::ERR_ABORTED/.test(m.text())) problems.push(m.text()); });
+    tab.on("pageerror", (e) => problems.push(String(e)));
+  };
+  listen(page, origin);
   const shot = (name) => page.screenshot({ path: join(SHOTS, name + ".png"), fullPage: true });
   const send = async (text) => {
     await page.$eval("#input", (e, t) => { e.value = t; }, text);
@@ -439,6 +446,159 @@ try {
     await tab.close();
     await say(page, "hello");
     await idle(page);
+  });
+
+  // The kernel's input kinds that have forms of their own, against a server speaking AG-UI
+  // 1.0 (`--agui-protocol 1.0`): a deployment confirmation is raised in that mode only.
+  const base10 = await startDemo(BIN, started, { protocol: "1.0", env: { IAC_CODE_AGUI_ALLOWED_CWDS: work } });
+  const v1 = await browser.newPage();
+  await v1.setViewport({ width: 1280, height: 860 });
+  listen(v1, new URL(base10).origin);
+  await v1.goto(base10 + "/console", { waitUntil: "load" });
+  const shot1 = (name) => v1.screenshot({ path: join(SHOTS, name + ".png"), fullPage: true });
+  // Runs ended so far: a finished run, a cancelled one, an error.
+  const runEnds = () => v1.$$eval("#log .status.ok, #log .status.bad, #log .msg.error", (x) => x.length);
+  /** Wait until a run after `before` ended and the console is idle in state `want`. */
+  const settled = (step, before, want = "finished") => v1.waitForFunction((b, w) =>
+    document.querySelector("#state").textContent === w && !document.querySelector("#send").disabled
+      && document.querySelectorAll("#log .status.ok, #log .status.bad, #log .msg.error").length > b,
+  { timeout: 20000 }, before, want)
+    .catch(async () => fail(step, `not ${want}: state ${await v1.$eval("#state", (e) => e.textContent)}; log ${await v1.$eval("#log", (e) => e.innerText.slice(-600))}`));
+  /** The live (not yet answered) interrupt form, once shown, as its parts. */
+  const liveForm = async (step, ready) => {
+    await v1.waitForSelector(".interrupt " + ready + ":not([disabled])", { timeout: 20000 })
+      .catch(async () => fail(step, `no form with ${ready}: ${await v1.$eval("#log", (e) => e.innerText.slice(-600))}`));
+    return v1.evaluate(() => {
+      const b = [...document.querySelectorAll("#log .interrupt")].pop();
+      return {
+        prompt: b.querySelector(".prompt")?.textContent || "",
+        summary: [...b.querySelectorAll(".summary")].map((x) => x.className + ": " + x.textContent),
+        buttons: [...b.querySelectorAll("button")].map((x) => ({ text: x.textContent, action: x.dataset.action, id: x.dataset.selectedId, select: x.dataset.select })),
+        free: !!b.querySelector("input.free"),
+        live: b.querySelectorAll("button:not([disabled])").length,
+      };
+    });
+  };
+  /** What the assistant said after the last interrupt (the answered run's text). */
+  const saidAfter = () => v1.evaluate(() => {
+    const last = [...document.querySelectorAll("#log .interrupt")].pop();
+    return [...document.querySelectorAll("#log .msg.assistant")]
+      .filter((m) => !last || last.compareDocumentPosition(m) & Node.DOCUMENT_POSITION_FOLLOWING)
+      .map((m) => m.textContent).join(" ");
+  });
+  // Regression: an answered form's buttons were disabled but looked as live as before.
+  const answered = () => v1.evaluate(() => [...[...document.querySelectorAll("#log .interrupt")].pop().querySelectorAll("button, input")]
+    .every((x) => x.disabled && Number(getComputedStyle(x).opacity) < 1));
+
+  await step("1.0: a deployment confirmation shows the solution and its actions; Confirm finishes the run", async () => {
+    const n = await runEnds();
+    await say(v1, "pipeline confirm");
+    const f = await liveForm("confirm", "button[data-action=confirm]");
+    if (!f.prompt.startsWith("Choose the next action")) fail("confirm", `prompt ${JSON.stringify(f.prompt)}`);
+    const solution = f.summary.find((s) => s.includes("deployment")) || "";
+    if (!solution.includes("Two ECS instances behind an SLB.") || !solution.includes("templates/web.yaml")) fail("confirm", `solution shown as ${JSON.stringify(f.summary)}`);
+    const actions = f.buttons.filter((b) => b.action).map((b) => b.action + "=" + b.text).join(",");
+    if (actions !== "confirm=Confirm deployment,reselect=Choose another solution,cancel=Cancel") fail("confirm", `actions ${actions}`);
+    if (!f.free || !f.buttons.some((b) => b.text === "Answer")) fail("confirm", "no free-text answer");
+    await shot1("17-confirmation");
+    await v1.click(".interrupt button[data-action=confirm]:not([disabled])");
+    await settled("confirm", n);
+    if (!(await answered())) fail("confirm", "the answered form takes, or looks as if it takes, an answer");
+    const said = await saidAfter();
+    if (!said.includes("Action confirm; parameter overrides {}.")) fail("confirm", `the kernel said ${JSON.stringify(said)}`);
+    await shot1("18-confirmed");
+  });
+
+  await step("1.0: a deployment confirmation answered by its Cancel action, by free text, dismissed", async () => {
+    let n = await runEnds();
+    await say(v1, "pipeline confirm");
+    await liveForm("confirm-cancel", "button[data-action=cancel]");
+    await v1.click(".interrupt button[data-action=cancel]:not([disabled])");
+    await settled("confirm-cancel", n);
+    let said = await saidAfter();
+    if (!said.includes("Action cancel; parameter overrides {}.")) fail("confirm-cancel", `the kernel said ${JSON.stringify(said)}`);
+    n = await runEnds();
+    await say(v1, "pipeline confirm");
+    await liveForm("confirm-free", "input.free");
+    await v1.type(".interrupt input.free:not([disabled])", "wait until Monday");
+    await v1.click(".interrupt button.free:not([disabled])");
+    await settled("confirm-free", n);
+    said = await saidAfter();
+    if (!said.includes("Not a structured confirmation: wait until Monday")) fail("confirm-free", `the kernel said ${JSON.stringify(said)}`);
+    // Dismiss is not the kernel's Cancel action: it cancels the run itself.
+    n = await runEnds();
+    await say(v1, "pipeline confirm");
+    await liveForm("confirm-dismiss", "button[data-action=confirm]");
+    await v1.click(".interrupt button:not([disabled])::-p-text(Dismiss)");
+    await settled("confirm-dismiss", n, "cancelled");
+    if (!(await answered())) fail("confirm-dismiss", "the dismissed form takes, or looks as if it takes, an answer");
+    await shot1("19-confirmation-cancel-free-dismiss");
+  });
+
+  await step("1.0: a candidate choice: a button per candidate, one picked, then one dismissed", async () => {
+    let n = await runEnds();
+    await say(v1, "compare candidates");
+    const f = await liveForm("candidates", "button[data-selected-id]");
+    if (!f.prompt.startsWith("Which design should I deploy?")) fail("candidates", `prompt ${JSON.stringify(f.prompt)}`);
+    const picks = f.buttons.filter((b) => b.id !== undefined).map((b) => b.id + "=" + b.text).join(",");
+    if (picks !== "0=Candidate 1: ECS behind an SLB,1=Candidate 2: Function Compute") fail("candidates", `candidates ${picks}`);
+    if (!f.buttons.some((b) => b.text === "Dismiss")) fail("candidates", "no Dismiss");
+    await shot1("20-candidates");
+    await v1.click('.interrupt button[data-selected-id="1"]:not([disabled])');
+    await settled("candidates", n);
+    const said = await saidAfter();
+    if (!said.includes("Deploying Candidate 2: Function Compute.")) fail("candidates", `the kernel said ${JSON.stringify(said)}`);
+    n = await runEnds();
+    await say(v1, "compare candidates again");
+    await liveForm("candidates-dismiss", "button[data-selected-id]");
+    await v1.click(".interrupt button:not([disabled])::-p-text(Dismiss)");
+    await settled("candidates-dismiss", n, "cancelled");
+    if (!(await answered())) fail("candidates-dismiss", "the dismissed form takes, or looks as if it takes, an answer");
+    await shot1("21-candidates-dismissed");
+  });
+
+  await step("1.0: a cloud resource selection in a pipeline step: selected, then one canceled", async () => {
+    let n = await runEnds();
+    await say(v1, "pipeline select a vswitch");
+    const f = await liveForm("pipeline-select", "input.sel-value");
+    const shown = f.summary.find((s) => s.includes("selector")) || "";
+    if (!shown.includes("ALIYUN::VPC::VSwitch::VSwitchId") || !shown.includes("RegionId=cn-hangzhou")) fail("pipeline-select", `selector shown as ${JSON.stringify(f.summary)}`);
+    const texts = f.buttons.map((b) => b.text);
+    if (!texts.includes("Select") || !texts.includes("Cancel") || texts.includes("Dismiss")) fail("pipeline-select", `buttons ${texts}`);
+    await v1.type(".interrupt input.sel-value:not([disabled])", "vsw-main1");
+    await v1.type(".interrupt input.sel-label:not([disabled])", "Main VSwitch");
+    await v1.click(".interrupt button[data-select=selected]:not([disabled])");
+    await settled("pipeline-select", n);
+    let said = await saidAfter();
+    if (!said.includes("Using Main VSwitch.")) fail("pipeline-select", `the kernel said ${JSON.stringify(said)}`);
+    n = await runEnds();
+    await say(v1, "pipeline select another");
+    await liveForm("pipeline-select-cancel", "button[data-select=canceled]");
+    await v1.click(".interrupt button[data-select=canceled]:not([disabled])");
+    await settled("pipeline-select-cancel", n);
+    said = await saidAfter();
+    if (!said.includes("No VSwitch chosen")) fail("pipeline-select-cancel", `the kernel said ${JSON.stringify(said)}`);
+    await shot1("22-pipeline-selection");
+  });
+
+  await step("1.0: a reload while a confirmation waits offers its form once, answered after the reload", async () => {
+    await say(v1, "pipeline confirm");
+    await liveForm("confirm-reload", "button[data-action=reselect]");
+    await v1.reload({ waitUntil: "load" });
+    const f = await liveForm("confirm-reload", "button[data-action=reselect]");
+    const forms = await v1.$$eval(".interrupt", (b) => b.filter((x) => x.querySelector("button:not([disabled])")).length);
+    if (forms !== 1) fail("confirm-reload", `${forms} live forms after the reload`);
+    if (!f.summary.some((s) => s.includes("Two ECS instances behind an SLB."))) fail("confirm-reload", `solution shown as ${JSON.stringify(f.summary)}`);
+    const n = await runEnds();
+    await v1.click(".interrupt button[data-action=reselect]:not([disabled])");
+    await settled("confirm-reload", n);
+    const said = await saidAfter();
+    if (!said.includes("Action reselect; parameter overrides {}.")) fail("confirm-reload", `the kernel said ${JSON.stringify(said)}`);
+    const thread = await v1.$eval("#thread", (e) => e.value);
+    await v1.waitForFunction((id) => { const r = document.querySelector(`#threads .thread[data-thread-id="${id}"]`); return r && !r.querySelector(".badge"); }, { timeout: 10000 }, thread)
+      .catch(() => fail("confirm-reload", "the answered thread is still listed as waiting"));
+    await shot1("23-confirmation-after-reload");
+    await v1.close();
   });
 
   await step("no external resource, no CSP violation or script error", async () => {

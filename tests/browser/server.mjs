@@ -16,3 +16,9 @@ export function startServer(bin, started, args, env) {
     p.on("exit", (code) => reject(new Error(`iac-agui exited ${code} before listening`)));
   });
 }
+
+/** `iac-agui --demo` speaking AG-UI `protocol` (`--agui-protocol`), then `extra` flags: a
+ * script needing a second mode starts it here rather than spelling the demo's flags again. */
+export function startDemo(bin, started, { protocol = "0.1", extra = [], env } = {}) {
+  return startServer(bin, started, ["--demo", "--agui-protocol", protocol, ...extra], env);
+}
