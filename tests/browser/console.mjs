@@ -497,6 +497,8 @@ try {
     if (!f.prompt.startsWith("Choose the next action")) fail("confirm", `prompt ${JSON.stringify(f.prompt)}`);
     const solution = f.summary.find((s) => s.includes("deployment")) || "";
     if (!solution.includes("Two ECS instances behind an SLB.") || !solution.includes("templates/web.yaml")) fail("confirm", `solution shown as ${JSON.stringify(f.summary)}`);
+    const cost = f.summary.find((s) => s.startsWith("summary cost")) || "";
+    if (!cost.includes("¥420 a month") || !cost.includes("InstanceType=ecs.g7.large")) fail("confirm", `cost and parameters shown as ${JSON.stringify(f.summary)}`);
     const actions = f.buttons.filter((b) => b.action).map((b) => b.action + "=" + b.text).join(",");
     if (actions !== "confirm=Confirm deployment,reselect=Choose another solution,cancel=Cancel") fail("confirm", `actions ${actions}`);
     if (!f.free || !f.buttons.some((b) => b.text === "Answer")) fail("confirm", "no free-text answer");
