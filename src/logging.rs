@@ -130,6 +130,13 @@ pub fn write_line(
                 };
                 o.insert((*k).into(), v);
             }
+            // Records written while a request or run is in force name its trace (a field the
+            // call site set itself wins).
+            if !o.contains_key("trace_id")
+                && let Some(t) = crate::trace::current_trace_id()
+            {
+                o.insert("trace_id".into(), t.into());
+            }
             // serde_json escapes C0 controls; DEL, C1 and the Unicode line separators (which
             // some collectors split on) are escaped here: one object per line.
             let line = serde_json::to_string(&o).unwrap_or_default();

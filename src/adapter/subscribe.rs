@@ -296,6 +296,7 @@ impl Snapshot<'_> {
         let r = self.req;
         let protocol_version = self.sh.dialect.protocol_version;
         let f = &self.facts;
+        let trace = super::ending::trace_id(&self.sh.dialect);
         let events = [
             Event::RunStarted {
                 thread_id: r.thread_id.clone(),
@@ -311,6 +312,7 @@ impl Snapshot<'_> {
                 task_id: f.task_id.as_deref(),
                 ros_invocation_id: &f.ros,
                 session_id: f.session_id.as_deref(),
+                trace_id: trace.as_deref(),
             }
             .event(),
             Event::Custom {
