@@ -325,3 +325,29 @@ fn cors_origins_come_from_the_flag_the_environment_or_the_file_normalised() {
         assert!(e.0.starts_with("--cors-origins"), "{e}");
     }
 }
+
+#[test]
+fn an_otlp_endpoint_off_this_host_needs_its_allowing_option() {
+    let c = run(&["--otlp-endpoint", "http://127.0.0.1:4318/"], &[]).unwrap();
+    assert_eq!(c.otlp_endpoint.as_deref(), Some("http://127.0.0.1:4318"));
+    let e = run(
+        &[],
+        &[("IAC_CODE_AGUI_OTLP_ENDPOINT", "http://otel.example:4318")],
+    )
+    .unwrap_err();
+    assert!(e.0.starts_with("IAC_CODE_AGUI_OTLP_ENDPOINT "), "{e}");
+    assert!(e.0.contains("--otlp-allow-remote"), "{e}");
+    let c = run(
+        &[
+            "--otlp-allow-remote",
+            "--otlp-endpoint",
+            "http://otel.example:4318",
+        ],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(c.otlp_endpoint.as_deref(), Some("http://otel.example:4318"));
+    let e = run(&["--otlp-endpoint", "https://127.0.0.1:4318"], &[]).unwrap_err();
+    assert!(e.0.starts_with("--otlp-endpoint "), "{e}");
+    assert_eq!(run(&[], &[]).unwrap().otlp_endpoint, None);
+}
