@@ -219,6 +219,17 @@ def main():
             run(port, f"dead-{i}", {})
         took = time.time() - t0
         expect(took < 10, f"three runs with a dead collector took {took:.1f}s")
+
+        def counter(name):
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            c.request("GET", "/metrics")
+            text = c.getresponse().read().decode()
+            c.close()
+            return next((float(l.split()[1]) for l in text.splitlines() if l.startswith(name + " ")), 0.0)
+
+        expect(counter("iac_agui_otlp_spans_exported_total") >= 6, "exported spans not counted")
+        expect(wait_until(lambda: counter("iac_agui_otlp_spans_dropped_total") > 0),
+               "spans lost to the dead collector are not counted in /metrics")
         print(f"ok   otlp export ({len(spans(rcv))} spans parsed; dead collector: 3 runs in {took:.2f}s)")
     finally:
         proc.terminate()
