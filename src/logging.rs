@@ -367,6 +367,35 @@ mod tests {
     }
 
     #[test]
+    fn json_records_name_the_trace_in_force() {
+        let line = || {
+            let mut out = Vec::new();
+            let args = format_args!("m");
+            write_line(
+                &mut out,
+                LogFormat::Json,
+                &"ts",
+                log::Level::Info,
+                "t",
+                &args,
+                &[],
+            )
+            .unwrap();
+            serde_json::from_slice::<serde_json::Value>(&out).unwrap()
+        };
+        assert!(line().get("trace_id").is_none());
+        let span = crate::trace::Span::incoming(
+            Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
+            None,
+            "r".into(),
+            None,
+        );
+        let v = crate::trace::with_current(Some(span.ctx.clone()), line);
+        assert_eq!(v["trace_id"], "0af7651916cd43dd8448eb211c80319c");
+        assert!(line().get("trace_id").is_none());
+    }
+
+    #[test]
     fn access_lines_in_both_formats() {
         let fields = vec![
             ("method", Field::Str("POST".into())),
