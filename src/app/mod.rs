@@ -259,12 +259,21 @@ fn request_span(request: &Request<Routed>) -> Span {
         Caller::Shared => None,
     };
     let path = http::percent_decode(head.raw_path());
+    // The route, not the path: span names stay few (ids are in `url.path`).
+    let route = match &request.route.work {
+        Work::Run => "/",
+        Work::Cancel { .. } => "/extensions/iac-code/v1/executions/{id}/cancel",
+        Work::Subscribe { .. } => "/extensions/iac-code/v1/executions/{id}/subscribe",
+        Work::ListThreads { .. } => "/threads",
+        _ => "/threads/{threadId}",
+    };
     let mut span = Span::incoming(
         one("traceparent").as_deref(),
         (!state.is_empty()).then(|| state.join(",")).as_deref(),
-        format!("{} {path}", head.method),
+        format!("{} {route}", head.method),
         principal,
     );
+    span.str("http.route", route);
     span.str("http.request.method", head.method.as_str());
     span.str("url.path", path);
     span

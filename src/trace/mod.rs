@@ -169,7 +169,9 @@ impl Span {
 
     /// The span is over: to the exporter's queue, never waiting for it.
     pub(crate) fn end(mut self) {
-        if !otlp::enabled() {
+        // A caller that did not sample its trace asked for no spans of it (the context
+        // still goes on to the kernel).
+        if !otlp::enabled() || self.ctx.flags & context::SAMPLED == 0 {
             return;
         }
         self.end_ns = now_ns().max(self.start_ns);

@@ -204,12 +204,20 @@ def main():
         access = [r for r in recs if r.get("target") == "iac_agui::access" and r.get("thread_id") == "traced"]
         expect(access and access[0].get("trace_id") == TRACE, f"access record {access}")
 
+        # A trace its caller did not sample is passed on, not exported.
+        unsampled = "5" * 32
+        events = run(port, "unsampled", {"traceparent": f"00-{unsampled}-{PARENT}-00"})
+        sess = [e for e in events if e.get("name") == "iac-code.session.v1"][0]["value"]
+        expect(sess.get("traceId") == unsampled, f"unsampled session event {sess}")
+
         # A malformed traceparent is ignored: the request starts a trace of its own.
         events = run(port, "malformed", {"traceparent": f"00-{TRACE.upper()}-{PARENT}-01"})
         new = [e for e in events if e.get("name") == "iac-code.session.v1"][0]["value"]["traceId"]
         expect(new != TRACE and len(new) == 32, f"malformed traceparent kept {new}")
         root = wait_until(lambda: [s for (_, _, s) in spans(rcv) if s.trace_id.hex() == new and s.kind == KIND_SERVER])
         expect(root and not root[0].parent_span_id, f"new trace's request span {root}")
+        # Spans leave in the order they ended: the later run's arrived, so the unsampled would have.
+        expect(not [s for (_, _, s) in spans(rcv) if s.trace_id.hex() == unsampled], "an unsampled trace was exported")
 
         # The collector dies: runs are not slowed (the exporter drops and counts).
         rcv.shutdown()
