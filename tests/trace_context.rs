@@ -192,6 +192,15 @@ fn a_malformed_traceparent_is_ignored_and_a_new_trace_started() {
     }
     assert_eq!(access_record(&t.log, "malformed")["trace_id"], new.as_str());
 
+    // Sent twice, it is not one traceparent (§3.2.2.1: a duplicate makes it invalid).
+    let good = format!("00-{TRACE}-{PARENT}-01");
+    let twice = run(
+        &t,
+        "twice",
+        &[("traceparent", &good), ("traceparent", &good)],
+    );
+    assert_ne!(session_event(&twice)["traceId"], TRACE);
+
     // Without any traceparent too, each request is a trace of its own.
     let a = run(&t, "plain-1", &[]);
     let b = run(&t, "plain-2", &[]);
