@@ -45,7 +45,7 @@ fmt:
 # docs/reliability.md). `make fuzz FUZZ_TIME=600` runs every target for that many seconds,
 # starting from the seeds in fuzz/seeds/ plus whatever fuzz/corpus/ already holds.
 FUZZ_TIME ?= 600
-FUZZ_TARGETS = http_head chunked accept_language run_input upstream_sse projection state_file config_yaml digest image subscribe_body delta_frame history_file
+FUZZ_TARGETS = http_head chunked accept_language run_input upstream_sse projection state_file config_yaml digest image subscribe_body delta_frame history_file traceparent
 
 fuzz: fuzz-build
 	cd fuzz && for t in $(FUZZ_TARGETS); do \

@@ -5,6 +5,7 @@
 //! `cargo bench --bench agui -- load`  1 000 concurrent streams with heartbeat timing + a burst
 //! `cargo bench --bench agui -- memory`  only the memory-per-stream rows (quick A/B)
 //! `cargo bench --bench agui -- events`  only throughput, CPU per event, latency (quick A/B)
+//! `cargo bench --bench agui -- otlp`  CPU per event with OTLP export to a dead collector vs off
 //! `cargo bench --bench agui -- census`  the heap of 200 open streams by allocation site (heaptrack)
 //!
 //! Everything talks to 127.0.0.1 only and stops by itself.
@@ -21,6 +22,8 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 mod big;
 #[path = "agui/census.rs"]
 mod census;
+#[path = "agui/otlp.rs"]
+mod otlp;
 #[path = "agui/threads.rs"]
 mod threads;
 
@@ -512,6 +515,7 @@ fn bench(memory: bool, events: bool) {
     drop(a);
     threads::figures(&k, &mut add);
     big::figures(&k, &mut add);
+    otlp::figures(&k, &mut add);
     json.insert("binary".into(), serde_json::json!(bin()));
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench.json");
     let _ = std::fs::write(
@@ -1048,6 +1052,11 @@ fn main() {
             println!("{name:<48} {value:>16}   {target}");
         };
         big::figures(&kernel(), &mut add)
+    } else if args.iter().any(|a| a == "otlp") {
+        let mut add = |name: &str, value: String, target: &str, _: Option<bool>, _: f64| {
+            println!("{name:<48} {value:>16}   {target}");
+        };
+        otlp::figures(&kernel(), &mut add)
     } else if args.iter().any(|a| a == "threads") {
         // Only the stored-conversation rows (they write nothing).
         let mut add = |name: &str, value: String, target: &str, _: Option<bool>, _: f64| {

@@ -23,57 +23,25 @@ pub(crate) const MAX_FIELD_CHARS: usize = 256;
 /// Interrupts one resume record lists; past them it only counts.
 pub(crate) const MAX_INTERRUPTS: usize = 64;
 
-/// Where a request came from, as far as the audit record tells it (never a header's value
-/// other than the trace id).
+/// Where a request came from, as far as the audit record tells it (never a header's value).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Origin {
     pub(crate) client: Option<SocketAddr>,
+    /// The request's W3C trace (the caller's, joined, or one started for it).
     pub(crate) trace_id: Option<String>,
+    /// The request's own span id in that trace: one request, whatever it was part of.
+    pub(crate) request_id: Option<String>,
 }
 
 impl Origin {
-    /// The peer address and the W3C trace id of a `traceparent` header, if valid.
-    pub(crate) fn of(peer: Option<SocketAddr>, traceparent: Option<&[u8]>) -> Origin {
-        let trace_id = traceparent
-            .and_then(|v| std::str::from_utf8(v).ok())
-            .and_then(trace_id)
-            .map(str::to_string);
+    /// The peer address and the request's span (`crate::trace`).
+    pub(crate) fn of(peer: Option<SocketAddr>, span: Option<&crate::trace::SpanContext>) -> Origin {
         Origin {
             client: peer,
-            trace_id,
+            trace_id: span.map(crate::trace::SpanContext::trace_id_hex),
+            request_id: span.map(|s| crate::ids::hex(&s.span_id)),
         }
     }
-}
-
-/// The trace-id of a W3C `traceparent` (`version-traceid-parentid-flags`, lowercase hex): the
-/// second field, when the header is valid. Kept alone so that full trace context can take it
-/// over.
-pub(crate) fn trace_id(traceparent: &str) -> Option<&str> {
-    let v = traceparent.trim();
-    let hex = |s: &str, n: usize| {
-        s.len() == n
-            && s.bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    };
-    let zero = |s: &str| s.bytes().all(|b| b == b'0');
-    let mut parts = v.split('-');
-    let (version, trace, parent, flags) =
-        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-    // Version 00 has exactly four fields; a later version may add some (the spec's rule for
-    // a version this code does not know).
-    let rest_ok = match version {
-        "00" => parts.next().is_none(),
-        _ => true,
-    };
-    let ok = hex(version, 2)
-        && version != "ff"
-        && hex(trace, 32)
-        && !zero(trace)
-        && hex(parent, 16)
-        && !zero(parent)
-        && hex(flags, 2)
-        && rest_ok;
-    ok.then_some(trace)
 }
 
 /// What was decided.
@@ -152,6 +120,9 @@ pub(crate) fn record(
     }
     if let Some(t) = &origin.trace_id {
         r.insert("traceId".into(), bounded(t).into());
+    }
+    if let Some(id) = &origin.request_id {
+        r.insert("requestId".into(), bounded(id).into());
     }
     match action {
         Action::RunAdmitted { mode } => {

@@ -654,6 +654,11 @@ fn serve_with(
              can reach it can run the agent (set IAC_CODE_AGUI_AUTH_TOKEN)"
         );
     }
+    if let Some(url) = &cfg.otlp_endpoint {
+        crate::trace::otlp::start(url.clone())
+            .map_err(StartError::io("start the OTLP exporter's thread"))?;
+        log::info!("spans are exported to {url}/v1/traces (OTLP/HTTP JSON)");
+    }
     let app = App::new(routes, backend, cfg.max_runs).with_readiness(ready);
     let jobs = app.active_jobs();
     let server_cfg = ServerConfig {

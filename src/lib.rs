@@ -39,4 +39,5 @@ pub mod server;
 mod signals;
 pub mod store;
 pub(crate) mod sync;
+pub mod trace;
 pub mod yaml;

@@ -130,6 +130,13 @@ pub fn write_line(
                 };
                 o.insert((*k).into(), v);
             }
+            // Records written while a request or run is in force name its trace (a field the
+            // call site set itself wins).
+            if !o.contains_key("trace_id")
+                && let Some(t) = crate::trace::current_trace_id()
+            {
+                o.insert("trace_id".into(), t.into());
+            }
             // serde_json escapes C0 controls; DEL, C1 and the Unicode line separators (which
             // some collectors split on) are escaped here: one object per line.
             let line = serde_json::to_string(&o).unwrap_or_default();
@@ -357,6 +364,35 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn json_records_name_the_trace_in_force() {
+        let line = || {
+            let mut out = Vec::new();
+            let args = format_args!("m");
+            write_line(
+                &mut out,
+                LogFormat::Json,
+                &"ts",
+                log::Level::Info,
+                "t",
+                &args,
+                &[],
+            )
+            .unwrap();
+            serde_json::from_slice::<serde_json::Value>(&out).unwrap()
+        };
+        assert!(line().get("trace_id").is_none());
+        let span = crate::trace::Span::incoming(
+            Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
+            None,
+            "r".into(),
+            None,
+        );
+        let v = crate::trace::with_current(Some(span.ctx.clone()), line);
+        assert_eq!(v["trace_id"], "0af7651916cd43dd8448eb211c80319c");
+        assert!(line().get("trace_id").is_none());
     }
 
     #[test]

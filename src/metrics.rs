@@ -137,6 +137,9 @@ pub struct Metrics {
     pub usage_by_principal: Mutex<BTreeMap<String, [u64; 3]>>,
     /// Audit records that could not be written (issue 44).
     pub audit_failures: Counter,
+    /// `--otlp-endpoint`: spans the collector took, and spans lost (queue full, export failed).
+    pub otlp_spans_exported: Counter,
+    pub otlp_spans_dropped: Counter,
 }
 
 pub static M: Metrics = Metrics {
@@ -172,6 +175,8 @@ pub static M: Metrics = Metrics {
     usage_output_tokens: Counter::new(),
     usage_by_principal: Mutex::new(BTreeMap::new()),
     audit_failures: Counter::new(),
+    otlp_spans_exported: Counter::new(),
+    otlp_spans_dropped: Counter::new(),
 };
 
 /// A label value as the text format writes it.
@@ -354,6 +359,20 @@ pub fn render() -> String {
         "counter",
         "fsync calls of the state store (files and directories).",
         c(m.fsyncs.get()),
+    );
+    scalar(
+        &mut o,
+        "iac_agui_otlp_spans_exported_total",
+        "counter",
+        "Spans the OTLP collector accepted (--otlp-endpoint).",
+        c(m.otlp_spans_exported.get()),
+    );
+    scalar(
+        &mut o,
+        "iac_agui_otlp_spans_dropped_total",
+        "counter",
+        "Spans lost: the export queue was full or the collector failed (runs never wait for it).",
+        c(m.otlp_spans_dropped.get()),
     );
     labeled(
         &mut o,

@@ -187,7 +187,11 @@ fn each_decision_is_recorded_before_it_is_acknowledged() {
             .starts_with("127.0.0.1:")
     );
     assert!(admitted["time"].as_str().unwrap().ends_with('Z'));
-    assert!(admitted.get("requestId").is_none());
+    let request = admitted["requestId"].as_str().unwrap_or_default();
+    assert!(
+        request.len() == 16 && request.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{admitted}"
+    );
     let ended = last_of(&log, "P", "run.end");
     assert_eq!(ended["outcome"], "interrupt");
     assert!(ended["usage"]["totalTokens"].is_u64(), "{ended}");

@@ -18,6 +18,8 @@ export interface IacCodeSession {
   executionId: string;
   threadId?: string;
   rosInvocationId?: string;
+  /** The request's W3C trace id (32 hex digits; 1.0 mode). */
+  traceId?: string;
   [key: string]: unknown;
 }
 

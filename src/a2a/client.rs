@@ -19,6 +19,7 @@ use super::types::{Payload, Template};
 use crate::budget::Budget;
 use crate::ids;
 use crate::limits;
+use crate::trace::{Kind, Span};
 
 #[derive(Debug, Clone)]
 pub struct A2aConfig {
@@ -347,6 +348,7 @@ impl Session {
         if let Some(t) = &self.cfg.token {
             r = r.header("Authorization", format!("Bearer {t}"));
         }
+        r = with_trace(r);
         r
     }
 
@@ -386,18 +388,31 @@ impl Session {
         Ok(resp)
     }
 
-    /// `f` with this session, on a call thread.
+    /// `f` with this session, on a call thread, as a client span of the run's trace (the
+    /// kernel's `traceparent` names this span).
     fn on_call_thread<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&Session) -> T + Send + 'static,
-    ) -> T {
+        name: &'static str,
+        f: impl FnOnce(&Session) -> Result<T, A2aError> + Send + 'static,
+    ) -> Result<T, A2aError> {
+        let mut span = Span::child_of_current(format!("a2a {name}"), Kind::Client);
+        span.str("rpc.system", "jsonrpc");
+        span.str("rpc.method", name);
+        let ctx = Some(span.ctx.clone());
         let s = self.clone();
-        self.calls.run(move || f(&s))
+        let r = self
+            .calls
+            .run(move || crate::trace::with_current(ctx, || f(&s)));
+        if let Err(e) = &r {
+            span.fail(e.to_string());
+        }
+        span.end();
+        r
     }
 
     /// A non-streaming JSON-RPC call; returns the whole response object.
     pub(crate) fn rpc(&self, method: &'static str, params: Value) -> Result<Value, A2aError> {
-        self.on_call_thread(move |s| s.rpc_here(method, params))
+        self.on_call_thread(method, move |s| s.rpc_here(method, params))
     }
 
     fn rpc_here(&self, method: &str, params: Value) -> Result<Value, A2aError> {
@@ -418,7 +433,7 @@ impl Session {
         method: &'static str,
         params: Value,
     ) -> Result<EventStream, A2aError> {
-        self.on_call_thread(move |s| s.stream_here(method, params))
+        self.on_call_thread(method, move |s| s.stream_here(method, params))
     }
 
     fn stream_here(&self, method: &str, params: Value) -> Result<EventStream, A2aError> {
@@ -487,7 +502,7 @@ impl Session {
             }
         }
         let bytes = serde_json::to_vec(&body).unwrap_or_default();
-        self.on_call_thread(move |s| s.ensure_restored_here(&bytes))
+        self.on_call_thread("ensure-restored", move |s| s.ensure_restored_here(&bytes))
     }
 
     fn ensure_restored_here(&self, bytes: &[u8]) -> Result<Restore, A2aError> {
@@ -534,7 +549,7 @@ impl Session {
             percent_encode(task_id),
             after.max(0)
         );
-        self.on_call_thread(move |s| s.pipeline_state_here(&url))
+        self.on_call_thread("pipeline-state", move |s| s.pipeline_state_here(&url))
     }
 
     fn pipeline_state_here(&self, url: &str) -> Result<Option<Value>, A2aError> {
@@ -542,6 +557,7 @@ impl Session {
         if let Some(t) = &self.cfg.token {
             r = r.header("Authorization", format!("Bearer {t}"));
         }
+        r = with_trace(r);
         let mut resp = r.call().map_err(unavailable)?;
         match resp.status().as_u16() {
             404 => Ok(None),
@@ -575,6 +591,18 @@ impl Session {
             .read_to_vec();
         Ok(resp.status().as_u16())
     }
+}
+
+/// `r` carrying the span in force on this thread (a kernel call's) as the kernel's parent,
+/// and the caller's `tracestate` unchanged.
+fn with_trace<B>(mut r: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+    if let Some((parent, state)) = crate::trace::outgoing() {
+        r = r.header("traceparent", parent);
+        if let Some(state) = state {
+            r = r.header("tracestate", state.to_string());
+        }
+    }
+    r
 }
 
 /// Percent-encode everything but RFC 3986 unreserved characters.

@@ -40,6 +40,9 @@ pub struct Dialect {
     /// An interrupt's `reason` names the kernel's input kind where the reference says
     /// `input_required` for it (`candidate_selection`); 0.1 keeps the reference's reason.
     pub kind_reasons: bool,
+    /// The session event names the request's W3C trace id (`traceId`); the reference's
+    /// event has a fixed key set.
+    pub session_trace_id: bool,
 }
 
 impl Dialect {
@@ -56,6 +59,7 @@ impl Dialect {
         snapshots_short_history: false,
         reads_1_0_messages: false,
         kind_reasons: false,
+        session_trace_id: false,
     };
 
     /// AG-UI 1.0 as its official clients read it.
@@ -71,6 +75,7 @@ impl Dialect {
         snapshots_short_history: true,
         reads_1_0_messages: true,
         kind_reasons: true,
+        session_trace_id: true,
     };
 
     pub fn of(protocol: AguiProtocol) -> Dialect {

@@ -27,6 +27,7 @@ use crate::routes::{self, RouteConfig, Routed, Work};
 use crate::server::http::{self, RequestHead, Response};
 use crate::server::job::{Outbox, Reply};
 use crate::server::{Handler, HeadDecision, Request};
+use crate::trace::{Attr, Kind, Span};
 
 /// The AG-UI work behind the routes. Called on a worker thread; may block.
 pub trait Backend: Send + Sync + 'static {
@@ -238,6 +239,46 @@ pub(crate) fn access_log(
     crate::logging::access(f);
 }
 
+/// The server span of a request: the caller's trace when its `traceparent` parses (a header
+/// sent twice is not one), else a new one.
+fn request_span(request: &Request<Routed>) -> Span {
+    let head = &request.head;
+    let one = |name: &str| match head.header_count(name) {
+        1 => head.header_str(name),
+        _ => None,
+    };
+    // Several tracestate fields are one list (RFC 9110 §5.3).
+    let state: Vec<String> = head
+        .headers
+        .iter()
+        .filter(|(n, _)| n == "tracestate")
+        .map(|(_, v)| v.iter().map(|&b| b as char).collect())
+        .collect();
+    let principal = match &request.route.caller {
+        Caller::Named(name) => Some(name.clone()),
+        Caller::Shared => None,
+    };
+    let path = http::percent_decode(head.raw_path());
+    // The route, not the path: span names stay few (ids are in `url.path`).
+    let route = match &request.route.work {
+        Work::Run => "/",
+        Work::Cancel { .. } => "/extensions/iac-code/v1/executions/{id}/cancel",
+        Work::Subscribe { .. } => "/extensions/iac-code/v1/executions/{id}/subscribe",
+        Work::ListThreads { .. } => "/threads",
+        _ => "/threads/{threadId}",
+    };
+    let mut span = Span::incoming(
+        one("traceparent").as_deref(),
+        (!state.is_empty()).then(|| state.join(",")).as_deref(),
+        format!("{} {route}", head.method),
+        principal,
+    );
+    span.str("http.route", route);
+    span.str("http.request.method", head.method.as_str());
+    span.str("url.path", path);
+    span
+}
+
 /// The fleet's routing key: a load balancer with thread affinity hashes on it, so it must
 /// name the body's thread (AgentCore's `SESSION_ID_MISMATCH` rule); answers echo it.
 const THREAD_HEADER: &str = "x-iac-code-thread-id";
@@ -256,10 +297,22 @@ struct Job {
 
 impl Job {
     fn work(&self, request: &mut Request<Routed>) {
+        let mut span = request_span(request);
+        let ctx = Some(span.ctx.clone());
+        let status = crate::trace::with_current(ctx, || self.traced_work(request));
+        span.attr("http.response.status_code", Attr::Int(i64::from(status)));
+        if status >= 500 {
+            span.fail(format!("HTTP {status}"));
+        }
+        span.end();
+    }
+
+    /// The request under its span; returns the answer's status.
+    fn traced_work(&self, request: &mut Request<Routed>) -> u16 {
         let started = self.clock.now();
         let routed = request.head.header_str(THREAD_HEADER);
         let last = request.head.header_str("last-event-id");
-        let origin = crate::audit::Origin::of(request.peer, request.head.header("traceparent"));
+        let origin = crate::audit::Origin::of(request.peer, crate::trace::current().as_ref());
         // Nothing reads the headers after this; a stream may stay open for hours, and a
         // browser sends a dozen of them.
         request.head.headers = Vec::new();
@@ -288,6 +341,7 @@ impl Job {
         let took = self.clock.now().saturating_duration_since(started);
         let path = http::percent_decode(request.head.raw_path());
         access_log(&request.head.method, &path, status, took, bytes, fields);
+        status
     }
 
     /// Answer without a stream, echoing the routing key.
@@ -351,7 +405,34 @@ impl Job {
             );
             return Vec::new();
         }
-        Self::streamed(stream, "run", |stream| self.backend.run(req, stream))
+        let mut span = Span::child_of_current("run".into(), Kind::Internal);
+        span.str("agui.thread_id", req.thread_id.as_str());
+        span.str("agui.run_id", req.run_id.as_str());
+        let ctx = Some(span.ctx.clone());
+        crate::trace::take_notes();
+        let fields = crate::trace::with_current(ctx, || {
+            Self::streamed(stream, "run", |stream| self.backend.run(req, stream))
+        });
+        for (k, v) in &fields {
+            match (*k, v) {
+                ("outcome", Field::Str(o)) => {
+                    if !matches!(
+                        o.as_str(),
+                        "success" | "interrupt" | "cancelled" | "CANCELLED"
+                    ) {
+                        span.fail(o.clone());
+                    }
+                    span.str("agui.outcome", o.as_str());
+                }
+                ("execution_id", Field::Str(e)) => span.str("iac_code.execution_id", e.as_str()),
+                _ => {}
+            }
+        }
+        for (k, v) in crate::trace::take_notes() {
+            span.attr(k, v);
+        }
+        span.end();
+        fields
     }
 
     /// The typed body, or `None` once its refusal is sent: not JSON (`not_json`), a field

@@ -34,52 +34,35 @@ fn answer(id: &str, status: ResumeStatus, payload: Value) -> ResumeEntry {
     }
 }
 
-#[test]
-fn trace_id_is_the_second_field_of_a_valid_traceparent_only() {
-    let t = "0af7651916cd43dd8448eb211c80319c";
-    let ok = format!("00-{t}-b7ad6b7169203331-01");
-    assert_eq!(trace_id(&ok), Some(t));
-    assert_eq!(trace_id(&format!(" {ok} ")), Some(t));
-    // A later version may carry more fields.
-    assert_eq!(
-        trace_id(&format!("01-{t}-b7ad6b7169203331-01-extra")),
-        Some(t)
-    );
-    for bad in [
-        String::new(),
-        format!("00-{t}-b7ad6b7169203331-01-extra"),
-        format!("ff-{t}-b7ad6b7169203331-01"),
-        format!("00-{}-b7ad6b7169203331-01", "0".repeat(32)),
-        format!("00-{t}-0000000000000000-01"),
-        format!("00-{}-b7ad6b7169203331-01", t.to_uppercase()),
-        format!("00-{t}-b7ad6b716920333-01"),
-        format!("00-{t}-b7ad6b7169203331"),
-        "garbage".into(),
-    ] {
-        assert_eq!(trace_id(&bad), None, "{bad}");
+fn origin(peer: &str) -> Origin {
+    Origin {
+        client: Some(peer.parse().unwrap()),
+        trace_id: Some("0af7651916cd43dd8448eb211c80319c".into()),
+        request_id: Some("b7ad6b7169203331".into()),
     }
 }
 
 #[test]
-fn origin_keeps_the_peer_and_a_valid_trace_id_only() {
+fn origin_names_the_peer_and_the_requests_span() {
+    let span = crate::trace::SpanContext {
+        trace_id: [0x0a; 16],
+        span_id: [0xb7; 8],
+        flags: 1,
+        state: None,
+        principal: None,
+    };
     let peer: SocketAddr = "10.0.0.7:4242".parse().unwrap();
-    let tp = b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
-    let o = Origin::of(Some(peer), Some(tp));
+    let o = Origin::of(Some(peer), Some(&span));
     assert_eq!(o.client, Some(peer));
-    assert_eq!(
-        o.trace_id.as_deref(),
-        Some("0af7651916cd43dd8448eb211c80319c")
-    );
-    assert_eq!(Origin::of(None, Some(b"nope")).trace_id, None);
+    assert_eq!(o.trace_id.as_deref(), Some("0a".repeat(16).as_str()));
+    assert_eq!(o.request_id.as_deref(), Some("b7".repeat(8).as_str()));
+    assert_eq!(Origin::of(None, None), Origin::default());
 }
 
 #[test]
 fn an_admission_record_names_who_when_where_and_the_mode() {
     let caller = Caller::named(b"alice").unwrap();
-    let o = Origin::of(
-        Some("127.0.0.1:5000".parse().unwrap()),
-        Some(b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
-    );
+    let o = origin("127.0.0.1:5000");
     let s = Subject {
         caller: &caller,
         thread_id: "T",
@@ -91,7 +74,8 @@ fn an_admission_record_names_who_when_where_and_the_mode() {
         r,
         json!({"time": "2026-11-30T00:53:20.123Z", "event": "run.admitted", "caller": "alice",
             "threadId": "T", "runId": "r1", "executionId": "e1", "client": "127.0.0.1:5000",
-            "traceId": "0af7651916cd43dd8448eb211c80319c", "mode": "new"})
+            "traceId": "0af7651916cd43dd8448eb211c80319c", "requestId": "b7ad6b7169203331",
+            "mode": "new"})
     );
 }
 

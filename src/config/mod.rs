@@ -123,6 +123,8 @@ pub(crate) struct Config {
     pub(crate) allowed_hosts: Option<Vec<String>>,
     /// `--cors-origins`: browser origins allowed to call (normalised); empty: no CORS.
     pub(crate) cors_origins: Vec<String>,
+    /// `--otlp-endpoint`: the collector's base URL (checked: loopback unless allowed).
+    pub(crate) otlp_endpoint: Option<String>,
     /// `--log-format text|json`.
     pub(crate) log_format: crate::logging::LogFormat,
     /// How long a run goes on after its client disconnected (0: stop at once).
@@ -180,6 +182,7 @@ impl Default for Config {
             demo_kernel_only: None,
             allowed_hosts: None,
             cors_origins: Vec::new(),
+            otlp_endpoint: None,
             log_format: crate::logging::LogFormat::Text,
             disconnect_grace: limits::DISCONNECT_GRACE,
             replay_retention: limits::REPLAY_RETENTION,
@@ -350,6 +353,15 @@ pub(crate) fn parse(
         if c.cors_origins.is_empty() {
             return Err(v.err("needs at least one origin such as http://localhost:5173."));
         }
+    }
+    if let Some(v) = pick("otlp_endpoint") {
+        let allow = switches.contains("otlp_allow_remote")
+            || file_bool(in_file("otlp_allow_remote"))?.unwrap_or(false);
+        let url = as_string(&v)?;
+        let url = crate::trace::otlp::endpoint(&url, allow)
+            // Not quoted: a URL may carry credentials.
+            .map_err(|e| v.err(format_args!("{e}.")))?;
+        c.otlp_endpoint = Some(url);
     }
     if let Some(v) = pick("host") {
         c.host = as_string(&v)?;

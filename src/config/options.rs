@@ -111,6 +111,19 @@ pub(crate) const OPTIONS: &[Opt] = &[
     .env("IAC_CODE_AGUI_CORS_ORIGINS")
     .default("none: no CORS headers, preflights get 405"),
     opt(
+        "otlp_endpoint",
+        "Send spans (request, run, kernel calls) to this OpenTelemetry collector over OTLP/HTTP \
+         JSON (POST URL/v1/traces); loopback only unless --otlp-allow-remote",
+    )
+    .flag("otlp-endpoint", Some("URL"))
+    .env("IAC_CODE_AGUI_OTLP_ENDPOINT")
+    .default("none: no export (trace context is still passed on and logged)"),
+    opt(
+        "otlp_allow_remote",
+        "Let --otlp-endpoint name a non-loopback collector (spans name callers and runs)",
+    )
+    .flag("otlp-allow-remote", None),
+    opt(
         "interrupt_ttl",
         "Accepted for compatibility and ignored: interrupts have no adapter deadline",
     )

@@ -357,3 +357,29 @@ fn the_audit_log_options_come_from_a_flag_the_environment_or_the_file() {
     assert!(run(&["--audit-max-bytes", "0"], &[]).is_err());
     assert!(run(&[], &[("IAC_CODE_AGUI_AUDIT_KEEP", "-1")]).is_err());
 }
+
+#[test]
+fn an_otlp_endpoint_off_this_host_needs_its_allowing_option() {
+    let c = run(&["--otlp-endpoint", "http://127.0.0.1:4318/"], &[]).unwrap();
+    assert_eq!(c.otlp_endpoint.as_deref(), Some("http://127.0.0.1:4318"));
+    let e = run(
+        &[],
+        &[("IAC_CODE_AGUI_OTLP_ENDPOINT", "http://otel.example:4318")],
+    )
+    .unwrap_err();
+    assert!(e.0.starts_with("IAC_CODE_AGUI_OTLP_ENDPOINT "), "{e}");
+    assert!(e.0.contains("--otlp-allow-remote"), "{e}");
+    let c = run(
+        &[
+            "--otlp-allow-remote",
+            "--otlp-endpoint",
+            "http://otel.example:4318",
+        ],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(c.otlp_endpoint.as_deref(), Some("http://otel.example:4318"));
+    let e = run(&["--otlp-endpoint", "https://127.0.0.1:4318"], &[]).unwrap_err();
+    assert!(e.0.starts_with("--otlp-endpoint "), "{e}");
+    assert_eq!(run(&[], &[]).unwrap().otlp_endpoint, None);
+}

@@ -51,11 +51,23 @@ pub fn start_logged(name: &str, extra: &[&str], env: &[(&str, &str)]) -> (Procs,
 }
 
 fn start_keeping(name: &str, extra: &[&str], env: &[(&str, &str)], log: Option<&Log>) -> Procs {
+    start_through(name, extra, env, log, |port| port)
+}
+
+/// `start_logged`, the adapter calling the kernel at the port `front` gives for the kernel's
+/// (a recording proxy in between, say).
+pub fn start_through(
+    name: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    log: Option<&Log>,
+    front: impl FnOnce(u16) -> u16,
+) -> Procs {
     let dir = tempdir(name);
     std::fs::create_dir_all(dir.join("ws")).unwrap();
     let port = free_port();
     let kernel = kernel(port);
-    let (adapter, addr) = spawn_adapter(&dir, port, extra, env, log);
+    let (adapter, addr) = spawn_adapter(&dir, front(port), extra, env, log);
     Procs {
         kernel,
         kernel_port: port,

@@ -232,13 +232,13 @@ class Adapter:
         if n == 0:
             raise Failure("INTEROP FAILED [json-log]: no log lines")
 
-    def request(self, path, body, timeout=120):
+    def request(self, path, body, timeout=120, headers=None):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        c.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+        c.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json", **(headers or {})})
         return c, c.getresponse()
 
-    def post(self, scenario, body):
-        c, r = self.request("/", body)
+    def post(self, scenario, body, headers=None):
+        c, r = self.request("/", body, headers=headers)
         raw = r.read()
         c.close()
         if r.status != 200:
@@ -305,8 +305,12 @@ def session(scenario, events, thread):
     if len(s) != 1:
         fail(scenario, f"{len(s)} session events")
     v = s[0]["value"]
-    if list(v.keys()) != SESSION_KEYS:
+    # 1.0 adds the request's W3C trace id (docs/protocol.md #86); 0.1 is the reference's.
+    keys = SESSION_KEYS + (["traceId"] if STRICT_V1 else [])
+    if list(v.keys()) != keys:
         fail(scenario, f"session event keys {list(v.keys())}")
+    if STRICT_V1 and not (len(v["traceId"]) == 32 and all(c in "0123456789abcdef" for c in v["traceId"])):
+        fail(scenario, f"session traceId {v['traceId']!r}")
     ctx = "agui-" + hashlib.sha256(thread.encode()).hexdigest()[:40]
     if v["contextId"] != ctx or v["threadId"] != thread:
         fail(scenario, f"session identities {v}")
@@ -1103,6 +1107,90 @@ def scenario_context(a, w):
            f"the context did not reach the model: {text!r}")
 
 
+class RecordingProxy:
+    """A loopback TCP relay in front of the kernel that keeps every byte the adapter sends it."""
+
+    def __init__(self, upstream_port):
+        self.upstream = upstream_port
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.seen = bytearray()
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            up = socket.create_connection(("127.0.0.1", self.upstream))
+            threading.Thread(target=self._pipe, args=(up, client, False), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(client, up, True), daemon=True).start()
+
+    def _pipe(self, src, dst, record):
+        try:
+            while True:
+                b = src.recv(65536)
+                if not b:
+                    break
+                if record:
+                    with self.lock:
+                        self.seen += b
+                dst.sendall(b)
+        except OSError:
+            pass
+        try:
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def close(self):
+        self.sock.close()
+
+    def trace_headers(self):
+        """(traceparent, tracestate) of each request head the kernel got."""
+        with self.lock:
+            text = self.seen.decode("latin-1")
+        out = []
+        for head in text.split("\r\n\r\n"):
+            fields = {}
+            for line in head.split("\r\n"):
+                name, _, value = line.partition(":")
+                fields[name.strip().lower()] = value.strip()
+            if "traceparent" in fields:
+                out.append((fields["traceparent"], fields.get("tracestate")))
+        return out
+
+
+def scenario_trace_context(args, w, kernel_url, token):
+    """The real kernel gets the caller's trace on each call (under the adapter's own span id,
+    with the tracestate) and still serves the run."""
+    s = "trace context"
+    trace, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    proxy = RecordingProxy(int(kernel_url.rstrip("/").rsplit(":", 1)[1]))
+    b = Adapter(args, w, f"http://127.0.0.1:{proxy.port}/", token, state="state-trace")
+    try:
+        st, ev = b.post(s, w.body("traced", "hello there"),
+                        headers={"traceparent": f"00-{trace}-{parent}-01", "tracestate": "rojo=1"})
+        expect(s, st == 200 and outcome(ev) == "success", f"got {st} {ev if st != 200 else outcome(ev)}")
+        v = session(s, ev, "traced")
+        if STRICT_V1:
+            expect(s, v["traceId"] == trace, f"session traceId {v['traceId']}")
+        calls = proxy.trace_headers()
+        expect(s, calls, "no kernel request carried a traceparent")
+        for tp, ts in calls:
+            parts = tp.split("-")
+            expect(s, len(parts) == 4 and parts[0] == "00" and parts[1] == trace and parts[3] == "01", f"traceparent {tp}")
+            expect(s, parts[2] != parent and len(parts[2]) == 16, f"the kernel's parent is the caller's: {tp}")
+            expect(s, ts == "rojo=1", f"tracestate {ts!r}")
+    finally:
+        b.stop()
+        proxy.close()
+
+
 def kernel_rpc(kernel_url, token, method, params):
     """One JSON-RPC call to the kernel: its status and body. A streaming method's answer is
     the first SSE `data:` payload (an error comes that way or as a plain JSON body)."""
@@ -1287,6 +1375,10 @@ def main():
             t0 = time.time()
             scenario_resource_selection(args, w)
             print(f"ok   scenario_resource_selection ({time.time() - t0:.1f}s)", flush=True)
+        if args.mode == "external" and (not args.only or "trace_context" in args.only):
+            t0 = time.time()
+            scenario_trace_context(args, w, kernel_url, token)
+            print(f"ok   scenario_trace_context ({time.time() - t0:.1f}s)", flush=True)
         if args.mode == "external" and not args.only:
             a = scenario_restart(a, w, args, kernel_url, token)
             print("ok   scenario_restart", flush=True)

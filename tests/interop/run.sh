@@ -96,6 +96,17 @@ fi
 export IAC_AGUI_VALIDATOR="$PWD/$ROOT/validator/bin/ag-ui-validate"
 export IAC_AGUI_TS_CLIENT="$ROOT/ts/ts_client.mjs"
 
+# The official OTLP protobuf models, to read what --otlp-endpoint exports (their own target
+# directory: the kernel's venv keeps its own protobuf).
+OTLP_PINS="opentelemetry-proto==1.45.2 protobuf==7.36.2"
+if [ "$(cat "$ROOT/otlp/pin.txt" 2>/dev/null)" != "$OTLP_PINS" ]; then
+  rm -rf "$ROOT/otlp"
+  # shellcheck disable=SC2086
+  "$VENV/bin/pip" install -q --disable-pip-version-check --target "$ROOT/otlp" $OTLP_PINS \
+    || { echo "interop: cannot install $OTLP_PINS" >&2; exit 1; }
+  echo "$OTLP_PINS" > "$ROOT/otlp/pin.txt"
+fi
+
 # The a2a-sdk versions a user gets (issue 38): the newest one iac-code 0.16.0 starts with
 # (the whole managed-kernel suite runs on it) and the first one it does not (start-up only:
 # iac-agui must exit non-zero with the one-line fix). One venv for both.
@@ -125,6 +136,10 @@ for cfg in "managed 0.1" "external 0.1" "external 1.0"; do
   passed=$((passed + 1))
 done
 unset PYTHONPATH
+
+echo "== OTLP export (--otlp-endpoint) read by opentelemetry-proto"
+PYTHONPATH="$ROOT/otlp" "$VENV/bin/python" tests/interop/otlp_receiver.py --bin "$BIN"
+passed=$((passed + 1))
 
 echo "== the newest a2a-sdk that starts: $SDK_NEWEST"
 "$VENV_SDK/bin/pip" install -q --disable-pip-version-check "$SDK_NEWEST" \

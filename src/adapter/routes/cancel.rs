@@ -157,11 +157,14 @@ fn confirm_in_background(
     let (tx, rx) = mpsc::channel();
     let stopping = sh.wind_downs.begin(context_id);
     let kernel = sh.kernel.clone();
+    // The cancel request's trace goes on with its CancelTask.
+    let trace = crate::trace::current();
     let spawned = std::thread::Builder::new()
         .name("cancel-task".into())
         .stack_size(limits::SMALL_WORKER_STACK_BYTES)
         .spawn(move || {
-            let r = kernel.session().cancel_task(&task).map(|_| ());
+            let r = crate::trace::with_current(trace, || kernel.session().cancel_task(&task))
+                .map(|_| ());
             drop(stopping);
             let _ = tx.send(r);
         });

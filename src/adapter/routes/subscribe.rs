@@ -301,6 +301,7 @@ impl Snapshot<'_> {
         let r = self.req;
         let protocol_version = self.sh.dialect.protocol_version;
         let f = &self.facts;
+        let trace = crate::adapter::ending::trace_id(&self.sh.dialect);
         let events = [
             Event::RunStarted {
                 thread_id: r.thread_id.clone(),
@@ -316,6 +317,7 @@ impl Snapshot<'_> {
                 task_id: f.task_id.as_deref(),
                 ros_invocation_id: &f.ros,
                 session_id: f.session_id.as_deref(),
+                trace_id: trace.as_deref(),
             }
             .event(),
             Event::Custom {

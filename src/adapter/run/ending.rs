@@ -20,14 +20,15 @@ pub(crate) struct SessionFacts<'a> {
     pub(crate) task_id: Option<&'a str>,
     pub(crate) ros_invocation_id: &'a str,
     pub(crate) session_id: Option<&'a str>,
+    /// The W3C trace id of the request that started the stream (1.0 only: the reference's
+    /// event has no such key; omitted, never null, when there is none).
+    pub(crate) trace_id: Option<&'a str>,
 }
 
 impl SessionFacts<'_> {
     /// `CUSTOM iac-code.session.v1`.
     pub(crate) fn event(&self) -> Event {
-        Event::Custom {
-            name: "iac-code.session.v1",
-            value: json!({
+        let mut value = json!({
                 "schemaVersion": 1,
                 "threadId": self.thread_id,
                 "aguiRunId": self.run_id,
@@ -36,9 +37,23 @@ impl SessionFacts<'_> {
                 "taskId": self.task_id,
                 "rosInvocationId": self.ros_invocation_id,
                 "sessionId": self.session_id,
-            }),
+        });
+        if let Some(t) = self.trace_id {
+            value["traceId"] = t.into();
+        }
+        Event::Custom {
+            name: "iac-code.session.v1",
+            value,
         }
     }
+}
+
+/// The trace id a session event names in `dialect`: the request's in force on this thread.
+pub(crate) fn trace_id(dialect: &Dialect) -> Option<String> {
+    dialect
+        .session_trace_id
+        .then(crate::trace::current_trace_id)
+        .flatten()
 }
 
 /// How an execution ended, as its stream reports it.

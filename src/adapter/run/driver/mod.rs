@@ -500,6 +500,7 @@ impl<'a, 's> Run<'a, 's> {
                 )
             })
             .unwrap_or((None, None, self.a.props.ros_invocation_id.clone()));
+        let trace = crate::adapter::ending::trace_id(&self.sh.dialect);
         let facts = crate::adapter::ending::SessionFacts {
             thread_id: &self.a.thread.id,
             run_id: &self.a.run_id,
@@ -508,6 +509,7 @@ impl<'a, 's> Run<'a, 's> {
             task_id: task.as_deref(),
             ros_invocation_id: &ros,
             session_id: sess.as_deref(),
+            trace_id: trace.as_deref(),
         };
         let ev = self.stamp(facts.event());
         self.send(&ev)
@@ -685,6 +687,7 @@ impl<'a, 's> Run<'a, 's> {
             self.mapper.usage()
         };
         let used = crate::quota::Used::of(&usage);
+        crate::trace::note_usage(used.input_tokens, used.output_tokens);
         if let Some(t) = self.a.ticket.as_mut() {
             t.used(self.sh.env.now_ms(), used);
         }
