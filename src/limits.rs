@@ -1,4 +1,5 @@
-//! Every bound of the server in one place. Numbers marked "reference" match iac-code 0.16.0.
+//! Most bounds of the server in one place (the rest sit beside the rule they belong to).
+//! Numbers marked "reference" match iac-code 0.16.0.
 
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
 //! systemd readiness (`Type=notify`): `READY=1` once the listener is bound and the kernel
-//! answered, `STOPPING=1` when a drain begins. A datagram to `$NOTIFY_SOCKET` (a path, or
+//! answered, `STOPPING=1` when a stop signal begins a drain. A datagram to `$NOTIFY_SOCKET` (a path, or
 //! `@name` in the abstract namespace); nothing at all when the variable is unset, as outside
 //! systemd. Failures are logged, never fatal: the service manager's timeout reports them.
 

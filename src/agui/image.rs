@@ -3,7 +3,7 @@
 //! is not achievable).
 //!
 //! Decoding is strict (truncated or corrupt data is invalid) and refuses more than Pillow's
-//! decompression-bomb limit of pixels. Runs on the run's worker thread, never the loop; one
+//! decompression-bomb limit of pixels. Runs on a call thread (admission), never the loop; one
 //! image at a time process-wide, so peak memory is one decoded image, not one per run.
 
 use std::io::Cursor;

@@ -30,8 +30,8 @@ pub(crate) enum By {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Client {
     Attached,
-    /// Gone, and the run goes on for the disconnect grace; the deadline is the cell's
-    /// (`RunCell::deadline`).
+    /// Gone, and the run goes on for the disconnect grace; the deadline is the loop's alarm
+    /// (`RunTee` arms it through `Outbox::alarm`).
     Detached,
     /// Gone, and a subscriber re-attached within the grace: the run goes on to its end.
     Adopted,

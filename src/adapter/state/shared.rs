@@ -175,7 +175,7 @@ impl Shared {
 
     /// Whether a round of thread expiry is due (and, if so, counted as begun): with a
     /// `--thread-retention`, at most every half retention and at most once a minute (the
-    /// caller's timer ticks more often). Cheap: the loop asks it.
+    /// caller's timer ticks more often). Cheap: the chores thread asks it at every tick.
     pub fn thread_expiry_due(&self) -> bool {
         if self.thread_retention.is_zero() {
             return false;
