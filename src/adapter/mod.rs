@@ -339,6 +339,7 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
         &inp.run_id,
         sh.env.clone(),
         control.clone(),
+        crate::history::Ops::with_cap(sh.history_bounds.max_bytes),
     ));
     if kind != admission::RunKind::Guidance {
         lock(&sh.runs).insert(execution_id, control.clone());

@@ -14,7 +14,8 @@ pub use requests::{
     BodyError, CancelRequest, RunBodyError, RunRequest, SubscribeRequest, ThreadsQuery,
     ThreadsRequest, parse_json,
 };
-pub use stream::{Departure, RunStream, StreamTap};
+pub(crate) use stream::StreamTap;
+pub use stream::{Departure, RunStream};
 
 use crate::catalog::Msg;
 use crate::clock::{Clock, SystemClock};

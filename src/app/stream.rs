@@ -15,9 +15,10 @@ use crate::server::job::{Frame, Outbox, Reply, StopFlag, StopReason, Stopped};
 
 /// Sees every event of a stream before the client does, and may keep a run going after its
 /// client left (the adapter's replay log and disconnect grace implement it).
-pub trait StreamTap: Send + Sync {
-    /// Event `id` of the stream, framed, before it is queued for the client.
-    fn event(&self, id: u64, frame: &Frame);
+pub(crate) trait StreamTap: Send + Sync {
+    /// Event `id` of the stream, framed, before it is queued for the client; `event` is the
+    /// event itself when the producer built one (not for raw JSON such as a terminal).
+    fn event(&self, id: u64, frame: &Frame, event: Option<&Event>);
     /// No more events: the terminal event went out to the client (`delivered`), or the run
     /// ended without it, or the producer is gone.
     fn end(&self, delivered: bool);
@@ -117,10 +118,10 @@ impl<'a> RunStream<'a> {
 
     /// Queue one framed event: to the tap, then to the client unless it left during a
     /// disconnect grace.
-    fn send_event(&self, id: u64, data: Vec<u8>) -> Result<(), Stopped> {
+    fn send_event(&self, id: u64, data: Vec<u8>, event: Option<&Event>) -> Result<(), Stopped> {
         let data: Frame = data.into();
         if let Some(tap) = &self.tap {
-            tap.event(id, &data);
+            tap.event(id, &data, event);
         }
         crate::metrics::M.events_sent.inc();
         crate::metrics::M.bytes_sent.add(data.len() as u64);
@@ -160,7 +161,7 @@ impl<'a> RunStream<'a> {
         if let Some(tap) = self.tap.clone() {
             if !tap.ended() && !self.terminal_sent {
                 let id = self.take_id();
-                tap.event(id, &frame(id, json).into());
+                tap.event(id, &frame(id, json).into(), None);
             }
             tap.end(false);
         }
@@ -217,7 +218,7 @@ impl<'a> RunStream<'a> {
             return Ok(());
         }
         let id = self.take_id();
-        self.send_event(id, frame(id, json))
+        self.send_event(id, frame(id, json), None)
     }
 
     /// Send one event, framed with the stream's next id in one allocation.
@@ -226,7 +227,7 @@ impl<'a> RunStream<'a> {
             return Ok(());
         }
         let id = self.take_id();
-        self.send_event(id, ev.to_sse(id))
+        self.send_event(id, ev.to_sse(id), Some(&ev.event))
     }
 
     fn take_id(&mut self) -> u64 {

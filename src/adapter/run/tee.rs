@@ -9,13 +9,18 @@ use std::time::{Duration, Instant};
 
 use crate::adapter::replay::RunLog;
 use crate::adapter::shared::RunControl;
+use crate::agui::events::Event;
 use crate::app::{Departure, StreamTap};
 use crate::clock::Clock;
+use crate::history::Ops;
 use crate::server::job::{Frame, Outbox, StopReason};
 use crate::sync::lock;
 
 pub(crate) struct RunTee {
     log: Arc<RunLog>,
+    /// The run's part of the thread's conversation, recorded as its events go out; the
+    /// driver takes it at the run's end (`Run::record_history`).
+    history: Mutex<Option<Ops>>,
     control: Arc<RunControl>,
     grace: Duration,
     held: Arc<Mutex<Held>>,
@@ -53,9 +58,11 @@ impl RunTee {
         run_id: &str,
         clock: Arc<dyn Clock>,
         control: Arc<RunControl>,
+        history: Ops,
     ) -> RunTee {
         RunTee {
             log,
+            history: Mutex::new(Some(history)),
             control,
             grace,
             held: Arc::new(Mutex::new(Held::default())),
@@ -66,9 +73,21 @@ impl RunTee {
     }
 }
 
+impl RunTee {
+    /// What the run recorded of its conversation, once (later events are not recorded).
+    pub(crate) fn take_history(&self) -> Option<Ops> {
+        lock(&self.history).take()
+    }
+}
+
 impl StreamTap for RunTee {
-    fn event(&self, id: u64, frame: &Frame) {
+    fn event(&self, id: u64, frame: &Frame, event: Option<&Event>) {
         self.log.append(frame.clone());
+        if let Some(e) = event
+            && let Some(ops) = lock(&self.history).as_mut()
+        {
+            ops.record(e);
+        }
         // The first event after RUN_STARTED: how long the kernel took to say something.
         if id == 1 {
             crate::metrics::M

@@ -131,7 +131,8 @@ pub(crate) struct Run<'a, 's> {
     previous_stopping: bool,
     /// What this run's events do to the conversation (`history`), written at its end
     /// (`None` once written: a client gone after the end writes nothing more).
-    ops: Option<crate::history::Ops>,
+    /// The run's tap: its replay log and its part of the conversation.
+    tee: Arc<crate::adapter::tee::RunTee>,
 }
 
 fn fail(code: Code, msg: Msg, lang: Lang, cleanup: Cleanup) -> Stop {
@@ -144,6 +145,7 @@ impl<'a, 's> Run<'a, 's> {
         stream: &'a mut RunStream<'s>,
         a: RunArgs,
         mut session: Box<dyn Upstream>,
+        tee: Arc<crate::adapter::tee::RunTee>,
     ) -> Run<'a, 's> {
         session.gate_reads(stream.budget());
         let (context_id, execution_id, steps, digests) = {
@@ -179,7 +181,7 @@ impl<'a, 's> Run<'a, 's> {
             queued_results: Vec::new(),
             catch_up: None,
             previous_stopping: false,
-            ops: Some(crate::history::Ops::with_cap(sh.history_bounds.max_bytes)),
+            tee,
         }
     }
 
@@ -193,8 +195,8 @@ impl<'a, 's> Run<'a, 's> {
         admitted: Box<crate::adapter::Admitted>,
     ) -> Box<Self> {
         let crate::adapter::Admitted { args, tap, session } = *admitted;
-        stream.set_tap(tap);
-        Box::new(Run::new(sh, stream, args, session))
+        stream.set_tap(tap.clone());
+        Box::new(Run::new(sh, stream, args, session, tap))
     }
 
     /// Drive the run to its end. The stages and endings are frames of their own (never
@@ -305,9 +307,6 @@ impl<'a, 's> Run<'a, 's> {
 
     fn send(&mut self, ev: &Stamped) -> Step<()> {
         self.save_task()?;
-        if let Some(o) = &mut self.ops {
-            o.record(&ev.event);
-        }
         self.stream.stamped_event(ev).map_err(|_| Stop::Client)
     }
 
@@ -319,9 +318,6 @@ impl<'a, 's> Run<'a, 's> {
         self.save_task()?;
         let stream = &mut *self.stream;
         for ev in self.mapper.drain() {
-            if let Some(o) = &mut self.ops {
-                o.record(&ev.event);
-            }
             stream.stamped_event(&ev).map_err(|_| Stop::Client)?;
         }
         Ok(())
@@ -330,7 +326,7 @@ impl<'a, 's> Run<'a, 's> {
     /// Write this run's part of the thread's conversation (at its end, an interrupt
     /// included, and when its client left: the client saw what it holds).
     fn record_history(&mut self) -> bool {
-        let Some(ops) = self.ops.take() else {
+        let Some(ops) = self.tee.take_history() else {
             return true;
         };
         let r = self.sh.registry.record_history(
