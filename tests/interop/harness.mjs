@@ -18,3 +18,14 @@ export const failer = (label) => (flow, what) => {
 };
 
 export const id = (p) => `${p}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+
+/** `event` checked against its AG-UI schema in `schemas` (`@ag-ui/core/schemas`), strictly:
+ * a key the schema does not know fails, naming `flow`. */
+export function checkStrict(schemas, fail, flow, event) {
+  const name = event.type.toLowerCase().split("_").map((w) => w[0].toUpperCase() + w.slice(1)).join("") + "EventSchema";
+  const schema = schemas[name];
+  if (!schema) fail(flow, `no 1.0 schema for ${event.type}`);
+  const strict = typeof schema.strict === "function" ? schema.strict() : schema;
+  const r = strict.safeParse(event);
+  if (!r.success) fail(flow, `${event.type} does not parse strictly: ${r.error.message} ${JSON.stringify(event)}`);
+}

@@ -728,6 +728,14 @@ def scenario_ts_agent_v1(a, w):
     expect(s, p.returncode == 0 and "ts-agent-v1 ok" in out, out[-1500:])
 
 
+def run_node(s, script, url, ok):
+    """A Node script of the suite against `url`: it must exit 0 and print `ok`."""
+    p = subprocess.run(["node", script, url], capture_output=True, text=True, timeout=120,
+                       cwd=os.path.dirname(script))
+    out = (p.stdout + p.stderr).strip()
+    expect(s, p.returncode == 0 and ok in out, out[-1500:])
+
+
 def start_demo(s, args, w, name):
     """`iac-agui --demo` in 1.0 mode: the process and its URL (with a trailing slash)."""
     log = open(os.path.join(w.dir, f"demo-{name}.log"), "w")
@@ -757,10 +765,7 @@ def scenario_ts_stop_v1(args, w):
         fail(s, "IAC_AGUI_TS_STOP_V1 is not set (tests/interop/run.sh installs the client)")
     demo, url = start_demo(s, args, w, "stop")
     try:
-        p = subprocess.run(["node", script, url], capture_output=True, text=True, timeout=120,
-                           cwd=os.path.dirname(script))
-        out = (p.stdout + p.stderr).strip()
-        expect(s, p.returncode == 0 and "ts-stop-v1 ok" in out, out[-1500:])
+        run_node(s, script, url, "ts-stop-v1 ok")
     finally:
         # A second signal stops at once: the run abortRun alone left going would hold a drain
         # for its grace.
@@ -831,7 +836,7 @@ def scenario_input_kinds_v1(args, w):
     by `HttpAgent` and by the Python SDK's models (a warning from either fails), then resumed,
     `selected`, to success; each Python stream is also clean for ag-ui-validate. Each pending
     interrupt is also read back from the thread listing and page by both clients (issue 47:
-    "parse every new interrupt and listing").
+    "parse every new interrupt and listing")."""
     s = "input kinds with the 1.0 clients"
     script = os.environ.get("IAC_AGUI_TS_KINDS_V1")
     tool = os.environ.get("IAC_AGUI_VALIDATOR")
@@ -839,10 +844,7 @@ def scenario_input_kinds_v1(args, w):
         fail(s, "IAC_AGUI_TS_KINDS_V1 or IAC_AGUI_VALIDATOR is not set (tests/interop/run.sh installs them)")
     demo, url = start_demo(s, args, w, "kinds")
     try:
-        p = subprocess.run(["node", script, url], capture_output=True, text=True, timeout=120,
-                           cwd=os.path.dirname(script))
-        out = (p.stdout + p.stderr).strip()
-        expect(s, p.returncode == 0 and "ts-kinds-v1 ok" in out, out[-1500:])
+        run_node(s, script, url, "ts-kinds-v1 ok")
         port = int(url.rstrip("/").rsplit(":", 1)[1])
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         c.request("GET", "/capabilities")

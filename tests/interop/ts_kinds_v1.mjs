@@ -8,26 +8,17 @@
 // Any console.warn or console.error the client prints is a failure.
 import { HttpAgent } from "@ag-ui/client";
 import * as schemas from "@ag-ui/core/schemas";
-import { failer, id, printed } from "./harness.mjs";
+import { checkStrict, failer, id, printed } from "./harness.mjs";
 
 const [url] = process.argv.slice(2);
 const fail = failer("TS KINDS");
-
-function schemaFor(type) {
-  const name = type.toLowerCase().split("_").map((w) => w[0].toUpperCase() + w.slice(1)).join("") + "EventSchema";
-  return schemas[name];
-}
 
 async function run(flow, agent, params) {
   let outcome = null;
   let interrupts = [];
   await agent.runAgent({ runId: id("run"), ...params }, {
     onEvent({ event }) {
-      const schema = schemaFor(event.type);
-      if (!schema) fail(flow, `no 1.0 schema for ${event.type}`);
-      const strict = typeof schema.strict === "function" ? schema.strict() : schema;
-      const r = strict.safeParse(event);
-      if (!r.success) fail(flow, `${event.type} does not parse strictly: ${r.error.message} ${JSON.stringify(event)}`);
+      checkStrict(schemas, fail, flow, event);
     },
     onRunFinishedEvent(p) {
       outcome = p.outcome;
