@@ -128,6 +128,15 @@ pub struct Metrics {
     pub call_handoffs: Counter,
     pub loop_wakes: Counter,
     pub fsyncs: Counter,
+    /// How each upstream stream frame was read (docs/performance.md, "What each special case
+    /// buys"): checked against the burst's last delta frame (`Template`), read by the
+    /// hand-written delta reader, or read as a `Value` on the worker (shallow) or on a call
+    /// thread (deep). The benchmark and `tests/tuning.rs` fail when the first two stop
+    /// carrying a text stream.
+    pub frames_template: Counter,
+    pub frames_delta: Counter,
+    pub frames_shallow: Counter,
+    pub frames_deep: Counter,
     /// Per-caller quotas (issue 44): refusals by quota; usage summed over every caller, and
     /// per principal when principals come from the tokens file.
     pub quota_refusals: Labeled,
@@ -166,6 +175,10 @@ pub static M: Metrics = Metrics {
     call_handoffs: Counter::new(),
     loop_wakes: Counter::new(),
     fsyncs: Counter::new(),
+    frames_template: Counter::new(),
+    frames_delta: Counter::new(),
+    frames_shallow: Counter::new(),
+    frames_deep: Counter::new(),
     quota_refusals: Labeled::new(),
     usage_runs: Counter::new(),
     usage_input_tokens: Counter::new(),
@@ -355,6 +368,24 @@ pub fn render() -> String {
         "fsync calls of the state store (files and directories).",
         c(m.fsyncs.get()),
     );
+    head(
+        &mut o,
+        "iac_agui_upstream_frames_total",
+        "counter",
+        "Upstream stream frames by how they were read: template (checked against the burst's last text delta), delta (the text-delta reader), shallow / deep (read as JSON on the worker / on a call thread).",
+    );
+    for (read, v) in [
+        ("template", &m.frames_template),
+        ("delta", &m.frames_delta),
+        ("shallow", &m.frames_shallow),
+        ("deep", &m.frames_deep),
+    ] {
+        let _ = writeln!(
+            o,
+            "iac_agui_upstream_frames_total{{read=\"{read}\"}} {}",
+            v.get()
+        );
+    }
     labeled(
         &mut o,
         "iac_agui_runs_total",

@@ -233,6 +233,11 @@ impl EventStream {
     fn read_other(&self, data: Vec<u8>) -> Result<Payload, A2aError> {
         let shallow = crate::scan::json_depth_at_most(&data, limits::SHALLOW_FRAME_DEPTH);
         let read = move || json_of(&data).map(Payload::from_value);
+        if shallow {
+            crate::metrics::M.frames_shallow.inc();
+        } else {
+            crate::metrics::M.frames_deep.inc();
+        }
         match &self.calls {
             Some(calls) if !shallow => calls.run(read),
             _ => read(),

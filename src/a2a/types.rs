@@ -369,11 +369,18 @@ impl Payload {
     pub(crate) fn read_delta(data: Vec<u8>, template: &mut Template) -> Result<Payload, Vec<u8>> {
         // The whole frame is checked for UTF-8, as the `Value` read would.
         let frame = String::from_utf8(data).map_err(std::string::FromUtf8Error::into_bytes)?;
-        let located = template.read(&frame).or_else(|| {
-            let l = Delta::locate(&frame)?;
-            template.keep(&frame, &l.spans);
-            Some(l)
-        });
+        // Counted so that a change which stops a text stream's frames from reaching either
+        // read shows as a failed row (`tests/tuning.rs`, the benchmark's "delta path share").
+        let located = match template.read(&frame) {
+            Some(l) => {
+                crate::metrics::M.frames_template.inc();
+                Some(l)
+            }
+            None => Delta::locate(&frame).inspect(|l| {
+                crate::metrics::M.frames_delta.inc();
+                template.keep(&frame, &l.spans);
+            }),
+        };
         match located {
             Some(Located {
                 spans,
