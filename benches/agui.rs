@@ -763,11 +763,11 @@ fn memory_figures(a: &Proc, dir: &str, add: &mut Add<'_>) {
             format!("{per:.1}"),
             // The target is set at 1 000, where the fixed part no longer weighs.
             if streams == 1000 {
-                "≤ 24 KiB"
+                "≤ 16 KiB"
             } else {
-                "(≤ 24 KiB at 1 000)"
+                "(≤ 16 KiB at 1 000)"
             },
-            (streams == 1000).then_some(per <= 24.0),
+            (streams == 1000).then_some(per <= 16.0),
             per,
         );
         if streams == 1000 {

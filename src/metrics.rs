@@ -137,6 +137,8 @@ pub struct Metrics {
     pub frames_delta: Counter,
     pub frames_shallow: Counter,
     pub frames_deep: Counter,
+    /// Connections to the kernel made by the lean transport (`a2a/transport.rs`).
+    pub lean_connects: Counter,
     /// Per-caller quotas (issue 44): refusals by quota; usage summed over every caller, and
     /// per principal when principals come from the tokens file.
     pub quota_refusals: Labeled,
@@ -179,6 +181,7 @@ pub static M: Metrics = Metrics {
     frames_delta: Counter::new(),
     frames_shallow: Counter::new(),
     frames_deep: Counter::new(),
+    lean_connects: Counter::new(),
     quota_refusals: Labeled::new(),
     usage_runs: Counter::new(),
     usage_input_tokens: Counter::new(),
@@ -386,6 +389,13 @@ pub fn render() -> String {
             v.get()
         );
     }
+    scalar(
+        &mut o,
+        "iac_agui_kernel_connections_total",
+        "counter",
+        "Connections to the kernel, made by the adapter's own transport (buffers sized for a stream that mostly waits).",
+        c(m.lean_connects.get()),
+    );
     labeled(
         &mut o,
         "iac_agui_runs_total",

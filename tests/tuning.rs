@@ -90,3 +90,69 @@ fn the_server_runs_re_executed_with_its_malloc_tunables() {
         "the re-executed server does not carry the original GLIBC_TUNABLES for the kernel"
     );
 }
+
+/// `iac_agui_kernel_connections_total`.
+fn kernel_connections(s: &Stack) -> u64 {
+    let r = raw(
+        s.addr(),
+        b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".as_slice(),
+    );
+    r.text()
+        .lines()
+        .find_map(|l| l.strip_prefix("iac_agui_kernel_connections_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("iac_agui_kernel_connections_total in /metrics")
+}
+
+/// A run's requests go out through the lean transport (`a2a/transport.rs`: ureq's own
+/// buffers held ~11.8 KiB more of each open stream's heap, measured in issue 26). An agent
+/// built without it connects without counting.
+#[test]
+fn a_run_connects_to_the_kernel_through_the_lean_transport() {
+    let s = Stack::new();
+    let before = kernel_connections(&s);
+    let ev = s.run(&s.body("lean", "r1", "hello"));
+    assert_eq!(last(&ev)["type"], "RUN_FINISHED", "{:?}", last(&ev));
+    let made = kernel_connections(&s) - before;
+    assert!(
+        made >= 1,
+        "a run made {made} kernel connections through the lean transport: it was bypassed"
+    );
+}
+
+/// The driver's frames of their own: with them a worker's resident stack is 12 KiB, without
+/// them 16 (27.3 KiB per stream against 23.5, docs/performance.md). What they buy shows only
+/// in the shipped build's memory run (`make bench`, which fails above 12 KiB); this keeps
+/// their number where that measure was taken, and the other 8 removed (no measurable gain):
+/// one added or dropped is a change to measure again.
+#[test]
+fn the_driver_keeps_its_frames_of_their_own_and_nothing_else_has_one() {
+    fn count(dir: &std::path::Path, under_driver: bool, tally: &mut [usize; 2]) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            let driver = under_driver || p.ends_with("adapter/run/driver");
+            if p.is_dir() {
+                count(&p, driver, tally);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let text = std::fs::read_to_string(&p).unwrap();
+                let n = text
+                    .lines()
+                    .filter(|l| l.trim() == "#[inline(never)]")
+                    .count();
+                tally[usize::from(!driver)] += n;
+            }
+        }
+    }
+    let mut tally = [0, 0];
+    count(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        false,
+        &mut tally,
+    );
+    assert_eq!(
+        tally,
+        [16, 0],
+        "#[inline(never)] in the driver / elsewhere: the driver's 15 stage frames and \
+         Run::boxed are measured (docs/performance.md); measure again before changing them"
+    );
+}
