@@ -10,7 +10,10 @@
 //!
 //! Measured (issue 37, shipped build, K = 1 000): 23.5 KiB per open stream with the pool, 39.0
 //! without (one worker's resident stack 12 KiB against 28). Its cost: two wake-ups per call,
-//! 9 to 14 calls per run (`tests/handoffs.rs`), none per event.
+//! 7 to 11 calls per run (`tests/handoffs.rs`), none per event. Each call is counted on the
+//! call thread that runs it (`iac_agui_thread_handoffs_total{kind="call"}`): that test fails
+//! when a run's calls stop coming here, and the shipped build's `make bench` when a worker's
+//! resident stack grows past 12 KiB.
 //!
 //! The pool grows on demand (a caller never waits for another run's slow call) and threads
 //! idle for [`IDLE_EXIT`] end, down to [`WARM`]: in-flight calls are bounded by the workers

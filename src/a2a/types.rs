@@ -203,7 +203,9 @@ struct Located {
 /// differ in their text only: the same task, context, state, session, message and role).
 /// Empty between bursts: a waiting stream holds none of it. Measured (issue 37, shipped build):
 /// without it 2.8–3.35 µs per event and 0.25–0.31 of the direct read; with it 1.55–1.75 µs and
-/// 0.54–0.55 (docs/performance.md).
+/// 0.54–0.55 (docs/performance.md). Each read it answers is counted
+/// (`iac_agui_upstream_frames_total{read="template"}`): `tests/tuning.rs` and the benchmark's
+/// "delta path share" rows fail when a text stream stops being read by it.
 #[derive(Default)]
 pub(crate) struct Template {
     frame: String,
