@@ -128,6 +128,17 @@ pub struct Metrics {
     pub call_handoffs: Counter,
     pub loop_wakes: Counter,
     pub fsyncs: Counter,
+    /// How each upstream stream frame was read (docs/performance.md, "What each special case
+    /// buys"): checked against the burst's last delta frame (`Template`), read by the
+    /// hand-written delta reader, or read as a `Value` on the worker (shallow) or on a call
+    /// thread (deep). The benchmark and `tests/tuning.rs` fail when the first two stop
+    /// carrying a text stream.
+    pub frames_template: Counter,
+    pub frames_delta: Counter,
+    pub frames_shallow: Counter,
+    pub frames_deep: Counter,
+    /// Connections to the kernel made by the lean transport (`a2a/transport.rs`).
+    pub lean_connects: Counter,
     /// Per-caller quotas (issue 44): refusals by quota; usage summed over every caller, and
     /// per principal when principals come from the tokens file.
     pub quota_refusals: Labeled,
@@ -169,6 +180,11 @@ pub static M: Metrics = Metrics {
     call_handoffs: Counter::new(),
     loop_wakes: Counter::new(),
     fsyncs: Counter::new(),
+    frames_template: Counter::new(),
+    frames_delta: Counter::new(),
+    frames_shallow: Counter::new(),
+    frames_deep: Counter::new(),
+    lean_connects: Counter::new(),
     quota_refusals: Labeled::new(),
     usage_runs: Counter::new(),
     usage_input_tokens: Counter::new(),
@@ -373,6 +389,31 @@ pub fn render() -> String {
         "counter",
         "Spans lost: the export queue was full or the collector failed (runs never wait for it).",
         c(m.otlp_spans_dropped.get()),
+    );
+    head(
+        &mut o,
+        "iac_agui_upstream_frames_total",
+        "counter",
+        "Upstream stream frames by how they were read: template (checked against the burst's last text delta), delta (the text-delta reader), shallow / deep (read as JSON on the worker / on a call thread).",
+    );
+    for (read, v) in [
+        ("template", &m.frames_template),
+        ("delta", &m.frames_delta),
+        ("shallow", &m.frames_shallow),
+        ("deep", &m.frames_deep),
+    ] {
+        let _ = writeln!(
+            o,
+            "iac_agui_upstream_frames_total{{read=\"{read}\"}} {}",
+            v.get()
+        );
+    }
+    scalar(
+        &mut o,
+        "iac_agui_kernel_connections_total",
+        "counter",
+        "Connections to the kernel, made by the adapter's own transport (buffers sized for a stream that mostly waits).",
+        c(m.lean_connects.get()),
     );
     labeled(
         &mut o,

@@ -104,6 +104,15 @@ fn handoffs_and_fsyncs_per_run_kind_stay_within_their_budget() {
             "{kind}: {} calls, at most {calls}",
             c.calls
         );
+        // Every run makes its kernel call and saves its admission and its end on a call
+        // thread (counted where the call runs): fewer means the pool was bypassed, and the
+        // worker's resident stack grows from 12 to 28 KiB (39.0 KiB per stream against 23.5,
+        // docs/performance.md).
+        assert!(
+            c.calls >= 3,
+            "{kind}: {} calls on the call threads, at least 3: the call pool was bypassed",
+            c.calls
+        );
         assert!(
             c.fsyncs <= fsyncs,
             "{kind}: {} fsyncs, at most {fsyncs}",

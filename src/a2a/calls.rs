@@ -10,7 +10,10 @@
 //!
 //! Measured (issue 37, shipped build, K = 1 000): 23.5 KiB per open stream with the pool, 39.0
 //! without (one worker's resident stack 12 KiB against 28). Its cost: two wake-ups per call,
-//! 9 to 14 calls per run (`tests/handoffs.rs`), none per event.
+//! 7 to 11 calls per run (`tests/handoffs.rs`), none per event. Each call is counted on the
+//! call thread that runs it (`iac_agui_thread_handoffs_total{kind="call"}`): that test fails
+//! when a run's calls stop coming here, and the shipped build's `make bench` when a worker's
+//! resident stack grows past 12 KiB.
 //!
 //! The pool grows on demand (a caller never waits for another run's slow call) and threads
 //! idle for [`IDLE_EXIT`] end, down to [`WARM`]: in-flight calls are bounded by the workers
@@ -72,7 +75,6 @@ impl CallPool {
         if ON_CALL_THREAD.get() {
             return f();
         }
-        crate::metrics::M.call_handoffs.inc();
         let (tx, rx) = sync_channel(1);
         let job: Job = Box::new(move || {
             let answer = catch_unwind(AssertUnwindSafe(f));
@@ -136,6 +138,10 @@ impl CallPool {
             if let Some(job) = s.queue.pop_front() {
                 s.idle -= 1;
                 drop(s);
+                // Counted where the call runs, not where it is asked for: a call made on its
+                // caller's thread instead (the pool bypassed) leaves the count of
+                // `tests/handoffs.rs` at zero, and that test fails.
+                crate::metrics::M.call_handoffs.inc();
                 let reply = job();
                 s = lock(m);
                 s.idle += 1;
