@@ -1118,10 +1118,16 @@ fn main() {
         otlp::figures(&kernel(), &mut add)
     } else if args.iter().any(|a| a == "threads") {
         // Only the stored-conversation rows (they write nothing).
-        let mut add = |name: &str, value: String, target: &str, _: Option<bool>, _: f64| {
+        let mut missed = Vec::new();
+        let mut add = |name: &str, value: String, target: &str, met: Option<bool>, _: f64| {
             println!("{name:<48} {value:>16}   {target}");
+            if met == Some(false) {
+                missed.push(name.to_string());
+            }
         };
-        threads::figures(&kernel(), &mut add)
+        threads::figures(&kernel(), &mut add);
+        // A listing or a turn's end that grows with the threads or the transcript fails loudly.
+        assert!(missed.is_empty(), "targets not met: {missed:?}");
     } else {
         let has = |m: &str| args.iter().any(|a| a == m);
         bench(has("memory"), has("events"))
