@@ -143,6 +143,9 @@ impl Span {
     }
 
     fn new(ctx: SpanContext, parent: Option<[u8; 8]>, name: String, kind: Kind) -> Span {
+        // Without an exporter a span only carries ids: a stream holds its request's span for
+        // hours, and its name and attributes would be heap kept for nothing.
+        let name = if otlp::enabled() { name } else { String::new() };
         Span {
             ctx,
             parent,
@@ -156,11 +159,15 @@ impl Span {
     }
 
     pub(crate) fn attr(&mut self, key: &'static str, value: Attr) {
-        self.attrs.push((key, value));
+        if otlp::enabled() {
+            self.attrs.push((key, value));
+        }
     }
 
     pub(crate) fn str(&mut self, key: &'static str, value: impl Into<String>) {
-        self.attr(key, Attr::Str(value.into()));
+        if otlp::enabled() {
+            self.attrs.push((key, Attr::Str(value.into())));
+        }
     }
 
     pub(crate) fn fail(&mut self, message: impl Into<String>) {

@@ -235,9 +235,11 @@ mod tests {
             principal: None,
         };
         let mut s = Span::child(&ctx, "SendMessage".into(), Kind::Client);
+        // What `Span::attr` and the name keep while an exporter runs (none runs in this test).
+        s.name = "SendMessage".into();
+        s.attrs.push(("n", Attr::Int(7)));
         s.start_ns = 1_700_000_000_000_000_001;
         s.end_ns = s.start_ns + 5;
-        s.attr("n", Attr::Int(7));
         s.fail("down");
         let v = encode(&[s]);
         let span = &v["resourceSpans"][0]["scopeSpans"][0]["spans"][0];
