@@ -736,6 +736,16 @@ def run_node(s, script, url, ok):
     expect(s, p.returncode == 0 and ok in out, out[-1500:])
 
 
+def stop_demo(demo):
+    """SIGTERM, then SIGKILL past 10 s."""
+    demo.terminate()
+    try:
+        demo.wait(10)
+    except subprocess.TimeoutExpired:
+        demo.kill()
+        demo.wait(5)
+
+
 def start_demo(s, args, w, name):
     """`iac-agui --demo` in 1.0 mode: the process and its URL (with a trailing slash)."""
     log = open(os.path.join(w.dir, f"demo-{name}.log"), "w")
@@ -771,12 +781,7 @@ def scenario_ts_stop_v1(args, w):
         # for its grace.
         demo.terminate()
         time.sleep(0.2)
-        demo.terminate()
-        try:
-            demo.wait(10)
-        except subprocess.TimeoutExpired:
-            demo.kill()
-            demo.wait(5)
+        stop_demo(demo)
 
 
 def py_sdk_listed(s, port, thread, interrupt):
@@ -877,12 +882,7 @@ def scenario_input_kinds_v1(args, w):
                 o = r.stdout + r.stderr
                 expect(s, r.returncode == 0 and "no conformance violations" in o, f"{f}: exit {r.returncode}: {o[-800:]}")
     finally:
-        demo.terminate()
-        try:
-            demo.wait(10)
-        except subprocess.TimeoutExpired:
-            demo.kill()
-            demo.wait(5)
+        stop_demo(demo)
 
 
 def scenario_copilotkit(args, w, kernel_url, token):
