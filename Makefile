@@ -1,7 +1,7 @@
 # iac-agui — common tasks. `make test` is what CI runs.
 CARGO ?= cargo
 
-.PHONY: all build release run test test-fast interop client-test lint fmt fuzz fuzz-smoke fuzz-build bench census load fleet browser-test static static-check dist dist-check clean
+.PHONY: all build release run test test-fast interop client-test lint fmt fuzz fuzz-smoke fuzz-build bench census stack-probe load fleet browser-test static static-check dist dist-check clean
 
 all: build
 
@@ -72,6 +72,13 @@ bench: static
 census:
 	CARGO_PROFILE_BENCH_STRIP=false CARGO_PROFILE_BENCH_DEBUG=limited \
 		CARGO_TARGET_DIR=target/census-build $(CARGO) bench --bench agui -- census
+
+# Which call chain took a worker's stack into its deepest page: the shipped static build with
+# symbols, five open streams, each resident page of one worker's stack symbolized.
+stack-probe:
+	RUSTFLAGS="-C target-feature=+crt-static" CARGO_PROFILE_RELEASE_STRIP=none CARGO_PROFILE_RELEASE_DEBUG=1 \
+		$(CARGO) build --release --locked --target x86_64-unknown-linux-gnu --target-dir target/stack-probe
+	python3 benches/stack_probe.py
 
 # 1 000 concurrent streams with heartbeat timing, a burst of admissions, then 1 000 streams
 # each dropped and re-attached with Last-Event-ID, counting lost or duplicated events.

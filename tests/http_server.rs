@@ -35,7 +35,7 @@ impl Scripted {
 }
 
 impl Backend for Scripted {
-    fn run(&self, req: RunRequest, stream: &mut RunStream<'_>) {
+    fn run(&self, req: Box<RunRequest>, stream: &mut RunStream<'_>) {
         let b = &req.body;
         let script = b["script"].as_str().unwrap_or("events");
         self.log.lock().unwrap().push(format!(

@@ -83,7 +83,7 @@ pub(crate) struct Admitted {
 }
 
 impl Backend for AguiBackend {
-    fn run(&self, req: RunRequest, stream: &mut RunStream<'_>) {
+    fn run(&self, req: Box<RunRequest>, stream: &mut RunStream<'_>) {
         let sh = &*self.shared;
         stream.set_dialect(sh.dialect);
         // Admission runs on a call thread: its depth (the checks, the state write) and the
@@ -472,11 +472,14 @@ fn unknown_interrupt(e: ApiError, id: &str, lang: i18n::Lang) -> Response {
 }
 
 /// `admit` on a call thread.
-fn admit_on_call_thread(sh: &Arc<Shared>, req: RunRequest) -> Result<Box<Admitted>, Box<Response>> {
+fn admit_on_call_thread(
+    sh: &Arc<Shared>,
+    req: Box<RunRequest>,
+) -> Result<Box<Admitted>, Box<Response>> {
     let shared = sh.clone();
     sh.registry
         .calls()
-        .run(move || admit(&shared, req).map_err(Box::new))
+        .run(move || admit(&shared, *req).map_err(Box::new))
 }
 
 /// The run on its worker, its state on the heap.

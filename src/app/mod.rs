@@ -32,7 +32,7 @@ use crate::trace::{Attr, Kind, Span};
 
 /// The AG-UI work behind the routes. Called on a worker thread; may block.
 pub trait Backend: Send + Sync + 'static {
-    fn run(&self, req: RunRequest, stream: &mut RunStream<'_>);
+    fn run(&self, req: Box<RunRequest>, stream: &mut RunStream<'_>);
     fn cancel(&self, req: CancelRequest) -> Response;
     /// Re-attach to a run (a backend without runs to watch answers 404).
     fn subscribe(&self, _req: SubscribeRequest, stream: &mut RunStream<'_>) {
@@ -156,14 +156,16 @@ impl Handler for App {
             outbox,
         };
         // Boxed: the thread's first frames (std's and this closure's) hold pointers, not the
-        // request, for the stream's whole life (docs/performance.md, issue 26).
-        let job = Box::new((slot, job, request));
+        // request, for the stream's whole life (docs/performance.md, issue 26). The request in
+        // a box of its own: taken apart and freed before the route's work starts.
+        let job = Box::new((slot, job));
+        let request = Box::new(request);
         crate::metrics::M.worker_starts.inc();
         let spawned = std::thread::Builder::new()
             .name("iac-agui-job".into())
             .stack_size(limits::WORKER_STACK_BYTES)
             .spawn(move || {
-                let (_slot, job, request) = &mut *{ job };
+                let (_slot, job) = &*{ job };
                 job.work(request);
             });
         spawned.map(|_| ()).map_err(|e| {
@@ -297,10 +299,12 @@ struct Job {
 }
 
 impl Job {
-    fn work(&self, request: &mut Request<Routed>) {
-        let mut span = request_span(request);
+    fn work(&self, request: Box<Request<Routed>>) {
+        let mut span = request_span(&request);
         let ctx = Some(span.ctx.clone());
-        let status = crate::trace::with_current(ctx, || self.traced_work(request));
+        let entered = crate::trace::enter(ctx);
+        let status = self.traced_work(request);
+        drop(entered);
         span.attr("http.response.status_code", Attr::Int(i64::from(status)));
         if status >= 500 {
             span.fail(format!("HTTP {status}"));
@@ -309,40 +313,57 @@ impl Job {
     }
 
     /// The request under its span; returns the answer's status.
-    fn traced_work(&self, request: &mut Request<Routed>) -> u16 {
+    fn traced_work(&self, mut request: Box<Request<Routed>>) -> u16 {
         let started = self.clock.now();
         let routed = request.head.header_str(THREAD_HEADER);
         let last = request.head.header_str("last-event-id");
         let origin = crate::audit::Origin::of(request.peer, crate::trace::current().as_ref());
-        // Nothing reads the headers after this; a stream may stay open for hours, and a
-        // browser sends a dozen of them.
-        request.head.headers = Vec::new();
+        // Taken apart and freed here, keeping what the access log needs: a stream may stay
+        // open for hours, and a browser sends a dozen headers. Fields out of the box, not the
+        // request onto the stack: these frames stay resident as long as the stream.
         let body = std::mem::take(&mut request.body);
         let caller = std::mem::take(&mut request.route.caller);
-        let fields = match &mut request.route.work {
+        let work = std::mem::replace(&mut request.route.work, Work::Run);
+        let method = std::mem::take(&mut request.head.method);
+        let path = http::percent_decode(request.head.raw_path());
+        drop(request);
+        let fields = match work {
             Work::Run => self.run(body, (caller, origin), routed),
-            Work::Cancel { execution_id } => {
-                let who = (caller, origin);
-                self.cancel(std::mem::take(execution_id), &body, who, routed);
-                Vec::new()
-            }
-            Work::Subscribe { execution_id } => self.subscribe(
-                std::mem::take(execution_id),
-                &body,
-                last.as_deref(),
-                caller,
-                routed,
-            ),
-            work => {
-                self.threads(work, &body, (caller, origin), routed);
-                Vec::new()
-            }
+            work => self.other(work, body, (caller, origin), last, routed),
         };
         let (status, bytes) = self.outbox.sent();
         let took = self.clock.now().saturating_duration_since(started);
-        let path = http::percent_decode(request.head.raw_path());
-        access_log(&request.head.method, &path, status, took, bytes, fields);
+        access_log(&method, &path, status, took, bytes, fields);
         status
+    }
+
+    /// Every route but a run's. A frame of its own: inlined, the cancel, subscribe and
+    /// threads routes' parsing sits in the frame under which a run streams for hours — one more
+    /// resident 4 KiB page per worker (measured: 16 KiB with it inlined, 12 without; the
+    /// shipped build's `make bench` fails above 12; docs/performance.md).
+    #[inline(never)]
+    fn other(
+        &self,
+        work: Work,
+        body: Vec<u8>,
+        (caller, origin): Who,
+        last: Option<String>,
+        routed: Option<String>,
+    ) -> Vec<(&'static str, Field)> {
+        match work {
+            Work::Cancel { execution_id } => {
+                let who = (caller, origin);
+                self.cancel(execution_id, &body, who, routed);
+                Vec::new()
+            }
+            Work::Subscribe { execution_id } => {
+                self.subscribe(execution_id, &body, last.as_deref(), caller, routed)
+            }
+            work => {
+                self.threads(&work, &body, (caller, origin), routed);
+                Vec::new()
+            }
+        }
     }
 
     /// Answer without a stream, echoing the routing key.
@@ -378,11 +399,13 @@ impl Job {
         // The raw body (up to the run body limit) is not kept for the run's whole life.
         drop(body);
         let req = match parsed {
-            Ok(r) => RunRequest {
+            // Boxed: the request is moved through the worker's first frames, which stay
+            // resident for the stream's whole life (docs/performance.md).
+            Ok(r) => Box::new(RunRequest {
                 caller,
                 origin,
                 ..r
-            },
+            }),
             Err(e) => {
                 let (code, msg) = match e {
                     RunBodyError::Json => (Code::InvalidJson, Msg::RunInvalidJson),
@@ -411,9 +434,9 @@ impl Job {
         span.str("agui.run_id", req.run_id.as_str());
         let ctx = Some(span.ctx.clone());
         crate::trace::take_notes();
-        let fields = crate::trace::with_current(ctx, || {
-            Self::streamed(stream, "run", |stream| self.backend.run(req, stream))
-        });
+        let entered = crate::trace::enter(ctx);
+        let fields = Self::streamed(stream, "run", |stream| self.backend.run(req, stream));
+        drop(entered);
         for (k, v) in &fields {
             match (*k, v) {
                 ("outcome", Field::Str(o)) => {

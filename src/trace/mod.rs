@@ -207,19 +207,26 @@ pub(crate) fn current_trace_id() -> Option<String> {
 }
 
 /// Puts back the span that was in force, also when what ran under it panicked.
-struct Restore(Option<SpanContext>);
+#[must_use = "the span is in force only while this lives"]
+pub(crate) struct Entered(Option<SpanContext>);
 
-impl Drop for Restore {
+impl Drop for Entered {
     fn drop(&mut self) {
         let before = self.0.take();
         CURRENT.with(|c| *c.borrow_mut() = before);
     }
 }
 
+/// `ctx` is the span in force on this thread until the guard drops. A guard, not a closure:
+/// a run's request and stream stay where they are instead of being moved into one, which
+/// on a worker is a deeper resident stack for the stream's whole life (docs/performance.md).
+pub(crate) fn enter(ctx: Option<SpanContext>) -> Entered {
+    Entered(CURRENT.with(|c| std::mem::replace(&mut *c.borrow_mut(), ctx)))
+}
+
 /// `f` with `ctx` as the span in force on this thread.
 pub(crate) fn with_current<T>(ctx: Option<SpanContext>, f: impl FnOnce() -> T) -> T {
-    let before = CURRENT.with(|c| std::mem::replace(&mut *c.borrow_mut(), ctx));
-    let _restore = Restore(before);
+    let _entered = enter(ctx);
     f()
 }
 

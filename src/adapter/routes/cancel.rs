@@ -94,7 +94,7 @@ pub(crate) fn cancel(sh: &Shared, req: CancelRequest) -> Response {
             context_id: doc.context_id.clone(),
         };
         // The AG-UI execution ends now: terminal, nothing pending (reference §8.1).
-        let mut next = current?.clone();
+        let mut next = Box::new(current?.clone());
         next.doc.execution.pending.clear();
         next.doc.execution.task_id = None;
         next.doc.retire(exec);

@@ -173,17 +173,19 @@ impl Registry {
 
     /// The one write path of a thread: under its lock, `next` builds the new state from the
     /// current one (`None`: nothing to write); it is saved, and becomes current only if the
-    /// save worked. Returns `next`'s value, `None` when nothing was written.
+    /// save worked. Returns `next`'s value, `None` when nothing was written. The new state
+    /// is boxed by `next`: moved by value, a thread is copied through each frame on the way,
+    /// and a run's worker keeps the deepest it has been for the stream's life.
     pub(crate) fn update<R>(
         &self,
         slot: &Slot,
-        next: impl FnOnce(Option<&Thread>) -> Option<(Thread, R)>,
+        next: impl FnOnce(Option<&Thread>) -> Option<(Box<Thread>, R)>,
     ) -> Result<Option<R>, StoreError> {
         let mut g = lock(slot);
         let Some((t, r)) = next(g.as_ref()) else {
             return Ok(None);
         };
-        self.save_as_current(&mut g, Box::new(t))?;
+        self.save_as_current(&mut g, t)?;
         Ok(Some(r))
     }
 
@@ -631,7 +633,7 @@ mod tests {
                 doc,
                 active_run: None,
             };
-            Some((t, 7))
+            Some((Box::new(t), 7))
         });
         assert_eq!(saved.unwrap(), Some(7));
         assert_eq!(

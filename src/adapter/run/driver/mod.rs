@@ -16,8 +16,9 @@
 //! has ever been and lives as long as its stream: measured (issue 37, shipped build, K = 1 000)
 //! 12 KiB per worker and 23.5 KiB per open stream with them, 16 KiB and 27.3 without
 //! (docs/performance.md). Guarded by the shipped build's `make bench` (it fails when a
-//! worker's stack is above 12 KiB) and by `tests/tuning.rs` (their number, and none
-//! elsewhere: the other 8 were removed for no measurable gain).
+//! worker's stack is above 12 KiB) and by `tests/tuning.rs` (their number, one in the
+//! worker's entry — `app::Job::other` — and none elsewhere: the other 8 were removed for no
+//! measurable gain).
 
 mod resume;
 #[cfg(test)]
@@ -369,7 +370,7 @@ impl<'a, 's> Run<'a, 's> {
     /// the reference (digests finalised by the closing spans serve no later resume).
     fn persist_with(&self, sync: bool, f: impl FnOnce(&mut Thread)) -> Result<(), NotSaved> {
         let saved = self.sh.registry.update(&self.a.slot, |current| {
-            let mut next = current?.clone();
+            let mut next = Box::new(current?.clone());
             // Not into an execution that has ended (its end cleared the task id).
             if let Some(tid) = &self.unsaved_task
                 && next.doc.execution.execution_id == self.execution_id

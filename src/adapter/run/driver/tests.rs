@@ -285,7 +285,7 @@ impl Harness {
                 req.payload_lang,
                 self.backend.shared.env.clone(),
             );
-            self.backend.run(req, &mut stream);
+            self.backend.run(Box::new(req), &mut stream);
         }
         let mut replies = Vec::new();
         job.drain(usize::MAX, usize::MAX, &mut replies);
