@@ -31,7 +31,7 @@ use crate::i18n;
 use crate::principal::ThreadKey;
 use crate::server::http::Response;
 use crate::sync::lock;
-use driver::{Run, RunArgs};
+use driver::{Opening, Run, RunArgs};
 use shared::RunControl;
 pub use shared::Shared;
 
@@ -352,11 +352,13 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
         parent_run_id: inp.parent_run_id,
         props,
         lang: run_lang,
-        user,
-        resume: inp.resume.unwrap_or_default(),
+        opening: Some(Box::new(Opening {
+            user,
+            resume: inp.resume.unwrap_or_default(),
+            snapshot,
+            skipped,
+        })),
         control,
-        snapshot,
-        skipped,
         ticket,
         origin,
     };

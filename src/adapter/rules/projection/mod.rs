@@ -3,7 +3,7 @@
 //! come from [`Env`]; nothing here does I/O.
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -63,22 +63,24 @@ pub struct Mapper<'e> {
     env: &'e dyn Env,
     run_id: String,
     pub(crate) pipeline_run_id: String,
+    // The sets and maps are B-trees, not hashes: 24 bytes inline against 48, in a value that
+    // lives on the heap as long as its stream (docs/performance.md), for a handful of ids.
     // text
     open_texts: Vec<String>,
     current: Option<String>,
     /// Per message, the running SHA-256 of its text so far (for the snapshot digest at its
     /// close): constant memory however long the answer grows.
-    buffers: HashMap<String, TextHash>,
+    buffers: BTreeMap<String, TextHash>,
     pub(crate) text_emitted: bool,
-    replay_checked: HashSet<String>,
+    replay_checked: BTreeSet<String>,
     /// Durable digests of finalized text snapshots (persisted with the execution).
     pub(crate) text_digests: BTreeSet<String>,
     // reasoning and tools
     open_reasoning: BTreeSet<String>,
     open_tools: BTreeSet<String>,
-    results_sent: HashSet<String>,
+    results_sent: BTreeSet<String>,
     // pipeline
-    seen_events: HashSet<String>,
+    seen_events: BTreeSet<String>,
     pub(crate) last_sequence: i64,
     /// Durable open steps (persisted); `run_steps` are those opened in this run.
     pub(crate) open_steps: BTreeSet<String>,
@@ -106,14 +108,14 @@ impl<'e> Mapper<'e> {
             pipeline_run_id: format!("pipeline-{thread_id}"),
             open_texts: Vec::new(),
             current: None,
-            buffers: HashMap::new(),
+            buffers: BTreeMap::new(),
             text_emitted: false,
-            replay_checked: HashSet::new(),
+            replay_checked: BTreeSet::new(),
             text_digests,
             open_reasoning: BTreeSet::new(),
             open_tools: BTreeSet::new(),
-            results_sent: HashSet::new(),
-            seen_events: HashSet::new(),
+            results_sent: BTreeSet::new(),
+            seen_events: BTreeSet::new(),
             last_sequence: 0,
             open_steps,
             run_steps: BTreeSet::new(),

@@ -100,19 +100,36 @@ pub(crate) struct RunArgs {
     pub(crate) parent_run_id: Option<String>,
     pub(crate) props: IacProps,
     pub(crate) lang: Lang,
-    pub(crate) user: Option<UserMessage>,
-    pub(crate) resume: Vec<ResumeEntry>,
+    /// What only the run's start reads; `None` once all of it was taken.
+    pub(crate) opening: Option<Box<Opening>>,
     pub(crate) control: Arc<RunControl>,
-    /// AG-UI 1.0: the conversation to restate after `RUN_STARTED` (the stored one and the
-    /// request's new messages), when the request held less than the server keeps.
-    pub(crate) snapshot: Option<Vec<serde_json::Value>>,
-    /// AG-UI 1.0: what of the request the run goes on without, told after `RUN_STARTED`.
-    pub(crate) skipped: Vec<crate::agui::content::Skipped>,
     /// The caller's concurrent-run quota, held for the run's life; its usage is counted
     /// when it goes (issue 44).
     pub(crate) ticket: Option<crate::quota::Ticket>,
     /// Where the run came from: its end's audit record says so too.
     pub(crate) origin: crate::audit::Origin,
+}
+
+/// What a run reads only as it starts, each part taken once. Boxed and dropped when spent:
+/// the run that then streams for hours does not carry its room (docs/performance.md).
+#[derive(Default)]
+pub(crate) struct Opening {
+    pub(crate) user: Option<UserMessage>,
+    pub(crate) resume: Vec<ResumeEntry>,
+    /// AG-UI 1.0: the conversation to restate after `RUN_STARTED` (the stored one and the
+    /// request's new messages), when the request held less than the server keeps.
+    pub(crate) snapshot: Option<Vec<serde_json::Value>>,
+    /// AG-UI 1.0: what of the request the run goes on without, told after `RUN_STARTED`.
+    pub(crate) skipped: Vec<crate::agui::content::Skipped>,
+}
+
+impl Opening {
+    fn spent(&self) -> bool {
+        self.user.is_none()
+            && self.resume.is_empty()
+            && self.snapshot.is_none()
+            && self.skipped.is_empty()
+    }
 }
 
 pub(crate) struct Run<'a, 's> {
@@ -361,6 +378,18 @@ impl<'a, 's> Run<'a, 's> {
         lock(&self.a.slot).as_mut().map(f)
     }
 
+    /// Take a part of the run's opening; the opening goes once all of it was taken.
+    fn take_opening<T: Default>(&mut self, part: impl FnOnce(&mut Opening) -> T) -> T {
+        let Some(o) = self.a.opening.as_mut() else {
+            return T::default();
+        };
+        let taken = part(o);
+        if o.spent() {
+            self.a.opening = None;
+        }
+        taken
+    }
+
     /// Apply `f` to a copy of the thread, persist it, and keep it only if the write worked.
     fn persist(&self, f: impl FnOnce(&mut Thread)) -> Result<(), NotSaved> {
         self.persist_with(true, f)
@@ -460,12 +489,12 @@ impl<'a, 's> Run<'a, 's> {
             protocol_version,
         });
         self.send(&ev)?;
-        if let Some(messages) = self.a.snapshot.take() {
+        if let Some(messages) = self.take_opening(|o| o.snapshot.take()) {
             let ev = self.stamp(Event::MessagesSnapshot { messages });
             self.send(&ev)?;
         }
-        if !self.a.skipped.is_empty() {
-            let skipped = std::mem::take(&mut self.a.skipped);
+        let skipped = self.take_opening(|o| std::mem::take(&mut o.skipped));
+        if !skipped.is_empty() {
             log::warn!(
                 "thread {}: run {} goes on without {} message(s) or part(s) it cannot use",
                 crate::logging::escape(&self.a.thread.id),

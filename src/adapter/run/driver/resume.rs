@@ -23,7 +23,7 @@ impl Run<'_, '_> {
         self.run_started()?;
         self.mapper.reopen_pipeline_steps();
         self.flush()?;
-        let entries = std::mem::take(&mut self.a.resume);
+        let entries = self.take_opening(|o| std::mem::take(&mut o.resume));
         let exec = self.execution_id.clone();
         let (task, pending_empty, session_id, cwd) = self
             .with_thread(|t| {

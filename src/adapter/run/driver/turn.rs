@@ -29,7 +29,7 @@ impl Run<'_, '_> {
         self.run_started()?;
         self.mapper.reopen_pipeline_steps();
         self.flush()?;
-        let Some(user) = self.a.user.take() else {
+        let Some(user) = self.take_opening(|o| o.user.take()) else {
             return Err(self.fail(Code::InvalidInput, Msg::UserMessageRequired, Cleanup::Keep));
         };
         self.wait_for_previous_task()?;
@@ -368,7 +368,7 @@ impl Run<'_, '_> {
     #[inline(never)]
     pub(super) fn guidance(&mut self) -> Step<Ending> {
         self.run_started()?;
-        let Some(user) = self.a.user.take() else {
+        let Some(user) = self.take_opening(|o| o.user.take()) else {
             return Err(self.fail(Code::InvalidInput, Msg::UserMessageRequired, Cleanup::Keep));
         };
         self.wait_for_previous_task()?;
