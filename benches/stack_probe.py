@@ -89,6 +89,8 @@ def main():
         time.sleep(2)
         pid = adapter.pid
         base, text = text_of(pid)
+        if text is None:
+            sys.exit(f"{BIN} is not mapped by the server (another binary ran?)")
         stacks = [(lo, hi, resident(pid, lo, hi)) for lo, hi in worker_stacks(pid)]
         print("resident KiB of each 1 MiB stack:", [len(p) * 4 for _, _, p in stacks])
         # A worker is the stack whose pages hold the run's driver.
@@ -102,6 +104,8 @@ def main():
                     w = struct.unpack_from("<Q", data, off)[0]
                     if text[0] <= w < text[1]:
                         found.append(((hi - p) // 4096, hi - p - off, w - base - 1))
+            if not found:
+                continue
             names = subprocess.run(["addr2line", "-f", "-C", "-e", BIN] + [hex(a) for _, _, a in found],
                                    capture_output=True, text=True).stdout.splitlines()[0::2]
             if not any("adapter::drive" in n or "driver::Run" in n for n in names):
