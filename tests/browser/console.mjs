@@ -489,6 +489,15 @@ try {
   // Regression: an answered form's buttons were disabled but looked as live as before.
   const answered = () => v1.evaluate(() => [...[...document.querySelectorAll("#log .interrupt")].pop().querySelectorAll("button, input")]
     .every((x) => x.disabled && Number(getComputedStyle(x).opacity) < 1));
+  // Dismiss is not the kernel's Cancel action: it cancels the run itself, and the form takes no answer.
+  const dismissed = async (tag, text, live) => {
+    const n = await runEnds();
+    await say(v1, text);
+    await liveForm(tag, live);
+    await v1.click(".interrupt button:not([disabled])::-p-text(Dismiss)");
+    await settled(tag, n, "cancelled");
+    if (!(await answered())) fail(tag, "the dismissed form takes, or looks as if it takes, an answer");
+  };
 
   await step("1.0: a deployment confirmation shows the solution and its actions; Confirm finishes the run", async () => {
     const n = await runEnds();
@@ -527,18 +536,12 @@ try {
     await settled("confirm-free", n);
     said = await saidAfter();
     if (!said.includes("Not a structured confirmation: wait until Monday")) fail("confirm-free", `the kernel said ${JSON.stringify(said)}`);
-    // Dismiss is not the kernel's Cancel action: it cancels the run itself.
-    n = await runEnds();
-    await say(v1, "pipeline confirm");
-    await liveForm("confirm-dismiss", "button[data-action=confirm]");
-    await v1.click(".interrupt button:not([disabled])::-p-text(Dismiss)");
-    await settled("confirm-dismiss", n, "cancelled");
-    if (!(await answered())) fail("confirm-dismiss", "the dismissed form takes, or looks as if it takes, an answer");
+    await dismissed("confirm-dismiss", "pipeline confirm", "button[data-action=confirm]");
     await shot1("19-confirmation-cancel-free-dismiss");
   });
 
   await step("1.0: a candidate choice: a button per candidate, one picked, then one dismissed", async () => {
-    let n = await runEnds();
+    const n = await runEnds();
     await say(v1, "compare candidates");
     const f = await liveForm("candidates", "button[data-selected-id]");
     if (!f.prompt.startsWith("Which design should I deploy?")) fail("candidates", `prompt ${JSON.stringify(f.prompt)}`);
@@ -550,12 +553,7 @@ try {
     await settled("candidates", n);
     const said = await saidAfter();
     if (!said.includes("Deploying Candidate 2: Function Compute.")) fail("candidates", `the kernel said ${JSON.stringify(said)}`);
-    n = await runEnds();
-    await say(v1, "compare candidates again");
-    await liveForm("candidates-dismiss", "button[data-selected-id]");
-    await v1.click(".interrupt button:not([disabled])::-p-text(Dismiss)");
-    await settled("candidates-dismiss", n, "cancelled");
-    if (!(await answered())) fail("candidates-dismiss", "the dismissed form takes, or looks as if it takes, an answer");
+    await dismissed("candidates-dismiss", "compare candidates again", "button[data-selected-id]");
     await shot1("21-candidates-dismissed");
   });
 
