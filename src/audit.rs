@@ -1,7 +1,8 @@
 //! The audit log (issue 44): one JSON line per decision that changes what the agent may do or
 //! what is kept (a run admitted, a resume's answers, a cancel, a thread deleted, a run's end),
 //! written before the decision is acknowledged. This file is the pure part: where a request
-//! came from, the record, a resume's decisions. `audit/file.rs` is the append-only file.
+//! came from, the record, what a resume's answers decided (read from the stored interrupts by
+//! `adapter::reconcile::decided`). `audit/file.rs` is the append-only file.
 //! Records are written on worker and call threads only, never on the event loop.
 
 mod file;
@@ -12,9 +13,7 @@ use std::time::SystemTime;
 
 use serde_json::{Map, Value, json};
 
-use crate::agui::input::{ResumeEntry, ResumeStatus};
 use crate::principal::Caller;
-use crate::store::document::PendingInput;
 pub(crate) use file::{AuditFile, MAX_KEEP};
 
 /// Longest text of one field (ids, an option or a resource): a record stays bounded whatever
@@ -22,6 +21,9 @@ pub(crate) use file::{AuditFile, MAX_KEEP};
 pub(crate) const MAX_FIELD_CHARS: usize = 256;
 /// Interrupts one resume record lists; past them it only counts.
 pub(crate) const MAX_INTERRUPTS: usize = 64;
+/// Parameter override names one resume record lists (over all its answers); past them each
+/// answer only counts its own.
+pub(crate) const MAX_OVERRIDES: usize = 32;
 
 /// Where a request came from, as far as the audit record tells it (never a header's value).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -51,9 +53,9 @@ pub(crate) enum Action {
     RunAdmitted {
         mode: &'static str,
     },
-    /// A resume admitted, with each interrupt's decision (`resume_decisions`).
+    /// A resume admitted, with what each of its answers decided.
     Resume {
-        interrupts: Vec<Value>,
+        interrupts: Vec<Answered>,
     },
     Cancel,
     ThreadDelete,
@@ -130,7 +132,12 @@ pub(crate) fn record(
         }
         Action::Resume { interrupts } => {
             r.insert("mode".into(), "resume".into());
-            let listed: Vec<Value> = interrupts.iter().take(MAX_INTERRUPTS).cloned().collect();
+            let mut room = MAX_OVERRIDES;
+            let listed: Vec<Value> = interrupts
+                .iter()
+                .take(MAX_INTERRUPTS)
+                .map(|a| answered(a, &mut room))
+                .collect();
             if interrupts.len() > MAX_INTERRUPTS {
                 r.insert(
                     "interruptsOmitted".into(),
@@ -158,62 +165,109 @@ pub(crate) fn record(
     line
 }
 
-/// Each answered interrupt: its id, its kind (the stored interrupt's, `unknown` when none is
-/// pending under that id) and the decision: `allow_once`/`deny` (a permission), `selected`
-/// with the `option` or `resource`, `free_text` (never the text), `cancelled`, or `answered`.
-/// Payload values other than these never reach the record.
-pub(crate) fn resume_decisions(
-    pending: &[(String, PendingInput)],
-    resume: &[ResumeEntry],
-) -> Vec<Value> {
-    resume
-        .iter()
-        .map(|e| {
-            let value = pending
-                .iter()
-                .find(|(id, _)| *id == e.interrupt_id)
-                .map(|(_, p)| &p.value);
-            let kind = value
-                .and_then(|v| v.get("kind"))
-                .and_then(Value::as_str)
-                .unwrap_or("unknown");
-            let mut d = Map::new();
-            d.insert("id".into(), bounded(&e.interrupt_id).into());
-            d.insert("kind".into(), bounded(kind).into());
-            decision(&mut d, e.status, e.payload.as_ref());
-            Value::Object(d)
-        })
-        .collect()
+/// One answer of a resume: the interrupt's id, its kind (the stored interrupt's; `None` when
+/// nothing is pending under that id) and what it decided.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Answered {
+    pub(crate) id: String,
+    pub(crate) kind: Option<String>,
+    pub(crate) decided: Decided,
 }
 
-fn decision(d: &mut Map<String, Value>, status: ResumeStatus, payload: Option<&Value>) {
-    let text = |k: &str| payload.and_then(|p| p.get(k)).and_then(Value::as_str);
-    let word = |s: &str| {
-        !s.is_empty() && s.len() <= 32 && s.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
-    };
-    let decided = if status == ResumeStatus::Cancelled {
-        "cancelled".to_string()
-    } else if let Some(choice) = text("decision") {
-        // A permission's answer is a word of its schema; anything else is not copied.
-        if word(choice) { choice } else { "other" }.to_string()
-    } else if let Some(id) = text("selectedId") {
-        d.insert("option".into(), bounded(id).into());
-        "selected".into()
-    } else if text("freeText").is_some() {
-        "free_text".into()
-    } else if let Some(s) = text("status") {
-        if s == "selected" {
-            if let Some(v) = text("value") {
-                d.insert("resource".into(), bounded(v).into());
-            }
-            "selected".into()
-        } else {
-            "cancelled".into()
+/// What an answer decided (`adapter::reconcile::decided` reads it from the stored interrupt).
+/// Only words of the interrupt's schema, its own option ids, a selected resource and the
+/// names of parameter overrides ever reach the record: never free text or other values.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Decided {
+    /// The answer did not reach the kernel: none of its values are kept.
+    Refused(Refused),
+    Cancelled,
+    /// A permission's answer, a word of its schema's enum (`allow_once`, `deny`).
+    Word(String),
+    /// A deployment confirmation's action (a word of its schema's enum) and the names of
+    /// its parameter overrides (never their values).
+    Action {
+        action: String,
+        overrides: Vec<String>,
+    },
+    /// A question's option, by its id.
+    Option(String),
+    /// A cloud resource selection's chosen value.
+    Resource(String),
+    /// Free text (never kept).
+    FreeText,
+    /// Valid, of no shape above.
+    Answered,
+}
+
+/// Why an answer was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// Nothing pending under its id (never raised, or already answered).
+    NotPending,
+    /// Not valid against the stored interrupt's `responseSchema` (or no payload).
+    Invalid,
+    /// The interrupt's `expiresAt` has passed.
+    Expired,
+}
+
+impl Refused {
+    fn word(self) -> &'static str {
+        match self {
+            Refused::NotPending => "not_pending",
+            Refused::Invalid => "invalid",
+            Refused::Expired => "expired",
         }
-    } else {
-        "answered".into()
+    }
+}
+
+/// One answer as the record lists it: `id`, `kind`, `decision`, and what the decision names;
+/// `room` is the number of override names the record may still list.
+fn answered(a: &Answered, room: &mut usize) -> Value {
+    let mut d = Map::new();
+    d.insert("id".into(), bounded(&a.id).into());
+    d.insert(
+        "kind".into(),
+        a.kind.as_deref().map_or("unknown".into(), bounded).into(),
+    );
+    let decision = match &a.decided {
+        Decided::Refused(why) => {
+            d.insert("reason".into(), why.word().into());
+            "refused".to_string()
+        }
+        Decided::Cancelled => "cancelled".into(),
+        Decided::Word(w) => bounded(w),
+        Decided::Action { action, overrides } => {
+            let names: Vec<Value> = overrides
+                .iter()
+                .take(*room)
+                .map(|n| bounded(n).into())
+                .collect();
+            *room -= names.len();
+            if overrides.len() > names.len() {
+                d.insert(
+                    "overridesOmitted".into(),
+                    (overrides.len() - names.len()).into(),
+                );
+            }
+            if !names.is_empty() {
+                d.insert("overrides".into(), names.into());
+            }
+            bounded(action)
+        }
+        Decided::Option(id) => {
+            d.insert("option".into(), bounded(id).into());
+            "selected".into()
+        }
+        Decided::Resource(v) => {
+            d.insert("resource".into(), bounded(v).into());
+            "selected".into()
+        }
+        Decided::FreeText => "free_text".into(),
+        Decided::Answered => "answered".into(),
     };
-    d.insert("decision".into(), decided.into());
+    d.insert("decision".into(), decision.into());
+    Value::Object(d)
 }
 
 /// Why a decision could not be recorded (the request is then refused, nothing done).

@@ -515,3 +515,145 @@ fn a_thread_deleted_by_retention_is_recorded() {
     }));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The one resume record of `thread`'s run `run`.
+fn resume_of(path: &Path, thread: &str, run: &str) -> Value {
+    records(path)
+        .into_iter()
+        .find(|r| r["threadId"] == thread && r["runId"] == run && r["event"] == "resume")
+        .unwrap_or_else(|| panic!("no resume record for {thread}/{run}: {:?}", records(path)))
+}
+
+fn code_of(events: &[Value]) -> String {
+    last(events)["code"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn a_deployment_confirmations_record_says_which_action_and_which_overrides() {
+    let dir = log_dir("confirm");
+    let log = dir.join("audit.jsonl");
+    let p = start("audit-confirm", &log, &["--agui-protocol", "1.0"], &[]);
+    let cases = [
+        (
+            "K1",
+            json!({"action": "confirm",
+                "parameterOverrides": {"InstanceType": "ecs.g7.xlarge", "DBPassword": "canary-value"}}),
+            json!({"decision": "confirm", "overrides": ["InstanceType", "DBPassword"]}),
+        ),
+        (
+            "K2",
+            json!({"action": "cancel"}),
+            json!({"decision": "cancel"}),
+        ),
+        (
+            "K3",
+            json!({"freeText": "canary text"}),
+            json!({"decision": "free_text"}),
+        ),
+    ];
+    for (thread, payload, want) in cases {
+        let first = run(
+            &p,
+            &run_body(&p, thread, "k1", "pipeline: confirm the deployment"),
+        );
+        let id = pending_id(&first);
+        let answer = json!([{"interruptId": id, "status": "resolved", "payload": payload}]);
+        let ev = run(&p, &resume_body(&p, thread, "k2", answer));
+        assert_eq!(last(&ev)["type"], "RUN_FINISHED", "{thread}: {ev:?}");
+        let mut want = want;
+        want["id"] = id.into();
+        want["kind"] = "deployment_confirmation".into();
+        let got = &resume_of(&log, thread, "k2")["interrupts"];
+        assert_eq!(got, &json!([want]), "{thread}");
+    }
+    // The overrides' values and free text stay out.
+    let text = std::fs::read_to_string(&log).unwrap();
+    for secret in ["canary", "ecs.g7.xlarge"] {
+        assert!(!text.contains(secret), "{secret} in the audit log:\n{text}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_answer_that_never_reached_the_kernel_is_recorded_refused_without_its_values() {
+    let dir = log_dir("refused");
+    let log = dir.join("audit.jsonl");
+    let p = start("audit-refused", &log, &[], &[]);
+    // A permission answered with a word its schema does not take.
+    let first = run(&p, &run_body(&p, "A", "a1", "permission please"));
+    let pid = pending_id(&first);
+    let forged = json!([{"interruptId": pid, "status": "resolved",
+        "payload": {"decision": "allow_always"}}]);
+    let ev = run(&p, &resume_body(&p, "A", "a2", forged));
+    assert_eq!(code_of(&ev), "RESUME_PAYLOAD_INVALID", "{ev:?}");
+    assert_eq!(
+        resume_of(&log, "A", "a2")["interrupts"],
+        json!([{"id": pid, "kind": "permission", "decision": "refused", "reason": "invalid"}])
+    );
+    // A question answered with an option it does not have.
+    let first = run(&p, &run_body(&p, "Q", "q1", "question please"));
+    let qid = pending_id(&first);
+    let forged = json!([{"interruptId": qid, "status": "resolved",
+        "payload": {"selectedId": "delete-all-prod"}}]);
+    let ev = run(&p, &resume_body(&p, "Q", "q2", forged));
+    assert_eq!(code_of(&ev), "RESUME_PAYLOAD_INVALID", "{ev:?}");
+    assert_eq!(
+        resume_of(&log, "Q", "q2")["interrupts"],
+        json!([{"id": qid, "kind": "ask_user_question", "decision": "refused", "reason": "invalid"}])
+    );
+    // The permission allowed, then answered again otherwise: the second answer was never
+    // pending.
+    let allow =
+        json!([{"interruptId": pid, "status": "resolved", "payload": {"decision": "allow_once"}}]);
+    let ev = run(&p, &resume_body(&p, "A", "a3", allow));
+    assert_eq!(last(&ev)["type"], "RUN_FINISHED", "{ev:?}");
+    assert_eq!(
+        resume_of(&log, "A", "a3")["interrupts"][0]["decision"],
+        "allow_once"
+    );
+    let again =
+        json!([{"interruptId": pid, "status": "resolved", "payload": {"decision": "deny"}}]);
+    let r = post(p.addr, "/", &resume_body(&p, "A", "a4", again));
+    let (ev, _) = sse_events(&r.body);
+    // (The demo kernel has forgotten the finished task: `EXECUTION_LOST`.)
+    assert_eq!(last(&ev)["type"], "RUN_ERROR", "{}", r.text());
+    assert_eq!(
+        resume_of(&log, "A", "a4")["interrupts"],
+        json!([{"id": pid, "kind": "unknown", "decision": "refused", "reason": "not_pending"}])
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    for forged in ["allow_always", "delete-all-prod", "\"deny\""] {
+        assert!(!text.contains(forged), "{forged} in the audit log:\n{text}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_audit_file_removed_while_serving_is_made_again_and_no_decision_is_refused() {
+    let dir = log_dir("removed");
+    let log = dir.join("audit.jsonl");
+    // A record is a few hundred bytes: about five per file.
+    let p = start(
+        "audit-removed",
+        &log,
+        &["--audit-max-bytes", "2000", "--audit-keep", "2"],
+        &[],
+    );
+    run(&p, &run_body(&p, "M", "m0", "hello"));
+    std::fs::remove_file(&log).unwrap();
+    // Each record lands in a file at the path, and rotation goes on past it.
+    for n in 1..6 {
+        run(&p, &run_body(&p, "M", &format!("m{n}"), "hello"));
+        let runs: Vec<String> = events_of(&log, "M").into_iter().map(|(_, r)| r).collect();
+        assert!(runs.contains(&format!("m{n}")), "m{n}: {runs:?}");
+    }
+    assert!(dir.join("audit.jsonl.1").exists());
+    assert_eq!(mode_of(&log), 0o600);
+    let gone = send(p.addr, "DELETE", "/threads/M", b"");
+    assert_eq!(gone.status, 204, "{}", gone.text());
+    assert_eq!(last_of(&log, "M", "thread.delete")["caller"], "alice");
+    let _ = std::fs::remove_dir_all(&dir);
+}

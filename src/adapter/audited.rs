@@ -5,10 +5,12 @@
 use super::admission::{RunKind, Thread};
 use super::shared::Shared;
 use crate::agui::input::ResumeEntry;
-use crate::audit::{Action, Origin, Subject};
+use crate::audit::{Action, Answered, Origin, Subject};
 use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
 use crate::principal::ThreadKey;
+use crate::store::document::PendingInput;
+use serde_json::Value;
 
 const UNAVAILABLE: ApiError = ApiError::new(Code::AuditUnavailable, Msg::AuditUnavailable);
 
@@ -41,7 +43,7 @@ pub(super) fn admission(
         RunKind::Resume => {
             let pending = current.map_or(&[][..], |t| &t.doc.execution.pending[..]);
             Action::Resume {
-                interrupts: crate::audit::resume_decisions(pending, resume.unwrap_or_default()),
+                interrupts: answered(pending, resume.unwrap_or_default(), sh.env.now_ms()),
             }
         }
         RunKind::New => Action::RunAdmitted { mode: "new" },
@@ -55,6 +57,37 @@ pub(super) fn admission(
         execution_id: Some(execution_id),
     };
     write(sh, origin, &subject, &action)
+}
+
+/// Each answer of a resume against the thread's pending interrupts as they were: what it
+/// decided, or refused when the run's own validation (`reconcile::check`) will refuse it:
+/// a caller cannot write into the log a decision the kernel is never sent.
+fn answered(
+    pending: &[(String, PendingInput)],
+    resume: &[ResumeEntry],
+    now_ms: u64,
+) -> Vec<Answered> {
+    resume
+        .iter()
+        .map(|e| {
+            let stored = pending
+                .iter()
+                .find(|(id, _)| *id == e.interrupt_id)
+                .map(|(_, p)| p);
+            let kind = stored.map(|p| {
+                p.value
+                    .get("kind")
+                    .and_then(Value::as_str)
+                    .unwrap_or("input_required")
+                    .to_string()
+            });
+            Answered {
+                id: e.interrupt_id.clone(),
+                kind,
+                decided: super::reconcile::decided(e, stored, now_ms),
+            }
+        })
+        .collect()
 }
 
 /// A run's end, before its terminal event leaves. It has happened whatever the log says:

@@ -6,7 +6,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -25,8 +25,11 @@ pub struct AuditFile {
 }
 
 struct Inner {
-    /// `None` after a rotation whose new file could not be opened: the next append tries.
+    /// `None` after a rotation or a reopen that could not open the file: the next append tries.
     file: Option<File>,
+    /// The open file's (device, inode): a regular file is appended to only while `path`
+    /// still names it.
+    id: Option<(u64, u64)>,
     size: u64,
     /// A regular file: rotated, recovered, fsync'd (a device or a pipe is written only).
     regular: bool,
@@ -134,8 +137,10 @@ impl AuditFile {
             file = open_append(path)?;
             sync_dir(path);
         }
-        let size = if regular { file.metadata()?.len() } else { 0 };
+        let meta = file.metadata()?;
+        let size = if regular { meta.len() } else { 0 };
         let inner = Inner {
+            id: Some((meta.dev(), meta.ino())),
             file: Some(file),
             size,
             regular,
@@ -161,6 +166,9 @@ impl AuditFile {
         let mut guard = lock(&self.inner);
         // A plain borrow: its fields are borrowed apart below.
         let inner = &mut *guard;
+        if inner.regular {
+            self.follow_path(inner)?;
+        }
         if inner.regular && inner.size > 0 && inner.size + line.len() as u64 > self.max_bytes {
             self.rotate(inner)?;
         }
@@ -194,26 +202,81 @@ impl AuditFile {
         }
     }
 
-    /// `PATH` → `PATH.1` → … → `PATH.keep` (the oldest dropped), and a new `PATH`.
+    /// The open file is the one `PATH` names: one removed or replaced under the server (by
+    /// hand, by an outside rotation) is left for a new one opened at `PATH`, so no record goes
+    /// to an inode no one can read. Anything but a regular file at `PATH` is refused rather
+    /// than opened (a FIFO would block every decision).
+    fn follow_path(&self, inner: &mut Inner) -> io::Result<()> {
+        let named = match std::fs::metadata(&self.path) {
+            Ok(m) => Some(m),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        if let Some(m) = &named {
+            if inner.file.is_some() && inner.id == Some((m.dev(), m.ino())) {
+                return Ok(());
+            }
+            if !m.is_file() {
+                return Err(io::Error::other(format!(
+                    "{} is no longer a regular file",
+                    self.path.display()
+                )));
+            }
+        }
+        if inner.file.is_some() {
+            log::warn!(
+                "audit log {}: the file was {} while the server ran; going on in a new file at that path",
+                self.path.display(),
+                if named.is_some() {
+                    "replaced"
+                } else {
+                    "removed"
+                }
+            );
+        }
+        // What was pending on the old file (`dirty`) is no concern of the new one.
+        inner.file = None;
+        inner.id = None;
+        inner.dirty = false;
+        let file = open_append(&self.path)?;
+        let meta = file.metadata()?;
+        if meta.permissions().mode() & 0o777 != 0o600 {
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        }
+        if named.is_none() {
+            sync_dir(&self.path);
+        }
+        inner.size = meta.len();
+        inner.id = Some((meta.dev(), meta.ino()));
+        inner.file = Some(file);
+        Ok(())
+    }
+
+    /// `PATH` → `PATH.1` → … → `PATH.keep` (the oldest dropped), and a new `PATH`. A `PATH`
+    /// gone meanwhile is nothing to rotate.
     fn rotate(&self, inner: &mut Inner) -> io::Result<()> {
         inner.file = None;
+        inner.id = None;
         let numbered = |n: usize| with_suffix(&self.path, &format!(".{n}"));
+        let gone = |r: io::Result<()>| match r {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        };
         if self.keep == 0 {
-            std::fs::remove_file(&self.path)?;
+            gone(std::fs::remove_file(&self.path))?;
         } else {
             let _ = std::fs::remove_file(numbered(self.keep));
             for n in (1..self.keep).rev() {
-                match std::fs::rename(numbered(n), numbered(n + 1)) {
-                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-                    _ => {}
-                }
+                gone(std::fs::rename(numbered(n), numbered(n + 1)))?;
             }
-            std::fs::rename(&self.path, numbered(1))?;
+            gone(std::fs::rename(&self.path, numbered(1)))?;
         }
         let file = open_append(&self.path)?;
         sync_dir(&self.path);
+        let meta = file.metadata()?;
+        inner.id = Some((meta.dev(), meta.ino()));
+        inner.size = meta.len();
         inner.file = Some(file);
-        inner.size = 0;
         Ok(())
     }
 }

@@ -3,7 +3,6 @@ use std::time::{Duration, UNIX_EPOCH};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::agui::input::{ResumeEntry, ResumeStatus};
 
 fn at() -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(1_796_000_000_123)
@@ -13,25 +12,6 @@ fn parsed(line: &[u8]) -> Value {
     assert_eq!(line.last(), Some(&b'\n'));
     assert_eq!(line.iter().filter(|&&b| b == b'\n').count(), 1, "one line");
     serde_json::from_slice(line).unwrap()
-}
-
-fn pending(id: &str, kind: &str) -> (String, PendingInput) {
-    let value = json!({"kind": kind, "prompt": "p"});
-    (
-        id.into(),
-        PendingInput {
-            value: value.as_object().unwrap().clone(),
-            sideband: false,
-        },
-    )
-}
-
-fn answer(id: &str, status: ResumeStatus, payload: Value) -> ResumeEntry {
-    ResumeEntry {
-        interrupt_id: id.into(),
-        status,
-        payload: Some(payload),
-    }
 }
 
 fn origin(peer: &str) -> Origin {
@@ -121,58 +101,49 @@ fn a_run_end_record_has_its_outcome_and_usage() {
     );
 }
 
+fn ans(id: &str, kind: Option<&str>, decided: Decided) -> Answered {
+    Answered {
+        id: id.into(),
+        kind: kind.map(str::to_string),
+        decided,
+    }
+}
+
 #[test]
-fn resume_decisions_say_what_was_chosen_never_free_text_or_payload() {
-    let p = vec![
-        pending("p1", "permission"),
-        pending("q1", "ask_user_question"),
-        pending("q2", "ask_user_question"),
-        pending("s1", "cloud_resource_selection"),
-        pending("s2", "cloud_resource_selection"),
-    ];
-    let r = vec![
-        answer(
-            "p1",
-            ResumeStatus::Resolved,
-            json!({"decision": "allow_once"}),
-        ),
-        answer(
+fn a_resume_record_says_what_each_answer_decided_and_no_other_value() {
+    let confirm = Decided::Action {
+        action: "confirm".into(),
+        overrides: vec!["InstanceType".into(), "Zone".into()],
+    };
+    let list = vec![
+        ans("p1", Some("permission"), Decided::Word("allow_once".into())),
+        ans(
             "q1",
-            ResumeStatus::Resolved,
-            json!({"selectedId": "cn-hangzhou"}),
+            Some("ask_user_question"),
+            Decided::Option("cn-hangzhou".into()),
         ),
-        answer(
-            "q2",
-            ResumeStatus::Resolved,
-            json!({"freeText": "my password is hunter2"}),
-        ),
-        answer(
+        ans("q2", Some("ask_user_question"), Decided::FreeText),
+        ans(
             "s1",
-            ResumeStatus::Resolved,
-            json!({"status": "selected", "value": "vpc-1", "label": "secret label"}),
+            Some("cloud_resource_selection"),
+            Decided::Resource("vpc-1".into()),
         ),
-        answer("s2", ResumeStatus::Resolved, json!({"status": "canceled"})),
-        answer("x9", ResumeStatus::Cancelled, json!({"decision": "deny"})),
-        answer(
-            "p1",
-            ResumeStatus::Resolved,
-            json!({"decision": "Bearer abc.def"}),
+        ans("s2", Some("cloud_resource_selection"), Decided::Cancelled),
+        ans("c1", Some("deployment_confirmation"), confirm),
+        ans(
+            "c2",
+            Some("deployment_confirmation"),
+            Decided::Action {
+                action: "cancel".into(),
+                overrides: vec![],
+            },
         ),
+        ans("p2", Some("permission"), Decided::Refused(Refused::Invalid)),
+        ans("p3", Some("permission"), Decided::Refused(Refused::Expired)),
+        ans("x9", None, Decided::Refused(Refused::NotPending)),
+        ans("i1", Some("input_required"), Decided::Answered),
     ];
-    let d = resume_decisions(&p, &r);
-    assert_eq!(
-        Value::Array(d.clone()),
-        json!([
-            {"id": "p1", "kind": "permission", "decision": "allow_once"},
-            {"id": "q1", "kind": "ask_user_question", "decision": "selected", "option": "cn-hangzhou"},
-            {"id": "q2", "kind": "ask_user_question", "decision": "free_text"},
-            {"id": "s1", "kind": "cloud_resource_selection", "decision": "selected", "resource": "vpc-1"},
-            {"id": "s2", "kind": "cloud_resource_selection", "decision": "cancelled"},
-            {"id": "x9", "kind": "unknown", "decision": "cancelled"},
-            {"id": "p1", "kind": "permission", "decision": "other"},
-        ])
-    );
-    let line = String::from_utf8(record(
+    let r = parsed(&record(
         at(),
         &Origin::default(),
         &Subject {
@@ -181,38 +152,64 @@ fn resume_decisions_say_what_was_chosen_never_free_text_or_payload() {
             run_id: Some("r"),
             execution_id: None,
         },
-        &Action::Resume { interrupts: d },
-    ))
-    .unwrap();
-    for secret in ["hunter2", "secret label", "Bearer", "prompt"] {
-        assert!(!line.contains(secret), "{secret} in {line}");
-    }
+        &Action::Resume { interrupts: list },
+    ));
+    assert_eq!(r["mode"], "resume");
+    assert_eq!(
+        r["interrupts"],
+        json!([
+            {"id": "p1", "kind": "permission", "decision": "allow_once"},
+            {"id": "q1", "kind": "ask_user_question", "decision": "selected", "option": "cn-hangzhou"},
+            {"id": "q2", "kind": "ask_user_question", "decision": "free_text"},
+            {"id": "s1", "kind": "cloud_resource_selection", "decision": "selected", "resource": "vpc-1"},
+            {"id": "s2", "kind": "cloud_resource_selection", "decision": "cancelled"},
+            {"id": "c1", "kind": "deployment_confirmation", "decision": "confirm",
+                "overrides": ["InstanceType", "Zone"]},
+            {"id": "c2", "kind": "deployment_confirmation", "decision": "cancel"},
+            {"id": "p2", "kind": "permission", "decision": "refused", "reason": "invalid"},
+            {"id": "p3", "kind": "permission", "decision": "refused", "reason": "expired"},
+            {"id": "x9", "kind": "unknown", "decision": "refused", "reason": "not_pending"},
+            {"id": "i1", "kind": "input_required", "decision": "answered"},
+        ])
+    );
 }
 
 #[test]
 fn a_record_stays_bounded_whatever_the_client_sends() {
     let huge = "x".repeat(100_000);
+    let long = "y".repeat(300);
     let s = Subject {
         caller: &Caller::Shared,
         thread_id: &huge,
         run_id: Some(&huge),
         execution_id: Some(&huge),
     };
-    let many: Vec<ResumeEntry> = (0..1000)
+    let many: Vec<Answered> = (0..1000)
         .map(|i| {
-            answer(
-                &format!("{i}{huge}"),
-                ResumeStatus::Resolved,
-                json!({"selectedId": huge}),
-            )
+            let decided = if i % 2 == 0 {
+                Decided::Option(huge.clone())
+            } else {
+                Decided::Action {
+                    action: huge.clone(),
+                    overrides: (0..40).map(|n| format!("{n}{long}")).collect(),
+                }
+            };
+            ans(&format!("{i}{huge}"), Some(&huge), decided)
         })
         .collect();
-    let action = Action::Resume {
-        interrupts: resume_decisions(&[], &many),
-    };
+    let action = Action::Resume { interrupts: many };
     let line = record(at(), &Origin::default(), &s, &action);
     let r = parsed(&line);
-    assert_eq!(r["interrupts"].as_array().unwrap().len(), MAX_INTERRUPTS);
+    let listed = r["interrupts"].as_array().unwrap();
+    assert_eq!(listed.len(), MAX_INTERRUPTS);
     assert_eq!(r["interruptsOmitted"], 1000 - MAX_INTERRUPTS);
+    // The record's override names are shared out: the first answer with some takes them all.
+    assert_eq!(
+        listed[1]["overrides"].as_array().unwrap().len(),
+        MAX_OVERRIDES
+    );
+    assert_eq!(listed[1]["overridesOmitted"], 40 - MAX_OVERRIDES);
+    assert!(listed[3].get("overrides").is_none());
+    assert_eq!(listed[3]["overridesOmitted"], 40);
     assert!(line.len() < 64 * 1024, "{}", line.len());
 }

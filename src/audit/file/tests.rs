@@ -146,3 +146,63 @@ fn an_unopenable_path_is_an_error() {
     assert!(AuditFile::open(&d.join("no/such/dir/audit.jsonl"), 1, 1).is_err());
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn a_removed_file_is_made_again_at_its_path_and_rotation_goes_on() {
+    let d = scratch("removed");
+    let p = d.join("audit.jsonl");
+    let one = rec(0).len() as u64;
+    // Three records per file.
+    let (f, _) = AuditFile::open(&p, 3 * one, 2).unwrap();
+    f.append(&rec(1)).unwrap();
+    std::fs::remove_file(&p).unwrap();
+    // Not into the unlinked inode: a new file at the path, mode 0600.
+    f.append(&rec(2)).unwrap();
+    f.append(&rec(3)).unwrap();
+    assert_eq!(
+        lines(&p),
+        vec![serde_json::json!({"n": 2}), serde_json::json!({"n": 3})]
+    );
+    let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    // Removed again when the next record is due to rotate it: nothing to rotate, no error.
+    f.append(&rec(4)).unwrap();
+    std::fs::remove_file(&p).unwrap();
+    f.append(&rec(5)).unwrap();
+    f.append(&rec(6)).unwrap();
+    f.append(&rec(7)).unwrap();
+    f.append(&rec(8)).unwrap();
+    let n_of =
+        |p: &Path| -> Vec<u64> { lines(p).iter().map(|v| v["n"].as_u64().unwrap()).collect() };
+    assert_eq!(n_of(&p), vec![8]);
+    assert_eq!(n_of(&with_suffix(&p, ".1")), vec![5, 6, 7]);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_file_replaced_under_the_server_is_followed_and_a_non_file_refused() {
+    let d = scratch("replaced");
+    let p = d.join("audit.jsonl");
+    let (f, _) = AuditFile::open(&p, 1 << 20, 2).unwrap();
+    f.append(&rec(1)).unwrap();
+    // An outside rotation: renamed away, a new file (wider mode) at the path.
+    std::fs::rename(&p, d.join("old")).unwrap();
+    std::fs::write(&p, rec(2)).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    f.append(&rec(3)).unwrap();
+    assert_eq!(lines(&d.join("old")), vec![serde_json::json!({"n": 1})]);
+    assert_eq!(
+        lines(&p),
+        vec![serde_json::json!({"n": 2}), serde_json::json!({"n": 3})]
+    );
+    let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    // A directory in its place: refused, and taken up again once a file can be made there.
+    std::fs::remove_file(&p).unwrap();
+    std::fs::create_dir(&p).unwrap();
+    assert!(f.append(&rec(4)).is_err());
+    std::fs::remove_dir(&p).unwrap();
+    f.append(&rec(5)).unwrap();
+    assert_eq!(lines(&p), vec![serde_json::json!({"n": 5})]);
+    let _ = std::fs::remove_dir_all(&d);
+}
