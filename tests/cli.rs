@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::procs::Stopper;
 use iac_agui::clock::{Clock as _, SystemClock};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -505,17 +506,19 @@ fn a_config_files_state_dir_does_not_take_the_demos_threads() {
         let r = common::post_json(addr, "/", &[], &serde_json::to_vec(&body).unwrap());
         assert_eq!(r.status, 200, "{}", r.text());
     };
-    let stop = |mut child: Child| {
+    // Stopped by a failed assertion too (a Stopper's drop).
+    let stop = |mut child: Stopper| {
         Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
             .status()
             .unwrap();
         assert_eq!(
-            wait_exit(&mut child, Duration::from_secs(10)).and_then(|s| s.code()),
+            wait_exit(&mut child.0, Duration::from_secs(10)).and_then(|s| s.code()),
             Some(0)
         );
     };
     let (child, addr, log) = start_logged(&["--config", config.to_str().unwrap()], &env);
+    let child = Stopper(child);
     run(addr, "demo-1");
     let lines = log.lock().unwrap().clone();
     let private = lines
@@ -551,6 +554,7 @@ fn a_config_files_state_dir_does_not_take_the_demos_threads() {
         ],
         &env,
     );
+    let child = Stopper(child);
     run(addr, "demo-2");
     assert!(flagged.join("threads/demo-2.json").is_file());
     assert!(!configured.exists());
@@ -575,7 +579,8 @@ fn the_demos_start_up_line_names_every_listed_script() {
         ("HOME", home.to_str().unwrap()),
         ("IAC_CODE_AGUI_ALLOWED_CWDS", home.to_str().unwrap()),
     ];
-    let (mut child, _, log) = start_logged(&[], &env);
+    let (child, _, log) = start_logged(&[], &env);
+    let _child = Stopper(child);
     let line = log
         .lock()
         .unwrap()
@@ -592,8 +597,6 @@ fn the_demos_start_up_line_names_every_listed_script() {
         "hello, think, permission, question, select, candidates, pipeline, pipeline select, \
          pipeline confirm, artifact, fail, slow, big T R"
     );
-    child.kill().unwrap();
-    let _ = child.wait();
     let _ = std::fs::remove_dir_all(&home);
 }
 
