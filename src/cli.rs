@@ -340,14 +340,9 @@ fn start_demo() -> Result<(Kernel, String, Option<String>), StartError> {
     })
     .map_err(StartError::io("start the demo kernel"))?;
     let url = demo.base_url();
-    let keywords: Vec<&str> = crate::kernel::demo::SCRIPTS
-        .iter()
-        .map(|(k, _)| *k)
-        .filter(|k| !k.is_empty())
-        .collect();
     log::info!(
         "demo kernel on {url}; scripts by keyword in the message: {}",
-        keywords.join(", ")
+        crate::kernel::demo::listed_keywords().join(", ")
     );
     Ok((Kernel::Demo(demo), url, Some(token)))
 }

@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::procs::Stopper;
 use iac_agui::clock::{Clock as _, SystemClock};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -483,6 +484,119 @@ fn the_demo_keeps_its_state_in_a_private_temporary_directory() {
         assert_eq!(status.code(), Some(0));
         assert!(!dir.exists(), "the demo state directory is removed at exit");
     }
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[test]
+fn a_config_files_state_dir_does_not_take_the_demos_threads() {
+    // Regression (issue 57): `--config` with a `state_dir` and `--demo` wrote the demo's
+    // threads into the configured (real) directory, and nothing said so.
+    let home = common::tempdir("cli-demo-config");
+    let configured = home.join("configured");
+    let config = home.join("agui.yaml");
+    std::fs::write(&config, format!("state_dir: {}\n", configured.display())).unwrap();
+    let env = [
+        ("HOME", home.to_str().unwrap()),
+        ("IAC_CODE_AGUI_ALLOWED_CWDS", home.to_str().unwrap()),
+    ];
+    let run = |addr, thread: &str| {
+        let body = serde_json::json!({"threadId": thread, "runId": "run-1", "state": {}, "tools": [],
+            "context": [], "messages": [{"id": "m1", "role": "user", "content": "hello"}],
+            "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "ros-1", "cwd": home}}});
+        let r = common::post_json(addr, "/", &[], &serde_json::to_vec(&body).unwrap());
+        assert_eq!(r.status, 200, "{}", r.text());
+    };
+    // Stopped by a failed assertion too (a Stopper's drop).
+    let stop = |mut child: Stopper| {
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert_eq!(
+            wait_exit(&mut child.0, Duration::from_secs(10)).and_then(|s| s.code()),
+            Some(0)
+        );
+    };
+    let (child, addr, log) = start_logged(&["--config", config.to_str().unwrap()], &env);
+    let child = Stopper(child);
+    run(addr, "demo-1");
+    let lines = log.lock().unwrap().clone();
+    let private = lines
+        .iter()
+        .find_map(|l| {
+            l.split("private temporary directory ")
+                .nth(1)
+                .and_then(|r| r.split(',').next())
+                .map(std::path::PathBuf::from)
+        })
+        .unwrap_or_else(|| panic!("no private directory: {lines:#?}"));
+    assert!(private.join("threads/demo-1.json").is_file(), "{lines:#?}");
+    assert!(!configured.exists(), "the configured directory was used");
+    // Start-up says why the configured directory is not used.
+    assert!(
+        lines.iter().any(|l| l.contains("WARN")
+            && l.contains(&format!(
+                "state_dir (config file {}, line 1)",
+                config.display()
+            ))
+            && l.contains("not used by --demo")),
+        "{lines:#?}"
+    );
+    stop(child);
+    // A directory named on the command line is the demo's.
+    let flagged = home.join("flagged");
+    let (child, addr, log) = start_logged(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--state-dir",
+            flagged.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let child = Stopper(child);
+    run(addr, "demo-2");
+    assert!(flagged.join("threads/demo-2.json").is_file());
+    assert!(!configured.exists());
+    assert!(
+        !log.lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("not used by")),
+        "{:#?}",
+        log.lock().unwrap()
+    );
+    stop(child);
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[test]
+fn the_demos_start_up_line_names_every_listed_script() {
+    // Regression (issue 57 item 9): the line left out `select`, `candidates` and `confirm`
+    // and named test-only keywords (`fault-`, `flood`, `pace`).
+    let home = common::tempdir("cli-demo-keywords");
+    let env = [
+        ("HOME", home.to_str().unwrap()),
+        ("IAC_CODE_AGUI_ALLOWED_CWDS", home.to_str().unwrap()),
+    ];
+    let (child, _, log) = start_logged(&[], &env);
+    let _child = Stopper(child);
+    let line = log
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|l| l.contains("scripts by keyword in the message: "))
+        .cloned()
+        .expect("the demo's start-up line");
+    let listed = line
+        .split("scripts by keyword in the message: ")
+        .nth(1)
+        .unwrap();
+    assert_eq!(
+        listed,
+        "hello, think, permission, question, select, candidates, pipeline, pipeline select, \
+         pipeline confirm, artifact, fail, slow, big T R"
+    );
     let _ = std::fs::remove_dir_all(&home);
 }
 

@@ -341,7 +341,7 @@ fn get(addr: std::net::SocketAddr, path: &str) -> Resp {
 #[test]
 fn the_resource_selector_is_advertised_only_when_the_client_says_it_can_answer() {
     let s = stack(AguiProtocol::V1_0);
-    // Without the capability the kernel offers no selection (the demo answers plainly).
+    // Without the capability the kernel offers no selection (the demo says what it needs).
     let ev = s.run(&s.body("t1", "r1", "select a vswitch"));
     assert_eq!(last(&ev)["outcome"]["type"], "success", "{ev:?}");
     assert!(interrupts(&ev).is_empty());
@@ -373,6 +373,27 @@ fn the_resource_selector_is_advertised_only_when_the_client_says_it_can_answer()
             r.error_message().contains(field),
             "{bad}: {}",
             r.error_message()
+        );
+    }
+}
+
+#[test]
+fn a_select_without_the_resource_selector_is_told_what_it_needs() {
+    // Regression (issue 57 item 9): the demo answered `select` from a client that did not
+    // advertise the selector with its plain greeting, so nobody could tell why.
+    let s = stack(AguiProtocol::V1_0);
+    for (i, text) in ["select a vswitch", "pipeline select a vswitch"]
+        .into_iter()
+        .enumerate()
+    {
+        let ev = s.run(&s.body(&format!("t{i}"), "r1", text));
+        assert_eq!(last(&ev)["outcome"]["type"], "success", "{text}: {ev:?}");
+        assert!(interrupts(&ev).is_empty(), "{text}");
+        let said = text_of(&ev);
+        assert!(
+            said.contains("forwardedProps.iacCode.resourceSelector")
+                && said.contains("GET /capabilities"),
+            "{text}: {said}"
         );
     }
 }

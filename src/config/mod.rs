@@ -534,6 +534,19 @@ pub(crate) fn parse(
         None => file_bool(in_file("log_stdout"))?.unwrap_or(false),
     };
     c.demo = demo || file_bool(in_file("demo"))?.unwrap_or(false);
+    // A config file's `state_dir` is the real server's: a demo run with that file keeps its
+    // threads in its private temporary directory, unless the command line or the
+    // environment names a directory for them.
+    if let Some(g) = pick("state_dir").filter(|g| c.demo && g.in_file)
+        && c.state_dir.take().is_some()
+    {
+        c.warnings.push(format!(
+            "{} is not used by {}, whose threads stay in a temporary directory of their own \
+             (--state-dir or IAC_CODE_AGUI_STATE_DIR puts them elsewhere)",
+            g.origin,
+            origin("demo")
+        ));
+    }
     let console_env = env_of_key("console").map(|(_, v)| {
         matches!(
             v.trim().to_ascii_lowercase().as_str(),

@@ -383,3 +383,48 @@ fn an_otlp_endpoint_off_this_host_needs_its_allowing_option() {
     assert!(e.0.starts_with("--otlp-endpoint "), "{e}");
     assert_eq!(run(&[], &[]).unwrap().otlp_endpoint, None);
 }
+
+#[test]
+fn a_config_files_state_dir_is_not_the_demos() {
+    // Issue 57: `--config` with a `state_dir` and `--demo` put the demo's threads in the
+    // configured (real) directory. The file's value is set aside, with a warning; the flag and
+    // the variable still choose the demo's directory.
+    let dir = std::env::temp_dir().join(format!("iac-agui-cfg-demo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("c.yaml");
+    std::fs::write(&file, "state_dir: /srv/agui\n").unwrap();
+    let f = file.to_str().unwrap();
+    let c = run(&["--config", f], &[]).unwrap();
+    assert_eq!(c.state_dir, Some(PathBuf::from("/srv/agui")));
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    let c = run(&["--config", f, "--demo"], &[]).unwrap();
+    assert_eq!(c.state_dir, None);
+    assert_eq!(c.warnings.len(), 1);
+    assert!(
+        c.warnings[0].starts_with(&format!(
+            "state_dir (config file {f}, line 1) is not used by --demo"
+        )),
+        "{:?}",
+        c.warnings
+    );
+    let c = run(&["--config", f, "--demo", "--state-dir", "/tmp/d"], &[]).unwrap();
+    assert_eq!(c.state_dir, Some(PathBuf::from("/tmp/d")));
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    let c = run(
+        &["--config", f, "--demo"],
+        &[("IAC_CODE_AGUI_STATE_DIR", "/tmp/e")],
+    )
+    .unwrap();
+    assert_eq!(c.state_dir, Some(PathBuf::from("/tmp/e")));
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    // `demo: true` in the same file: the same rule.
+    std::fs::write(&file, "state_dir: /srv/agui\ndemo: true\n").unwrap();
+    let c = run(&["--config", f], &[]).unwrap();
+    assert_eq!(c.state_dir, None);
+    assert!(
+        c.warnings[0].contains("is not used by demo (config file"),
+        "{:?}",
+        c.warnings
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -83,6 +83,18 @@ try {
     (n) => document.querySelectorAll("#log .status.ok, #log .status.bad, #log .msg.error, #log .interrupt").length >= n,
     { timeout: 20000 }, n);
   const ends = () => page.$$eval("#log .status.ok, #log .status.bad, #log .msg.error, #log .interrupt", (x) => x.length);
+  // Regression (issue 57): the log scrolled to a new form while it was empty, then the form
+  // grew below the fold (its answers hidden). The newest form must be wholly in the log's view.
+  let scrolledForms = 0;
+  const formInView = async (tab, tag) => {
+    const r = await tab.evaluate(() => {
+      const log = document.querySelector("#log"), f = [...log.querySelectorAll(".interrupt")].pop().getBoundingClientRect();
+      const l = log.getBoundingClientRect();
+      return { above: l.top - f.top, below: f.bottom - l.bottom, scrolls: log.scrollHeight > log.clientHeight };
+    });
+    if (r.above > 0.5 || r.below > 0.5) fail(tag, `the form is not wholly in view: ${JSON.stringify(r)}`);
+    if (r.scrolls) scrolledForms++;
+  };
 
   await page.goto(base + "/console", { waitUntil: "load" });
 
@@ -125,6 +137,7 @@ try {
     n = await ends();
     await send("another question please");
     await page.waitForSelector(".interrupt input.free:not([disabled])", { timeout: 20000 });
+    await formInView(page, "question-free");
     await page.type(".interrupt input.free:not([disabled])", "somewhere quiet");
     await page.click(".interrupt button.free:not([disabled])");
     await finished(n + 2);
@@ -136,6 +149,7 @@ try {
     let n = await ends();
     await send("select a vswitch");
     await page.waitForSelector(".interrupt input.sel-value:not([disabled])", { timeout: 20000 });
+    await formInView(page, "selection");
     const shown = await page.$eval(".interrupt:last-of-type .summary.selector", (e) => e.textContent);
     if (!shown.includes("ALIYUN::VPC::VSwitch::VSwitchId") || !shown.includes("RegionId=cn-hangzhou")) fail("selection", `selector shown as ${shown}`);
     const dismiss = await page.$$eval(".interrupt:last-of-type button", (b) => b.map((x) => x.textContent));
@@ -151,6 +165,7 @@ try {
     n = await ends();
     await send("select another one");
     await page.waitForSelector(".interrupt button[data-select=canceled]:not([disabled])", { timeout: 20000 });
+    await formInView(page, "selection-cancel");
     await page.click(".interrupt button[data-select=canceled]:not([disabled])");
     await finished(n + 2);
     if ((await page.$eval("#state", (e) => e.textContent)) !== "finished") fail("selection", "the cancel did not finish");
@@ -222,6 +237,29 @@ try {
     const want = Array.from({ length: 30 }, (_, i) => i);
     if (JSON.stringify(seen) !== JSON.stringify(want)) fail("reload", `deltas ${seen.join(",")}`);
     await shot("08-reloaded");
+  });
+
+  // Regression (issue 57 item 7): replaying the thread's earlier turns after a reload ended
+  // with their `busy(false)`, after the re-attached run's `busy(true)`: Stop stayed disabled
+  // and did nothing while the run went on.
+  await step("a reload mid-run on a thread with earlier turns: Stop stops the re-attached run", async () => {
+    if ((await turns()).users.length < 2) fail("stop after reload", "the thread has no earlier turn");
+    const answers = await page.$$eval("#log .msg.assistant", (x) => x.length);
+    await send("slow please");
+    await page.waitForFunction((k) => {
+      const a = document.querySelectorAll("#log .msg.assistant");
+      return a.length > k && /tick 2\./.test(a[a.length - 1].textContent);
+    }, { timeout: 10000 }, answers);
+    await page.reload({ waitUntil: "load" });
+    await page.waitForFunction(() => document.querySelector("#state").textContent === "running (re-attached)", { timeout: 10000 })
+      .catch(async () => fail("stop after reload", `not re-attached: state ${await page.$eval("#state", (e) => e.textContent)}`));
+    if (await page.$eval("#stop", (b) => b.disabled)) fail("stop after reload", "Stop is disabled while the re-attached run goes on");
+    await page.click("#stop");
+    await page.waitForFunction(() => document.querySelector("#state").textContent === "cancelled", { timeout: 10000 })
+      .catch(async () => fail("stop after reload", `Stop did not stop the run: state ${await page.$eval("#state", (e) => e.textContent)}`));
+    const buttons = await page.evaluate(() => ({ send: document.querySelector("#send").disabled, stop: document.querySelector("#stop").disabled }));
+    if (buttons.send || !buttons.stop) fail("stop after reload", `after the stop: ${JSON.stringify(buttons)}`);
+    await shot("08b-stopped-after-reload");
   });
 
   await step("a new tab lists the threads, opens one from the server, deletes one", async () => {
@@ -468,6 +506,7 @@ try {
   const liveForm = async (step, ready) => {
     await v1.waitForSelector(".interrupt " + ready + ":not([disabled])", { timeout: 20000 })
       .catch(async () => fail(step, `no form with ${ready}: ${await v1.$eval("#log", (e) => e.innerText.slice(-600))}`));
+    await formInView(v1, step);
     return v1.evaluate(() => {
       const b = [...document.querySelectorAll("#log .interrupt")].pop();
       return {
@@ -581,6 +620,15 @@ try {
     await shot1("22-pipeline-selection");
   });
 
+  // Regression (issue 57): every turn after the first showed a `MESSAGES_SNAPSHOT` line, the
+  // safety net restating the conversation this page sends only its new message of.
+  await step("1.0: the snapshot restating the page's own conversation is no line in the log", async () => {
+    const sent = await v1.$$eval("#raw pre", (p) => p.filter((x) => x.textContent.includes('"type":"MESSAGES_SNAPSHOT"')).length);
+    if (!sent) fail("snapshot", "no MESSAGES_SNAPSHOT reached the page: nothing was checked");
+    const lines = await v1.$$eval("#log .meta", (m) => m.filter((x) => x.textContent === "MESSAGES_SNAPSHOT").length);
+    if (lines) fail("snapshot", `${lines} MESSAGES_SNAPSHOT lines in the log for ${sent} snapshots`);
+  });
+
   await step("1.0: a reload while a confirmation waits offers its form once, answered after the reload", async () => {
     await say(v1, "pipeline confirm");
     await liveForm("confirm-reload", "button[data-action=reselect]");
@@ -602,6 +650,7 @@ try {
   });
 
   await step("no external resource, no CSP violation or script error", async () => {
+    if (!scrolledForms) fail("form in view", "no form was checked in a log that scrolls");
     if (foreign.length) fail("resources", foreign.join(", "));
     if (problems.length) fail("errors", problems.join(" | "));
     const curl = await page.$eval("#curl", (e) => e.value);

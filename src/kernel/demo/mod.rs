@@ -7,7 +7,7 @@
 //! pipeline envelopes and the extension endpoints. `iac-agui --demo` runs it so a newcomer
 //! sees complete AG-UI sessions with no LLM; the integration tests use it as their upstream.
 //!
-//! The script is chosen by keywords in the user's message (see [`SCRIPTS`]).
+//! The script is chosen by keywords in the user's message (see `scripts::KEYWORDS`).
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -40,42 +40,7 @@ use scripts::*;
 use server::*;
 use tasks::*;
 
-/// Keyword → behaviour, checked in order against the lowercased user text.
-pub(crate) const SCRIPTS: &[(&str, &str)] = &[
-    (
-        "fault-",
-        "fault injection for tests (garbage, die, huge, wrongctx, noinputid, hang, http500, rpcerror, drip, wrongtask)",
-    ),
-    (
-        "flood",
-        "`flood N`: N small text deltas as fast as possible (benchmarks)",
-    ),
-    (
-        "pace",
-        "`pace N R`: N small text deltas at R per second (latency benchmarks)",
-    ),
-    (
-        "pipeline",
-        "a pipeline run: steps, a clarifying question, parallel candidates, custom events",
-    ),
-    (
-        "question",
-        "a question with options (ask_user_question) → interrupt → answer",
-    ),
-    (
-        "permission",
-        "thinking, text and a bash tool that needs permission → interrupt → allow/deny",
-    ),
-    ("fail", "a provider failure: the task fails"),
-    ("slow", "a slow stream of ticks (try cancelling it)"),
-    ("artifact", "a tool that produces a file artifact"),
-    (
-        "big",
-        "`big T R`: a T MiB text delta and an R MiB tool result (default 2 and 4)",
-    ),
-    ("think", "raw thinking before the answer"),
-    ("", "a plain streamed answer"),
-];
+pub(crate) use scripts::listed_keywords;
 
 use crate::sync::lock;
 
@@ -231,6 +196,54 @@ mod tests {
             serde_json::to_string(&v).unwrap(),
             r#"{"a":1.0,"b":[2.0,2.5],"c":"3"}"#
         );
+    }
+
+    #[test]
+    fn every_keyword_of_the_table_chooses_its_script() {
+        for k in KEYWORDS {
+            assert_eq!(choose(k.typed, None), k.script, "{}", k.typed);
+        }
+    }
+
+    /// The keywords README's table of demo scripts lists (its first column), in order.
+    fn readme_keywords(readme: &str) -> Vec<&str> {
+        let at = readme
+            .find("| Message | What the demo kernel does |")
+            .expect("README's table of demo scripts");
+        readme[at..]
+            .lines()
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| {
+                let cell = l.split('|').nth(1).unwrap_or("").trim();
+                cell.strip_prefix('`')
+                    .and_then(|c| c.split('`').next())
+                    .unwrap_or(cell)
+            })
+            .collect()
+    }
+
+    /// The keywords of the console's message placeholder (`try: a, b, …`), in order.
+    fn placeholder_keywords(page: &str) -> Vec<&str> {
+        let at = page
+            .find("placeholder=\"Message (try: ")
+            .expect("the placeholder");
+        let rest = &page[at + "placeholder=\"Message (try: ".len()..];
+        rest[..rest.find(")\"").expect("its end")]
+            .split(", ")
+            .collect()
+    }
+
+    // Regression (issue 57 item 9): the start-up line and the console's placeholder left out
+    // `select`, `candidates` and `confirm`, and listed keywords README did not.
+    #[test]
+    fn readme_the_console_and_the_start_up_line_list_the_tables_keywords() {
+        let listed = listed_keywords();
+        assert!(listed.contains(&"select") && listed.contains(&"pipeline confirm"));
+        let readme = include_str!("../../../README.md");
+        assert_eq!(readme_keywords(readme), listed, "README.md");
+        let page = include_str!("../../console.html");
+        assert_eq!(placeholder_keywords(page), listed, "src/console.html");
     }
 
     #[test]

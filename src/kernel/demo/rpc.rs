@@ -228,13 +228,12 @@ pub(super) fn send_streaming(
     let text = user_text(&message);
     let run_mode = iac["run_mode"].as_str().or(iac["runMode"].as_str());
     let mut script = choose(&text, run_mode);
-    // As the kernel: no resource selection unless the client said it can answer one.
-    if !super::scripts::selector_advertised(&iac) {
-        if script == Script::Select {
-            script = Script::Plain;
-        } else if script == Script::PipelineSelect {
-            script = Script::Pipeline;
-        }
+    // As the kernel: no resource selection unless the client said it can answer one; the
+    // demo says what is missing.
+    if matches!(script, Script::Select | Script::PipelineSelect)
+        && !super::scripts::selector_advertised(&iac)
+    {
+        script = Script::SelectorMissing;
     }
     let still_stopping = lock(&shared.stopping)
         .get(&context_id)

@@ -1,6 +1,63 @@
-//! The scripted turns, chosen by keywords in the user's message (see `SCRIPTS`).
+//! The scripted turns, chosen by keywords in the user's message (see `KEYWORDS`).
 
 use super::*;
+
+/// A message that chooses a script: what to type, and whether people are told about it.
+pub(super) struct Keyword {
+    /// The message as written in the lists (arguments by name: `big T R`).
+    pub(super) typed: &'static str,
+    /// Told to people: the start-up line, the console's placeholder and README's list of
+    /// demo scripts name exactly these, in this order (tests hold them to it). The others
+    /// are for tests and benchmarks.
+    pub(super) listed: bool,
+    /// What [`choose`] picks for `typed` (a test holds it to that).
+    #[cfg_attr(not(test), allow(dead_code, reason = "read by the test only"))]
+    pub(super) script: Script,
+}
+
+const fn kw(typed: &'static str, listed: bool, script: Script) -> Keyword {
+    Keyword {
+        typed,
+        listed,
+        script,
+    }
+}
+
+/// Every script a message chooses: the one table of the demo's keywords.
+pub(super) const KEYWORDS: &[Keyword] = &[
+    // Any message without a keyword.
+    kw("hello", true, Script::Plain),
+    kw("think", true, Script::Think),
+    kw("permission", true, Script::Permission),
+    kw("question", true, Script::Question),
+    kw("select", true, Script::Select),
+    kw("candidates", true, Script::Candidates),
+    kw("pipeline", true, Script::Pipeline),
+    kw("pipeline select", true, Script::PipelineSelect),
+    kw("pipeline confirm", true, Script::PipelineConfirm),
+    kw("artifact", true, Script::Artifact),
+    kw("fail", true, Script::Fail),
+    kw("slow", true, Script::Slow),
+    // Defaults 2 and 4 MiB.
+    kw("big T R", true, Script::Big(2, 4, false)),
+    kw("pipeline slow", false, Script::PipelineSlow),
+    // Defaults 1000 deltas; 100 at 200 per second; 10 s.
+    kw("flood N", false, Script::Flood(1000)),
+    kw("pace N R", false, Script::Pace(100, 200)),
+    kw("wait N", false, Script::Wait(10)),
+    // fault-garbage, -die, -huge, -wrongctx, -wrongtask, -noinputid, -hang, -http500,
+    // -rpcerror; any other name drips.
+    kw("fault-NAME", false, Script::Fault(Fault::Drip)),
+];
+
+/// The keywords people are told about, in order (the start-up line lists them).
+pub(crate) fn listed_keywords() -> Vec<&'static str> {
+    KEYWORDS
+        .iter()
+        .filter(|k| k.listed)
+        .map(|k| k.typed)
+        .collect()
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Script {
@@ -32,6 +89,8 @@ pub(super) enum Script {
     /// `wait N`: silence for N seconds, then a short answer (heartbeat and load tests).
     Wait(u64),
     Fault(Fault),
+    /// `select` from a client that did not say it can answer a selection: what it needs.
+    SelectorMissing,
 }
 
 pub(super) fn choose(text: &str, run_mode: Option<&str>) -> Script {
@@ -135,6 +194,10 @@ pub(super) fn run_script(em: &mut Emitter<'_>, script: Script, text: &str) -> Re
             em.text("Here is my answer after thinking.")?;
             em.usage(140.0, 30.0)?;
             em.finish_turn("Here is my answer after thinking.")
+        }
+        Script::SelectorMissing => {
+            em.text(SELECTOR_MISSING)?;
+            em.finish_turn(SELECTOR_MISSING)
         }
         Script::Permission => permission_turn(em),
         Script::Question => question_turn(em),
@@ -293,6 +356,12 @@ pub(super) fn selector_advertised(iac: &Value) -> bool {
         && c["queryMode"] == "ros_api_json"
         && c["profileHash"] == PROFILE_HASH
 }
+
+/// The answer to `select` from a client that did not advertise the selector (the kernel
+/// offers no selection then; a plain answer left the user guessing why).
+pub(super) const SELECTOR_MISSING: &str = "A cloud resource selection needs a client that can \
+    answer one: send forwardedProps.iacCode.resourceSelector with the value GET /capabilities \
+    lists under custom.iacCode.resourceSelector (the console at /console does).";
 
 pub(super) const SELECT_PROMPT: &str = "Which VSwitch should the instance use?";
 
