@@ -124,29 +124,6 @@ impl Filter {
     }
 }
 
-/// `s` under Unicode full case folding, so that `STRASSE` finds `Straße` and `ΟΔΟΣ` finds
-/// `οδός`'s letters: each character lowered, raised (full mappings: `ß` → `SS`, `ﬁ` → `FI`,
-/// `ᾳ` → `ΑΙ`) and lowered again, one character at a time (no final-sigma rule: `ς` and `σ`
-/// are one letter). The first lowering brings `ẞ` to `ß`, which the raising then spells out.
-/// The Turkish dotless `ı` is kept, as the folding keeps it. Checked against CPython's
-/// `str.casefold` for every character of Unicode 14: the same text, except that Cherokee
-/// folds to its small letters instead of its capitals (the same strings match).
-pub fn fold_case(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if c == 'ı' {
-            out.push(c);
-            continue;
-        }
-        for l in c.to_lowercase() {
-            for u in l.to_uppercase() {
-                out.extend(u.to_lowercase());
-            }
-        }
-    }
-    out
-}
-
 impl Status {
     /// A listing's `status=` value.
     pub fn named(s: &str) -> Option<Status> {
@@ -281,6 +258,29 @@ impl CallerIndex {
     pub fn wants_rewrite(&self) -> bool {
         self.lines > 2 * self.entries.len() + 1024
     }
+}
+
+/// `s` under Unicode full case folding, so that `STRASSE` finds `Straße` and `ΣΟΦΊΑ` finds
+/// `σοφία`: each character lowered, raised (full mappings: `ß` → `SS`, `ﬁ` → `FI`,
+/// `ᾳ` → `ΑΙ`) and lowered again, one character at a time (no final-sigma rule: `ς` and `σ`
+/// are one letter). The first lowering brings `ẞ` to `ß`, which the raising then spells out.
+/// The Turkish dotless `ı` is kept, as the folding keeps it. Checked against CPython's
+/// `str.casefold` for every character of Unicode 14: the same text, except that Cherokee
+/// folds to its small letters instead of its capitals (the same strings match).
+pub fn fold_case(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c == 'ı' {
+            out.push(c);
+            continue;
+        }
+        for l in c.to_lowercase() {
+            for u in l.to_uppercase() {
+                out.extend(u.to_lowercase());
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
