@@ -160,7 +160,12 @@ pub(crate) fn record(
             );
         }
     }
-    let mut line = serde_json::to_vec(&Value::Object(r)).unwrap_or_default();
+    // Format characters (a right-to-left override in an interrupt id) and line separators
+    // as `\uXXXX`: a viewer shows the line as it is (issue 57, 4).
+    let line = serde_json::to_string(&Value::Object(r)).unwrap_or_default();
+    let mut line = crate::logging::escape_json_extra(&line)
+        .into_owned()
+        .into_bytes();
     line.push(b'\n');
     line
 }

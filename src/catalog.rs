@@ -299,6 +299,15 @@ catalog! {
         "`{field}` の値は許可されていません。",
         "`{field}` não tem um valor permitido.",
     ],
+    FieldId => [
+        "`{field}` must be at most {max} bytes, with no control or formatting characters.",
+        "`{field}` 最多 {max} 字节，且不能含控制字符或格式字符。",
+        "`{field}` debe tener como máximo {max} bytes, sin caracteres de control ni de formato.",
+        "`{field}` doit faire au plus {max} octets, sans caractère de contrôle ni de mise en forme.",
+        "`{field}` darf höchstens {max} Bytes lang sein und keine Steuer- oder Formatzeichen enthalten.",
+        "`{field}` は {max} バイト以内で、制御文字や書式文字を含めることはできません。",
+        "`{field}` deve ter no máximo {max} bytes, sem caracteres de controlo nem de formatação.",
+    ],
     IacCodeRequired => [
         "`{field}` is required (schemaVersion, rosInvocationId, cwd), unless the server runs with --default-cwd.",
         "缺少 `{field}`（schemaVersion、rosInvocationId、cwd），除非服务器以 --default-cwd 运行。",

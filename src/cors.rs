@@ -6,20 +6,65 @@
 //! Without the option nothing here runs: no `Access-Control-*` header is ever sent and a
 //! preflight gets the 405 it always did.
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
 use crate::server::http::{RequestHead, Response};
 
-/// What a browser may send beyond the CORS-safelisted headers.
-const ALLOW_HEADERS: &str =
-    "Authorization, Content-Type, Accept, Accept-Language, Last-Event-ID, X-Iac-Code-Thread-Id";
+/// What a browser may send beyond the CORS-safelisted headers: every request header the
+/// server reads. `traceparent` and `tracestate` are what OpenTelemetry's web instrumentation
+/// adds to each `fetch`; without them a browser fails every call it decorates (issue 57, 6).
+const ALLOW_HEADERS: &str = "Authorization, Content-Type, Accept, Accept-Language, Last-Event-ID, \
+                             X-Iac-Code-Thread-Id, traceparent, tracestate";
 
 /// Answer headers a client reads: the 503/429 back-off and the routing key echoed.
 const EXPOSE_HEADERS: &str = "Retry-After, X-Iac-Code-Thread-Id";
 
 /// The configured origins and the headers a preflight allows.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Cors {
     origins: Vec<String>,
     allow_headers: String,
+    /// The refused origins logged so far (shared by the clones).
+    refused: Arc<Mutex<Refused>>,
+}
+
+/// The distinct origins whose refusal was logged: each once, so that a page on
+/// `http://localhost:5173` refused by a server that lists `http://127.0.0.1:5173` is found in
+/// the log, and a page that keeps calling does not fill it. At most
+/// `limits::CORS_REFUSALS_LOGGED` of them; past that one line says that more are not logged.
+#[derive(Debug, Default)]
+struct Refused {
+    seen: HashSet<String>,
+    full: bool,
+}
+
+/// What to log for a refused origin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Note {
+    /// Its first refusal: the origin and the option.
+    First,
+    /// The first refusal of an origin once the memory is full: say that more go unlogged.
+    Full,
+    /// Already said.
+    Quiet,
+}
+
+impl Refused {
+    fn note(&mut self, origin: &str) -> Note {
+        if self.seen.contains(origin) {
+            return Note::Quiet;
+        }
+        if self.seen.len() < crate::limits::CORS_REFUSALS_LOGGED {
+            self.seen.insert(origin.to_string());
+            return Note::First;
+        }
+        if std::mem::replace(&mut self.full, true) {
+            Note::Quiet
+        } else {
+            Note::Full
+        }
+    }
 }
 
 /// What a request's `Origin` means for it.
@@ -76,6 +121,7 @@ impl Cors {
         Cors {
             origins,
             allow_headers,
+            refused: Arc::default(),
         }
     }
 
@@ -107,6 +153,29 @@ impl Cors {
                 && host.is_some_and(|h| h.eq_ignore_ascii_case(authority.as_bytes()))
         });
         if same { Origin::None } else { Origin::Unlisted }
+    }
+
+    /// Log the refusal of `head`'s origin (`Origin::Unlisted`), once per distinct origin.
+    pub(crate) fn log_refusal(&self, head: &RequestHead) {
+        let origin = head
+            .header("origin")
+            .map(<[u8]>::trim_ascii)
+            .unwrap_or_default();
+        let origin = String::from_utf8_lossy(origin);
+        let note = crate::sync::lock(&self.refused).note(&origin);
+        match note {
+            Note::First => log::warn!(
+                "a page on {origin} was refused (403 FORBIDDEN): --cors-origins lists {}; add that \
+                 origin, exactly as written here, if its page should call this server",
+                self.origins.join(", ")
+            ),
+            Note::Full => log::warn!(
+                "a page on {origin} was refused (403 FORBIDDEN); {} refused origins were logged, \
+                 further ones are not",
+                crate::limits::CORS_REFUSALS_LOGGED
+            ),
+            Note::Quiet => {}
+        }
     }
 
     /// A CORS preflight: `OPTIONS` with `Origin` and `Access-Control-Request-Method`.
@@ -191,6 +260,21 @@ mod tests {
     }
 
     #[test]
+    fn each_refused_origin_is_logged_once_and_the_memory_is_bounded() {
+        let mut r = Refused::default();
+        assert_eq!(r.note("http://localhost:5173"), Note::First);
+        assert_eq!(r.note("http://localhost:5173"), Note::Quiet);
+        assert_eq!(r.note("http://127.0.0.1:5173"), Note::First);
+        for i in 2..crate::limits::CORS_REFUSALS_LOGGED {
+            assert_eq!(r.note(&format!("http://h{i}")), Note::First);
+        }
+        assert_eq!(r.note("http://one-more"), Note::Full);
+        assert_eq!(r.note("http://and-another"), Note::Quiet);
+        assert_eq!(r.note("http://localhost:5173"), Note::Quiet);
+        assert_eq!(r.seen.len(), crate::limits::CORS_REFUSALS_LOGGED);
+    }
+
+    #[test]
     fn the_identity_header_is_allowed_and_no_origins_mean_no_cors() {
         let header = crate::auth::Identity::Header {
             name: "x-forwarded-user".into(),
@@ -251,7 +335,7 @@ mod tests {
             .unwrap()
             .1;
         assert!(
-            allow.ends_with("X-Iac-Code-Thread-Id, x-forwarded-user"),
+            allow.ends_with("traceparent, tracestate, x-forwarded-user"),
             "{allow}"
         );
     }

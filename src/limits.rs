@@ -13,6 +13,13 @@ pub(crate) const BODY_BUDGET: usize = 64 * 1024 * 1024;
 /// Bodies this small never wait for the budget (every ordinary run, cancel and subscribe
 /// request): at most `MAX_CONNECTIONS` × this, 64 MiB at the default limit.
 pub(crate) const BODY_BUDGET_EXEMPT: usize = 16 * 1024;
+/// Longest `threadId`, `runId` or `parentRunId` a client may give (every route that takes
+/// one; `agui::field::id_ok`). Each event of a run repeats its ids, the replay log keeps the
+/// events for `REPLAY_RETENTION`, the thread cache and the audit and access logs copy them:
+/// twelve runs with 6 MiB thread ids left the server 504 MiB larger (issue 57, 3). 256 bytes
+/// hold a UUID, a ULID or a long composite id with room to spare, and an audit record, which
+/// keeps 256 characters of a field, holds them whole.
+pub(crate) const MAX_ID_BYTES: usize = 256;
 /// Largest cancel-route body (reference: `min(12 MiB, 64 KiB)`).
 pub(crate) const MAX_CANCEL_BODY: usize = 64 * 1024;
 /// Largest request head (request line + headers) before 431.
@@ -33,6 +40,8 @@ pub(crate) const MAX_BUFFERED_WHILE_BUSY: usize = 64 * 1024;
 pub(crate) const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(15);
 /// How long a browser may keep a preflight's answer (`--cors-origins`); Chromium caps it at 2 h.
 pub(crate) const CORS_MAX_AGE: Duration = Duration::from_secs(600);
+/// Distinct refused origins whose refusal is logged (each once); past them one line says so.
+pub(crate) const CORS_REFUSALS_LOGGED: usize = 64;
 /// Time allowed to receive a complete request head once its first byte arrived.
 pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Time allowed to receive a complete request body once the head is parsed.

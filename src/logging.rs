@@ -1,6 +1,7 @@
-//! Log set-up. Every record is written on one line with its control characters escaped, so
-//! a client string that reaches a message (a runId with a newline, a kernel error text) can
-//! never forge or split a log line, whichever call site logged it.
+//! Log set-up. Every record is written on one line with its control and Unicode format
+//! characters escaped, so a client string that reaches a message (a runId with a newline, a
+//! kernel error text, a right-to-left override) can never forge, split or visually reorder a
+//! log line, whichever call site logged it.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -51,10 +52,46 @@ pub fn access(fields: Vec<(&'static str, Field)>) {
     FIELDS.with(|f| f.borrow_mut().clear());
 }
 
-/// `s` with control characters (C0, DEL, C1, U+2028/U+2029) written as escapes.
+/// A Unicode format character (general category Cf, as of Unicode 15): invisible, yet it changes
+/// how a viewer shows the text around it. The bidi overrides and isolates (U+202A–U+202E,
+/// U+2066–U+2069) make a terminal or an editor show the rest of a log line reversed, so one
+/// outcome can be made to read as another (issue 57, 4).
+pub(crate) fn is_format(c: char) -> bool {
+    matches!(
+        c,
+        '\u{ad}'
+            | '\u{600}'..='\u{605}'
+            | '\u{61c}'
+            | '\u{6dd}'
+            | '\u{70f}'
+            | '\u{890}'..='\u{891}'
+            | '\u{8e2}'
+            | '\u{180e}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{206f}'
+            | '\u{feff}'
+            | '\u{fff9}'..='\u{fffb}'
+            | '\u{110bd}'
+            | '\u{110cd}'
+            | '\u{13430}'..='\u{1343f}'
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0001}'
+            | '\u{e0020}'..='\u{e007f}'
+    )
+}
+
+/// What a log line never holds as it is: control characters (C0, DEL, C1), the Unicode line
+/// and paragraph separators (collectors split on them) and format characters.
+pub(crate) fn unsafe_in_line(c: char) -> bool {
+    c.is_control() || c == '\u{2028}' || c == '\u{2029}' || is_format(c)
+}
+
+/// `s` with the characters of [`unsafe_in_line`] written as escapes.
 pub(crate) fn escape(s: &str) -> Cow<'_, str> {
-    let bad = |c: char| c.is_control() || c == '\u{2028}' || c == '\u{2029}';
-    if !s.contains(bad) {
+    if !s.contains(unsafe_in_line) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
@@ -63,24 +100,28 @@ pub(crate) fn escape(s: &str) -> Cow<'_, str> {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            c if bad(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c if unsafe_in_line(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
             c => out.push(c),
         }
     }
     Cow::Owned(out)
 }
 
-/// Serialized JSON with DEL, C1 controls and U+2028/U+2029 written as `\uXXXX`. They can
-/// only stand inside strings there, where the escape means the same character.
-fn escape_json_extra(json: &str) -> Cow<'_, str> {
-    let bad = |c: char| matches!(c, '\u{7f}'..='\u{9f}' | '\u{2028}' | '\u{2029}');
+/// Serialized JSON with DEL, C1 controls, U+2028/U+2029 and format characters written as
+/// `\uXXXX` (a surrogate pair past U+FFFF). They can only stand inside strings there, where
+/// the escape means the same character (serde_json escapes C0 itself). The JSON log and the
+/// audit log go through it.
+pub(crate) fn escape_json_extra(json: &str) -> Cow<'_, str> {
+    let bad = |c: char| matches!(c, '\u{7f}'..='\u{9f}' | '\u{2028}' | '\u{2029}') || is_format(c);
     if !json.contains(bad) {
         return Cow::Borrowed(json);
     }
     let mut out = String::with_capacity(json.len() + 12);
     for c in json.chars() {
         if bad(c) {
-            out.push_str(&format!("\\u{:04x}", c as u32));
+            for unit in c.encode_utf16(&mut [0; 2]) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
         } else {
             out.push(c);
         }
@@ -363,6 +404,52 @@ mod tests {
                     "{text}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn format_characters_cannot_reorder_a_log_line() {
+        // A runId with a right-to-left override: unescaped, a viewer shows "…: success" as
+        // "sseccus :…" and the rest of the line reversed (issue 57, 4).
+        let hostile = "r1\u{202e} a\u{2066}b\u{2069} \u{200b}\u{feff}\u{ad}\u{61c}\u{e0001}";
+        let fields = vec![
+            ("run_id", Field::Str(hostile.into())),
+            ("thread_id", Field::Str(hostile.replace(' ', "_"))),
+        ];
+        for format in [LogFormat::Text, LogFormat::Json] {
+            let mut out = Vec::new();
+            write_line(
+                &mut out,
+                format,
+                &"ts",
+                log::Level::Info,
+                "t",
+                &format_args!("run {hostile}: success"),
+                &fields,
+            )
+            .unwrap();
+            let text = String::from_utf8(out).unwrap();
+            assert!(!text.contains(is_format), "{format:?}: {text:?}");
+            if format == LogFormat::Json {
+                let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+                assert_eq!(v["run_id"], hostile, "the escape means the same string");
+                assert!(text.contains(r"\udb40\udc01"), "a surrogate pair: {text}");
+            } else {
+                assert!(text.contains("run r1\\u{202e} a\\u{2066}b"), "{text}");
+                assert!(
+                    text.contains(r#"run_id="r1\u202e a\u2066b\u2069"#),
+                    "{text}"
+                );
+                assert!(text.contains(r"thread_id=r1\u{202e}_a"), "{text}");
+            }
+        }
+        for c in [
+            '\u{ad}', '\u{600}', '\u{200b}', '\u{202e}', '\u{2069}', '\u{206f}', '\u{feff}',
+        ] {
+            assert!(is_format(c) && unsafe_in_line(c), "U+{:04X}", c as u32);
+        }
+        for c in ['a', ' ', 'é', '日', '😀', '\u{2070}', '\u{fe0f}', '\u{300}'] {
+            assert!(!is_format(c) && !unsafe_in_line(c), "U+{:04X}", c as u32);
         }
     }
 

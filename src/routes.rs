@@ -329,6 +329,7 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
     if let Some(cors) = &cfg.cors
         && cors.origin(head) == Origin::Unlisted
     {
+        cors.log_refusal(head);
         return HeadDecision::Respond(
             ApiError::new(Code::Forbidden, Msg::OriginNotAllowed)
                 .response(header_lang(head, cfg.default_lang)),

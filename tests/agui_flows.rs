@@ -900,7 +900,8 @@ fn guidance_into_a_running_pipeline() {
 #[test]
 fn long_thread_ids_are_accepted() {
     let s = Stack::new();
-    for n in [200, 240, 300] {
+    // Up to the id bound (256 bytes; the reference refused 300 with a 400 and 240 with a 503).
+    for n in [200, 240, 256] {
         let t = "x".repeat(n);
         assert_eq!(
             last(&s.run(&s.body(&t, "r1", "hello")))["outcome"]["type"],
@@ -923,6 +924,94 @@ fn long_thread_ids_are_accepted() {
             .count(),
         3
     );
+}
+
+/// Issue 57, 3–4: a 6 MiB thread id was repeated in every event, kept in the replay log and
+/// the thread cache; a right-to-left override reached the logs raw. Both ids, in every route
+/// and both dialects, are refused with a 400 naming the field before anything is kept.
+#[test]
+fn over_long_or_unshowable_ids_are_refused_before_anything_is_stored() {
+    for protocol in [AguiProtocol::V0_1, AguiProtocol::V1_0] {
+        let s = Stack::with(protocol, ServerConfig::default(), Duration::from_secs(30));
+        let huge = "x".repeat(6 << 20);
+        let over = "x".repeat(257);
+        let refused = |r: &Resp, field: &str| {
+            assert_eq!(r.status, 400, "{protocol:?} {field}: {}", r.text());
+            assert_eq!(r.error_code(), "INVALID_INPUT");
+            assert!(
+                r.error_message()
+                    .starts_with(&format!("`{field}` must be at most 256 bytes")),
+                "{}",
+                r.error_message()
+            );
+        };
+        for id in [
+            huge.as_str(),
+            over.as_str(),
+            "t\u{202e}1",
+            "t\u{2066}1\u{2069}",
+            "t\u{200b}",
+        ] {
+            let mut b = s.body(id, "r1", "hello");
+            refused(&s.post(&b), "threadId");
+            b["threadId"] = "t1".into();
+            b["runId"] = id.into();
+            refused(&s.post(&b), "runId");
+            b["runId"] = "r1".into();
+            b["parentRunId"] = id.into();
+            refused(&s.post(&b), "parentRunId");
+            let b = json!({"thread_id": id, "run_id": "r1", "state": {}, "tools": [], "context": [],
+                "messages": [], "forwardedProps": b["forwardedProps"]});
+            refused(&s.post(&b), "threadId");
+            if id.len() > 64 * 1024 {
+                continue; // past the cancel and subscribe bodies' own bound (413)
+            }
+            let cancel = json!({"threadId": id, "rosInvocationId": "ros-1"});
+            let path = "/extensions/iac-code/v1/executions/e1/cancel";
+            let body = serde_json::to_vec(&cancel).unwrap();
+            refused(&post_json(s.addr(), path, &[], &body), "threadId");
+            let path = "/extensions/iac-code/v1/executions/e1/subscribe";
+            for (t, r, field) in [(id, "r1", "threadId"), ("t1", id, "runId")] {
+                let sub = json!({"threadId": t, "runId": r, "rosInvocationId": "ros-1"});
+                let body = serde_json::to_vec(&sub).unwrap();
+                refused(&post_json(s.addr(), path, &[], &body), field);
+            }
+        }
+        // The thread routes' path id (a URI stays under 8 KiB).
+        for (method, path) in [
+            ("GET", format!("/threads/{over}")),
+            ("GET", format!("/threads/{over}/messages")),
+            ("DELETE", format!("/threads/{over}")),
+            ("GET", "/threads/t%E2%80%AE1".to_string()),
+        ] {
+            refused(
+                &raw(s.addr(), &request(method, &path, &[], b"")),
+                "threadId",
+            );
+        }
+        let rename = raw(
+            s.addr(),
+            &request(
+                "PATCH",
+                "/threads/t%E2%81%A6",
+                &[("Content-Type", "application/json")],
+                br#"{"title":"x"}"#,
+            ),
+        );
+        refused(&rename, "threadId");
+        // Nothing was kept: no thread, no conversation, nothing listed.
+        let files = std::fs::read_dir(s.dir.join("state/threads"))
+            .map(|d| d.count())
+            .unwrap_or(0);
+        assert_eq!(files, 0, "{protocol:?}");
+        let list = raw(s.addr(), &request("GET", "/threads", &[], b""));
+        assert_eq!(list.status, 200);
+        assert_eq!(list.json()["threads"], json!([]), "{protocol:?}");
+        // The bound itself is usable.
+        let at = "y".repeat(256);
+        let events = s.run(&s.body(&at, &at, "hello"));
+        assert_eq!(last(&events)["threadId"], at.as_str());
+    }
 }
 
 #[test]

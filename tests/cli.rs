@@ -390,12 +390,11 @@ fn interrupt_ttl_is_accepted_and_warned_about_once() {
 }
 
 #[test]
-fn a_newline_in_a_run_id_cannot_forge_a_log_line() {
+fn a_newline_or_an_override_in_a_clients_string_cannot_forge_or_reorder_a_log_line() {
     let dir = common::tempdir("cli-loginject");
     std::fs::create_dir_all(dir.join("ws")).unwrap();
-    // No grace (the demo's default is 30 s): the disconnect is logged at once.
     let (mut child, addr, log) = start_logged(
-        &["--disconnect-grace", "0"],
+        &[],
         &[
             (
                 "IAC_CODE_AGUI_STATE_DIR",
@@ -405,28 +404,29 @@ fn a_newline_in_a_run_id_cannot_forge_a_log_line() {
         ],
     );
     let forged = "[2026-01-01T00:00:00Z ERROR iac_agui] FORGED";
-    let body = serde_json::json!({"threadId": "t-log", "runId": format!("r\n{forged}"), "state": {},
-        "tools": [], "context": [], "messages": [{"id": "m", "role": "user", "content": "slow"}],
-        "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "ros", "cwd": dir.join("ws")}}});
-    // Read a little of the slow stream, then drop it: the disconnect is logged with the runId.
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    use std::io::{Read, Write};
-    s.write_all(&common::request(
-        "POST",
-        "/",
-        &[("Content-Type", "application/json")],
-        &serde_json::to_vec(&body).unwrap(),
-    ))
-    .unwrap();
-    let mut buf = [0u8; 4096];
-    let _ = s.read(&mut buf).unwrap();
-    drop(s);
+    let body = |run: &str, cwd: &str| {
+        let b = serde_json::json!({"threadId": "t-log", "runId": run, "state": {},
+            "tools": [], "context": [], "messages": [{"id": "m", "role": "user", "content": "hello"}],
+            "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "ros", "cwd": cwd}}});
+        serde_json::to_vec(&b).unwrap()
+    };
+    let ws = dir.join("ws").display().to_string();
+    // An id cannot carry one at all (issue 57, 3–4): refused before anything logs it.
+    for run in [format!("r\n{forged}"), "r\u{202e}1 success".to_string()] {
+        let r = common::post_json(addr, "/", &[], &body(&run, &ws));
+        assert_eq!(r.status, 400, "{}", r.text());
+        assert!(r.error_message().contains("`runId`"), "{}", r.text());
+    }
+    // A workspace path may, and the warning that names the new directory escapes them.
+    let cwd = format!("{ws}/new\n{forged} \u{202e}sseccus");
+    let r = common::post_json(addr, "/", &[], &body("r1", &cwd));
+    assert_eq!(r.status, 200, "{}", r.text());
     assert!(
         common::wait_until(Duration::from_secs(10), || log
             .lock()
             .unwrap()
             .iter()
-            .any(|l| l.contains("disconnected"))),
+            .any(|l| l.contains("created the workspace"))),
         "{:?}",
         log.lock().unwrap()
     );
@@ -435,10 +435,13 @@ fn a_newline_in_a_run_id_cannot_forge_a_log_line() {
         !lines.iter().any(|l| l.starts_with("[2026-01-01")),
         "a forged line: {lines:?}"
     );
-    assert!(
-        lines.iter().any(|l| l.contains("r\\n[2026-01-01")),
-        "{lines:?}"
-    );
+    let created = lines
+        .iter()
+        .find(|l| l.contains("created the workspace"))
+        .unwrap();
+    assert!(created.contains("new\\n[2026-01-01"), "{created}");
+    assert!(created.contains("\\u{202e}sseccus"), "{created}");
+    assert!(!lines.iter().any(|l| l.contains('\u{202e}')), "{lines:?}");
     child.kill().unwrap();
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);

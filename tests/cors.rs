@@ -96,6 +96,111 @@ fn a_preflight_from_a_listed_origin_is_answered_before_auth() {
     assert_cors(&r, "https://app.example");
 }
 
+/// Issue 57, 6: OpenTelemetry's web instrumentation adds `traceparent` and `tracestate` to
+/// every `fetch`; a preflight that did not allow them failed each call in the browser. A
+/// browser sends the preflight's answer's check as here: every header it asks for must be in
+/// `Access-Control-Allow-Headers` (case-insensitively).
+#[test]
+fn a_preflight_allows_every_request_header_the_server_reads() {
+    let p = start_with_env(
+        "cors-headers",
+        &[
+            "--cors-origins",
+            PAGE,
+            "--identity-header",
+            "X-Auth-Request-User",
+        ],
+        &[],
+    );
+    let allows = |asked: &str| {
+        let r = raw(
+            p.addr,
+            &request(
+                "OPTIONS",
+                "/",
+                &[
+                    ("Origin", PAGE),
+                    ("Access-Control-Request-Method", "POST"),
+                    ("Access-Control-Request-Headers", asked),
+                ],
+                b"",
+            ),
+        );
+        assert_eq!(r.status, 204, "{}", r.text());
+        let allowed: Vec<String> = r
+            .header("access-control-allow-headers")
+            .unwrap_or("")
+            .split(',')
+            .map(|h| h.trim().to_ascii_lowercase())
+            .collect();
+        asked
+            .split(',')
+            .all(|h| allowed.contains(&h.trim().to_ascii_lowercase()))
+    };
+    // Every request header a route reads (browsers ask in lowercase).
+    for h in [
+        "authorization",
+        "content-type",
+        "accept",
+        "accept-language",
+        "last-event-id",
+        "x-iac-code-thread-id",
+        "traceparent",
+        "tracestate",
+        "x-auth-request-user",
+    ] {
+        assert!(allows(h), "{h} is not allowed");
+    }
+    // What @opentelemetry/instrumentation-fetch makes of an HttpAgent call.
+    assert!(allows("content-type,traceparent,tracestate"));
+    assert!(allows("authorization,content-type,traceparent"));
+}
+
+/// Issue 57: a page refused for its origin ("localhost" against a listed "127.0.0.1") left
+/// nothing in the server's log. Each distinct refused origin is logged once, with the option
+/// to change and what it lists; a hostile origin is escaped like any client string.
+#[test]
+fn a_refused_origin_is_logged_once_with_the_option_to_change() {
+    let (p, log) = common::procs::start_logged(
+        "cors-refusal-log",
+        &["--cors-origins", "http://127.0.0.1:5173"],
+        &[],
+    );
+    let from = |origin: &str| {
+        raw(
+            p.addr,
+            &request("GET", "/threads", &[("Origin", origin)], b""),
+        )
+    };
+    for _ in 0..3 {
+        assert_eq!(from("http://localhost:5173").status, 403);
+    }
+    let hostile = "http://evil\u{202e}gro.test";
+    assert_eq!(from(hostile).status, 403);
+    // The log is in request order: once the last refusal's line is there, so are the others.
+    let lines = || log.lock().unwrap().clone();
+    assert!(
+        wait_until(std::time::Duration::from_secs(10), || lines()
+            .iter()
+            .any(|l| l.contains("evil"))),
+        "{:?}",
+        lines()
+    );
+    let lines = lines();
+    let localhost: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("http://localhost:5173"))
+        .collect();
+    assert_eq!(localhost.len(), 1, "{lines:?}");
+    assert!(
+        localhost[0].contains("--cors-origins lists http://127.0.0.1:5173"),
+        "{lines:?}"
+    );
+    let evil = lines.iter().find(|l| l.contains("evil")).unwrap();
+    assert!(evil.contains("evil\\u{202e}gro"), "{evil}");
+    assert!(!evil.contains('\u{202e}'), "{evil}");
+}
+
 #[test]
 fn listed_origins_get_cors_headers_on_json_errors_and_on_the_run_stream() {
     let p = with_cors("cors-answers");

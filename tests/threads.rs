@@ -589,6 +589,12 @@ fn a_renamed_thread_keeps_its_title_through_turns_and_restarts() {
             "title",
             "INVALID_INPUT",
         ),
+        // A right-to-left override (issue 57, 4).
+        (
+            br#"{"title":"a\u202egnp.exe"}"#.as_slice(),
+            "title",
+            "INVALID_INPUT",
+        ),
         (br#"{"title":7}"#.as_slice(), "title", "INVALID_INPUT"),
         (br#"{"name":"x"}"#.as_slice(), "name", "INVALID_INPUT"),
         (b"{nope".as_slice(), "", "INVALID_JSON"),
@@ -626,6 +632,11 @@ fn threads_are_found_by_title_and_status_and_an_interrupted_one_says_what_it_wai
         .map(|t| t["threadId"].as_str().unwrap())
         .collect();
     assert_eq!(ids, ["asks"]);
+    // Under Unicode case folding (issue 57): `STRASSE` finds `Straße`.
+    run(&p, "street", "r1", "Straße bauen");
+    let found = get(p.addr, "/threads?q=STRASSE", &[]).json();
+    assert_eq!(found["threads"].as_array().unwrap().len(), 1, "{found}");
+    assert_eq!(found["threads"][0]["threadId"], "street");
     let waiting = get(p.addr, "/threads?status=interrupted", &[]).json();
     assert_eq!(waiting["threads"].as_array().unwrap().len(), 1, "{waiting}");
     let entry = &waiting["threads"][0];

@@ -17,6 +17,9 @@ pub enum Problem {
     Duplicate,
     /// Of the right type, but not an allowed value.
     Value,
+    /// An id longer than `limits::MAX_ID_BYTES` or with a character a log line cannot show
+    /// as it is ([`id_ok`]).
+    Id,
     /// `forwardedProps.iacCode` is absent: the message lists what it needs.
     IacCodeRequired,
     /// `forwardedProps.iacCode.cwd` is absent and the server has no `--default-cwd` to fill it.
@@ -63,12 +66,31 @@ impl FieldError {
             Problem::Unknown => (Msg::FieldUnknown, ""),
             Problem::Duplicate => (Msg::FieldDuplicate, ""),
             Problem::Value => (Msg::FieldValue, ""),
+            Problem::Id => (Msg::FieldId, ""),
             Problem::IacCodeRequired => (Msg::IacCodeRequired, ""),
             Problem::CwdRequired => (Msg::CwdRequired, ""),
         };
         msg.text(lang)
             .replace("{field}", &crate::logging::escape(field))
             .replace("{type}", ty)
+            .replace("{max}", &crate::limits::MAX_ID_BYTES.to_string())
+    }
+}
+
+/// A client's id (`threadId`, `runId`, `parentRunId`) as the server keeps it: at most
+/// `limits::MAX_ID_BYTES` bytes, none of them a control character, a line or paragraph
+/// separator or a Unicode format character (`logging::unsafe_in_line`). Every event of a run,
+/// its replay log, the thread cache, the audit and text logs repeat the ids (issue 57, 3–4).
+pub(crate) fn id_ok(s: &str) -> bool {
+    s.len() <= crate::limits::MAX_ID_BYTES && !s.contains(crate::logging::unsafe_in_line)
+}
+
+/// [`id_ok`], or the refusal naming `path`.
+pub(crate) fn check_id(path: &str, s: &str) -> Result<(), FieldError> {
+    if id_ok(s) {
+        Ok(())
+    } else {
+        Err(FieldError::new(path, Problem::Id))
     }
 }
 

@@ -19,16 +19,18 @@ fn field<'a>(o: &'a Map<String, Value>, camel: &str, snake: &str) -> Option<&'a 
 }
 
 /// The `threadId` and `runId` strings of a body that may be invalid (empty when absent), for
-/// a terminal event written after a failure.
-pub(crate) fn run_ids(body: &Value) -> (String, String) {
+/// a terminal event written after a failure; an id that is a string but not one the server
+/// keeps (`field::id_ok`) is refused here, before anything holds it.
+pub(crate) fn run_ids(body: &Value) -> Result<(String, String), FieldError> {
     let get = |camel: &str, snake: &str| {
-        body.as_object()
+        let id = body
+            .as_object()
             .and_then(|o| field(o, camel, snake))
             .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
+            .unwrap_or("");
+        super::field::check_id(camel, id).map(|()| id.to_string())
     };
-    (get("threadId", "thread_id"), get("runId", "run_id"))
+    Ok((get("threadId", "thread_id")?, get("runId", "run_id")?))
 }
 
 fn opt_str(o: &Map<String, Value>, camel: &str, snake: &str) -> R<Option<String>> {
@@ -141,8 +143,13 @@ fn envelope(body: &Value, dialect: &Dialect) -> R<RunInput> {
     if thread_id.is_empty() {
         return Err(FieldError::new("threadId", Problem::Required));
     }
+    super::field::check_id("threadId", &thread_id)?;
     let run_id = req_str(o, "runId", "run_id")?;
+    super::field::check_id("runId", &run_id)?;
     let parent_run_id = opt_str(o, "parentRunId", "parent_run_id")?;
+    if let Some(p) = &parent_run_id {
+        super::field::check_id("parentRunId", p)?;
+    }
     // AG-UI 1.0 makes `state`, `tools` and `context` optional and its SDKs omit them when
     // empty: absent means empty (the reference rejects it; docs/protocol.md). Present, they
     // are checked as before.

@@ -407,11 +407,16 @@ impl Job {
                 ..r
             }),
             Err(e) => {
-                let (code, msg) = match e {
-                    RunBodyError::Json => (Code::InvalidJson, Msg::RunInvalidJson),
-                    RunBodyError::NotObject => (Code::InvalidInput, Msg::RunNotObject),
+                let refusal = match e {
+                    RunBodyError::Json => {
+                        ApiError::new(Code::InvalidJson, Msg::RunInvalidJson).response(self.lang)
+                    }
+                    RunBodyError::NotObject => {
+                        ApiError::new(Code::InvalidInput, Msg::RunNotObject).response(self.lang)
+                    }
+                    RunBodyError::Id(e, lang) => ApiError::invalid_field(&e, lang),
                 };
-                self.respond(ApiError::new(code, msg).response(self.lang), &routed);
+                self.respond(refusal, &routed);
                 return Vec::new();
             }
         };

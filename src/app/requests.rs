@@ -27,12 +27,16 @@ pub struct RunRequest {
 }
 
 /// Why a `POST /` body is refused before the backend sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunBodyError {
     /// Not JSON (400 `INVALID_JSON`).
     Json,
     /// JSON, but not an object (400 `INVALID_INPUT`).
     NotObject,
+    /// A `threadId` or `runId` the server does not keep (`agui::field::id_ok`; 400
+    /// `INVALID_INPUT` naming it, in the payload language): refused before the stream, the
+    /// access log or a span holds it.
+    Id(FieldError, Lang),
 }
 
 impl RunRequest {
@@ -41,8 +45,9 @@ impl RunRequest {
         if !body.is_object() {
             return Err(RunBodyError::NotObject);
         }
-        let (thread_id, run_id) = crate::agui::input::run_ids(&body);
         let payload_lang = i18n::payload_language(&body, header_lang);
+        let (thread_id, run_id) =
+            crate::agui::input::run_ids(&body).map_err(|e| RunBodyError::Id(e, payload_lang))?;
         Ok(RunRequest {
             body,
             thread_id,
@@ -76,7 +81,7 @@ impl CancelRequest {
         let obj = object(&v)?;
         Ok(CancelRequest {
             execution_id,
-            thread_id: identity(obj, "threadId")?,
+            thread_id: id(obj, "threadId")?,
             ros_invocation_id: identity(obj, "rosInvocationId")?,
             lang,
             caller: Caller::Shared,
@@ -116,8 +121,8 @@ impl SubscribeRequest {
             return Err(BodyError::Field(FieldError::new(k, Problem::Unknown)));
         }
         let (thread_id, run_id, ros_invocation_id) = (
-            identity(obj, "threadId")?,
-            identity(obj, "runId")?,
+            id(obj, "threadId")?,
+            id(obj, "runId")?,
             identity(obj, "rosInvocationId")?,
         );
         let sequence = |n: Option<i64>, field: &str| match n {
@@ -225,6 +230,12 @@ impl ThreadsRequest {
             }
             Ok((limit, cursor))
         };
+        // The path's thread id: a thread with another could not have been made.
+        let path_id = |id: &String| {
+            crate::agui::field::check_id("threadId", id)
+                .map(|()| id.clone())
+                .map_err(BodyError::Field)
+        };
         let what = match work {
             Work::ListThreads { query } => {
                 let pairs = query_pairs(query).map_err(BodyError::Field)?;
@@ -237,23 +248,23 @@ impl ThreadsRequest {
                 }
             }
             Work::Thread { thread_id } => ThreadsQuery::Get {
-                thread_id: thread_id.clone(),
+                thread_id: path_id(thread_id)?,
             },
             Work::RenameThread { thread_id } => ThreadsQuery::Rename {
-                thread_id: thread_id.clone(),
+                thread_id: path_id(thread_id)?,
                 title: rename_title(body)?,
             },
             Work::ThreadMessages { thread_id, query } => {
                 let pairs = query_pairs(query).map_err(BodyError::Field)?;
                 let (limit, before) = page(&pairs, "before").map_err(BodyError::Field)?;
                 ThreadsQuery::Messages {
-                    thread_id: thread_id.clone(),
+                    thread_id: path_id(thread_id)?,
                     limit,
                     before,
                 }
             }
             Work::DeleteThread { thread_id } => ThreadsQuery::Delete {
-                thread_id: thread_id.clone(),
+                thread_id: path_id(thread_id)?,
             },
             Work::Usage { query } => {
                 let pairs = query_pairs(query).map_err(BodyError::Field)?;
@@ -279,12 +290,25 @@ impl ThreadsRequest {
 }
 
 /// A title or search text: at most `limits::THREAD_TITLE_MAX_CHARS` characters, no control
-/// characters (a title is shown in lists and logs).
+/// characters and no bidirectional controls (a title is shown in lists and logs, and an
+/// override or isolate would make a viewer show what follows it reversed; issue 57, 4).
 fn title_text(v: &str) -> bool {
-    v.chars().count() <= limits::THREAD_TITLE_MAX_CHARS && !v.chars().any(char::is_control)
+    v.chars().count() <= limits::THREAD_TITLE_MAX_CHARS
+        && !v.chars().any(|c| c.is_control() || is_bidi_control(c))
 }
 
-/// `q` (case-insensitive, on titles) and `status` (`idle`, `running`, `interrupted`).
+/// Unicode's `Bidi_Control` characters: the marks, embeddings, overrides and isolates. Other
+/// format characters stay allowed in a title: the joiners and tags that emoji and scripts
+/// need (a log still escapes them).
+fn is_bidi_control(c: char) -> bool {
+    matches!(
+        c,
+        '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+    )
+}
+
+/// `q` (on titles, under Unicode case folding) and `status` (`idle`, `running`,
+/// `interrupted`).
 fn list_filter(pairs: &[(String, String)]) -> Result<crate::store::index::Filter, FieldError> {
     let get = |k: &str| pairs.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str());
     let q = match get("q") {
@@ -292,7 +316,7 @@ fn list_filter(pairs: &[(String, String)]) -> Result<crate::store::index::Filter
         Some(q) if q.trim().is_empty() || !title_text(q) => {
             return Err(FieldError::new("q", Problem::Value));
         }
-        Some(q) => Some(q.trim().to_lowercase()),
+        Some(q) => Some(crate::store::index::fold_case(q.trim())),
     };
     let status = match get("status") {
         None => None,
@@ -367,6 +391,14 @@ fn identity(obj: &serde_json::Map<String, Value>, key: &str) -> Result<String, B
             Problem::Type("string"),
         ))),
     }
+}
+
+/// `threadId` or `runId` of a subscribe or cancel body: an identity string the server could
+/// have kept (`agui::field::id_ok`).
+fn id(obj: &serde_json::Map<String, Value>, key: &str) -> Result<String, BodyError> {
+    let s = identity(obj, key)?;
+    crate::agui::field::check_id(key, &s).map_err(BodyError::Field)?;
+    Ok(s)
 }
 
 /// Parse a request body the way the project documents (reference §1.4 step 5, REC): UTF-8

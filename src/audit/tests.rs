@@ -213,3 +213,25 @@ fn a_record_stays_bounded_whatever_the_client_sends() {
     assert_eq!(listed[3]["overridesOmitted"], 40);
     assert!(line.len() < 64 * 1024, "{}", line.len());
 }
+
+/// Issue 57, 4: a right-to-left override in a client's string (an interrupt id) reached the
+/// audit log raw, and a viewer showed the rest of the record reversed.
+#[test]
+fn format_characters_in_a_record_are_escaped() {
+    let s = Subject {
+        caller: &Caller::Shared,
+        thread_id: "t1",
+        run_id: Some("r1"),
+        execution_id: None,
+    };
+    let id = "i1\u{202e}deifitrec\u{2066}\u{2028}";
+    let action = Action::Resume {
+        interrupts: resume_decisions(&[], &[answer(id, ResumeStatus::Cancelled, json!({}))]),
+    };
+    let line = record(at(), &Origin::default(), &s, &action);
+    let text = String::from_utf8(line.clone()).unwrap();
+    let record = text.strip_suffix('\n').unwrap();
+    assert!(!record.contains(crate::logging::unsafe_in_line), "{text:?}");
+    assert!(text.contains(r"i1\u202edeifitrec\u2066\u2028"), "{text}");
+    assert_eq!(parsed(&line)["interrupts"][0]["id"], id, "the same string");
+}

@@ -476,3 +476,59 @@ fn a_1_0_body_with_tool_part_lists_file_sources_and_unknown_kinds_is_accepted_in
         );
     }
 }
+
+#[test]
+fn ids_past_256_bytes_or_with_unshowable_characters_are_refused_naming_the_field() {
+    use crate::agui::dialect::Dialect;
+    let max = crate::limits::MAX_ID_BYTES;
+    let set = |k: &'static str, v: String| {
+        with(base(), |o| {
+            o.insert(k.into(), json!(v));
+        })
+    };
+    // At the bound, in bytes (a UUID, a long composite id, 64 four-byte characters): kept.
+    for (k, v) in [
+        ("threadId", "x".repeat(max)),
+        ("runId", "😀".repeat(max / 4)),
+        ("parentRunId", "p".repeat(max)),
+        ("runId", String::new()),
+    ] {
+        for dialect in [Dialect::V0_1, Dialect::V1_0] {
+            assert!(
+                parse_envelope_as(&set(k, v.clone()), &dialect).is_ok(),
+                "{k}"
+            );
+        }
+    }
+    let hostile = [
+        "x".repeat(max + 1),
+        "é".repeat(max / 2 + 1),
+        "t\u{202e}1 deliver".into(),
+        "a\u{2066}b\u{2069}".into(),
+        "zero\u{200b}width".into(),
+        "bom\u{feff}".into(),
+        "tag\u{e0041}".into(),
+        "new\nline".into(),
+        "sep\u{2028}".into(),
+        "c1\u{85}".into(),
+    ];
+    for k in ["threadId", "runId", "parentRunId"] {
+        for v in &hostile {
+            for dialect in [Dialect::V0_1, Dialect::V1_0] {
+                let e = parse_envelope_as(&set(k, v.clone()), &dialect).unwrap_err();
+                assert_eq!((e.path.as_str(), &e.problem), (k, &Problem::Id), "{v:?}");
+                assert!(e.message(crate::i18n::Lang::En).contains("256 bytes"));
+            }
+        }
+    }
+    // The snake_case spellings too, and the early read of the ids for the stream.
+    let snake = with(base(), |o| {
+        o.remove("threadId");
+        o.insert("thread_id".into(), json!("x".repeat(max + 1)));
+    });
+    assert_eq!(parse_envelope(&snake).unwrap_err().path, "threadId");
+    assert_eq!(run_ids(&snake).unwrap_err().path, "threadId");
+    let run = set("runId", "r\u{202e}".into());
+    assert_eq!(run_ids(&run).unwrap_err().path, "runId");
+    assert_eq!(run_ids(&base()).unwrap(), ("t".into(), "r".into()));
+}

@@ -137,3 +137,114 @@ fn json_parsing_rules() {
     let v = parse_json(br#"{"a":1,"a":2}"#).unwrap();
     assert_eq!(v["a"], 2);
 }
+
+#[test]
+fn ids_of_every_body_and_path_are_bounded_and_printable() {
+    let long = "x".repeat(crate::limits::MAX_ID_BYTES + 1);
+    let rlo = "t\u{202e}";
+    for bad in [long.as_str(), rlo] {
+        let s = |t: &str, r: &str| {
+            format!(
+                r#"{{"threadId":{},"runId":{},"rosInvocationId":"x"}}"#,
+                json(t),
+                json(r)
+            )
+        };
+        for (body, want) in [(s(bad, "r"), "threadId"), (s("t", bad), "runId")] {
+            let Err(BodyError::Field(e)) = subscribe(body.as_bytes(), None) else {
+                panic!("{body}");
+            };
+            assert_eq!(e.problem, Problem::Id);
+            names_field(&e, want);
+        }
+        let body = format!(r#"{{"threadId":{},"rosInvocationId":"x"}}"#, json(bad));
+        let Err(BodyError::Field(e)) = cancel(body.as_bytes()) else {
+            panic!("{body}");
+        };
+        names_field(&e, "threadId");
+        let body = format!(r#"{{"threadId":"t","runId":{}}}"#, json(bad));
+        let body = body.replace(
+            '}',
+            r#","forwardedProps":{"iacCode":{"preferredLanguage":"de"}}}"#,
+        );
+        let Err(RunBodyError::Id(e, lang)) = RunRequest::parse(body.as_bytes(), Lang::En) else {
+            panic!("{body}");
+        };
+        names_field(&e, "runId");
+        assert_eq!(lang, Lang::De, "in the payload language");
+        use crate::routes::Work;
+        let id = bad.to_string();
+        for work in [
+            Work::Thread {
+                thread_id: id.clone(),
+            },
+            Work::RenameThread {
+                thread_id: id.clone(),
+            },
+            Work::ThreadMessages {
+                thread_id: id.clone(),
+                query: String::new(),
+            },
+            Work::DeleteThread {
+                thread_id: id.clone(),
+            },
+        ] {
+            let Err(BodyError::Field(e)) =
+                ThreadsRequest::parse(&work, br#"{"title":"x"}"#, Lang::En)
+            else {
+                panic!("{work:?}");
+            };
+            names_field(&e, "threadId");
+        }
+    }
+    let at = "x".repeat(crate::limits::MAX_ID_BYTES);
+    let body = format!(r#"{{"threadId":"{at}","runId":"{at}","rosInvocationId":"x"}}"#);
+    assert_eq!(subscribe(body.as_bytes(), None).unwrap().thread_id, at);
+}
+
+#[test]
+fn titles_and_searches_refuse_bidi_controls_and_search_folds_case() {
+    use crate::routes::Work;
+    let rename = |title: &str| {
+        let body = format!(r#"{{"title":{}}}"#, json(title));
+        let work = Work::RenameThread {
+            thread_id: "t".into(),
+        };
+        ThreadsRequest::parse(&work, body.as_bytes(), Lang::En)
+    };
+    for bad in ["a\u{202e}gnp.exe", "x\u{2067}y", "\u{200f}", "\u{61c}"] {
+        let Err(BodyError::Field(e)) = rename(bad) else {
+            panic!("{bad:?}");
+        };
+        names_field(&e, "title");
+    }
+    // Joiners and tags stay: emoji need them.
+    for ok in [
+        "👨\u{200d}👩\u{200d}👧 family",
+        "🏴\u{e0067}\u{e0062}\u{e0073}\u{e0063}\u{e0074}\u{e007f}",
+    ] {
+        assert!(rename(ok).is_ok(), "{ok:?}");
+    }
+    let list = |q: &str| {
+        let work = Work::ListThreads {
+            query: format!("q={q}"),
+        };
+        ThreadsRequest::parse(&work, b"", Lang::En)
+    };
+    let Err(BodyError::Field(e)) = list("a%E2%80%AEb") else {
+        panic!("an override in q");
+    };
+    names_field(&e, "q");
+    let Ok(ThreadsRequest {
+        what: ThreadsQuery::List { filter, .. },
+        ..
+    }) = list(" STRASSE ")
+    else {
+        panic!("q");
+    };
+    assert_eq!(filter.q.as_deref(), Some("strasse"));
+}
+
+fn json(s: &str) -> String {
+    serde_json::to_string(s).unwrap()
+}
