@@ -2,7 +2,10 @@
 //! deleted, the idle check. Each takes locks the workers take (the replay index, every
 //! thread's mutex) or does file I/O, so none of it may run on the loop: they run on one
 //! thread of their own, and what the loop must learn (a drain to begin) reaches it through
-//! its `ShutdownHandle`, as a signal's does. The loop runs no closures of anyone's.
+//! its `ShutdownHandle`, as a signal's does. The loop runs none of this, and none of the
+//! adapter's code: what it tells a run (a client gone, a grace over, the drain's end) is an
+//! event to the run's life cell (`crate::life`), whose only act is a session's socket
+//! shutdown.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -24,6 +24,7 @@ pub mod i18n;
 pub(crate) mod ids;
 pub mod json;
 pub mod kernel;
+pub(crate) mod life;
 pub(crate) mod limits;
 pub(crate) mod logging;
 #[doc(hidden)]

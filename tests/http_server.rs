@@ -67,9 +67,8 @@ impl Backend for Scripted {
                 if pad > 0 && stream.event(&Self::event(2, pad)).is_err() {
                     return;
                 }
-                let flag = stream.stop_flag();
                 for _ in 0..4000 {
-                    if flag.is_stopped() {
+                    if stream.stopped() {
                         return;
                     }
                     std::thread::sleep(Duration::from_millis(5));
@@ -81,9 +80,8 @@ impl Backend for Scripted {
             }
             "wait-stop" => {
                 stream.start().unwrap();
-                let flag = stream.stop_flag();
                 for _ in 0..2000 {
-                    if flag.is_stopped() {
+                    if stream.stopped() {
                         self.stopped.fetch_add(1, Ordering::SeqCst);
                         let _ = stream.terminal(
                             br#"{"type":"RUN_ERROR","message":"stopped","code":"CANCELLED"}"#,

@@ -17,7 +17,7 @@ pub(crate) use rules::schema;
 pub use rules::{admission, interrupts, projection};
 use rules::{identity, reconcile};
 pub(crate) use run::upstream;
-use run::{cell, driver, ending, tee, winddown};
+use run::{driver, ending, tee, winddown};
 pub(crate) use state::shared;
 pub use state::{env, replay, threads};
 
@@ -32,7 +32,6 @@ use crate::principal::ThreadKey;
 use crate::server::http::Response;
 use crate::sync::lock;
 use driver::{Opening, Run, RunArgs};
-use shared::RunControl;
 pub use shared::Shared;
 
 /// Whether forwardedProps carries the iac-code properties (either spelling).
@@ -89,7 +88,7 @@ impl Backend for AguiBackend {
         // Admission runs on a call thread: its depth (the checks, the state write) and the
         // chunks it frees stay off the worker, which lives as long as the stream and then
         // only ever holds the read → parse → project path (docs/performance.md, issue 26).
-        match admit_on_call_thread(&self.shared, req) {
+        match admit_on_call_thread(&self.shared, req, stream.cell().clone()) {
             Ok(admitted) => drive(sh, stream, admitted),
             Err(refusal) => stream.reject(*refusal),
         }
@@ -106,15 +105,16 @@ impl Backend for AguiBackend {
     fn threads(&self, req: crate::app::ThreadsRequest) -> Response {
         routes::history::threads(&self.shared, req)
     }
-
-    fn stop_all(&self) {
-        self.shared.stop_all_runs();
-    }
 }
 
 /// Everything before the first SSE byte: the envelope and properties, the thread's state
-/// and its durable admission. `Err` is the refusal to send.
-fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
+/// and its durable admission, and the run's cell (its job's) registered with it. `Err` is
+/// the refusal to send.
+fn admit(
+    sh: &Shared,
+    req: RunRequest,
+    cell: Arc<crate::life::Cell>,
+) -> Result<Box<Admitted>, Response> {
     let lang = req.payload_lang;
     let reject = |code, msg: Msg| Err(ApiError::new(code, msg).response(lang));
     let mut inp = match input::parse_envelope_as(&req.body, &sh.dialect) {
@@ -248,11 +248,15 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
     let mut refused = None;
     let mut unknown_id = None;
     let mut snapshot = None;
+    let grace = sh.disconnect_grace;
+    let turn_of = threads::TurnOf {
+        key: &key,
+        run_id: &inp.run_id,
+        now_ms: sh.env.now_ms(),
+    };
     let admitted = sh.registry.admit(
         &slot,
-        &key,
-        &inp.run_id,
-        sh.env.now_ms(),
+        turn_of,
         |current| match admission::admit(current, &areq, &*sh.env) {
             Ok(a) => {
                 let exec = a.thread.doc.execution.execution_id.clone();
@@ -264,7 +268,8 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
                     refused = Some(e);
                     return None;
                 }
-                Some((a.thread, (a.kind, a.retired, exec)))
+                let task = a.thread.doc.execution.task_id.clone();
+                Some((a.thread, (a.kind, a.retired, exec, task)))
             }
             Err(e) => {
                 if e.msg == Msg::ResumeUnknownInterruptId {
@@ -276,12 +281,27 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
                 None
             }
         },
-        |(kind, _, _), stored| {
+        |(kind, ..), stored| {
             // The request restates the conversation (AG-UI 1.0: `messages` is the whole
             // history); only what the thread does not hold yet is kept, from its admission.
             let (new, snap) = conversation(sh, stored, &inp.messages);
             snapshot = snap;
             (new, *kind != admission::RunKind::Guidance)
+        },
+        // Under the thread's lock, the state saved: the execution becomes findable with the
+        // run's cell registered, so a Stop that finds the one finds the other (issue 56).
+        |(kind, retired, exec, task)| {
+            if let Some(old) = retired {
+                sh.registry.live_remove(old);
+            }
+            if *kind == admission::RunKind::Guidance {
+                return;
+            }
+            if matches!(kind, admission::RunKind::New | admission::RunKind::NextTurn) {
+                sh.registry.live_insert(exec, &key);
+            }
+            sh.register_run(exec, &cell);
+            cell.register(grace, task.as_deref(), &inp.run_id);
         },
     );
     let admitted = match (admitted, refused) {
@@ -295,7 +315,7 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
             Err(ApiError::new(Code::StateUnavailable, Msg::StateUnavailable))
         }
     };
-    let (kind, retired, execution_id) = match admitted {
+    let (kind, _, execution_id, _) = match admitted {
         Ok(x) => x,
         // THREAD_BUSY says which run is active, so the client can subscribe to it or
         // cancel it (both routes take the execution id).
@@ -313,12 +333,7 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
             return Err(e.response(lang));
         }
     };
-    if let Some(old) = retired {
-        sh.registry.live_remove(&old);
-    }
-    if matches!(kind, admission::RunKind::New | admission::RunKind::NextTurn) {
-        sh.registry.live_insert(&execution_id, &key);
-    }
+    sh.point("admission.committed");
     sh.registry.touch();
     let log = sh.replay.open(
         replay::RunKey {
@@ -328,22 +343,12 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
         &execution_id,
         &props.ros_invocation_id,
     );
-    let grace = match kind {
-        admission::RunKind::Guidance => std::time::Duration::ZERO,
-        _ => sh.disconnect_grace,
-    };
-    let control = Arc::new(RunControl::default());
     let tap = Arc::new(tee::RunTee::new(
         log,
-        grace,
-        &inp.run_id,
         sh.env.clone(),
-        control.clone(),
+        cell.clone(),
         crate::history::Ops::with_cap(sh.history_bounds.max_bytes),
     ));
-    if kind != admission::RunKind::Guidance {
-        lock(&sh.runs).insert(execution_id, control.clone());
-    }
     let args = RunArgs {
         kind,
         slot,
@@ -358,7 +363,7 @@ fn admit(sh: &Shared, req: RunRequest) -> Result<Box<Admitted>, Response> {
             snapshot,
             skipped,
         })),
-        control,
+        cell,
         ticket,
         origin,
     };
@@ -477,11 +482,12 @@ fn unknown_interrupt(e: ApiError, id: &str, lang: i18n::Lang) -> Response {
 fn admit_on_call_thread(
     sh: &Arc<Shared>,
     req: Box<RunRequest>,
+    cell: Arc<crate::life::Cell>,
 ) -> Result<Box<Admitted>, Box<Response>> {
     let shared = sh.clone();
     sh.registry
         .calls()
-        .run(move || admit(&shared, *req).map_err(Box::new))
+        .run(move || admit(&shared, *req, cell).map_err(Box::new))
 }
 
 /// The run on its worker, its state on the heap.

@@ -14,8 +14,8 @@ pub use requests::{
     BodyError, CancelRequest, RunBodyError, RunRequest, SubscribeRequest, ThreadsQuery,
     ThreadsRequest, parse_json,
 };
+pub use stream::RunStream;
 pub(crate) use stream::StreamTap;
-pub use stream::{Departure, RunStream};
 
 use crate::catalog::Msg;
 use crate::clock::{Clock, SystemClock};
@@ -43,8 +43,6 @@ pub trait Backend: Send + Sync + 'static {
     fn threads(&self, _req: ThreadsRequest) -> Response {
         Response::text(404, "Not Found")
     }
-    /// A drain's grace is over: end every running run (`SERVER_SHUTTING_DOWN`).
-    fn stop_all(&self) {}
 }
 
 /// What `/health` reports besides draining: read on the loop thread, so it must be cheap.
@@ -215,10 +213,6 @@ impl Handler for App {
 
     fn busy(&self) -> bool {
         self.jobs.load(Ordering::SeqCst) > 0
-    }
-
-    fn stop_all(&self) {
-        self.backend.stop_all();
     }
 }
 

@@ -1,6 +1,8 @@
 //! The worker's side of one streaming exchange: reject it, or open the SSE stream, number and
 //! send its events and end it with exactly one terminal event. What rides along (the adapter's
-//! replay log and disconnect grace) plugs in as a [`StreamTap`].
+//! replay log) plugs in as a [`StreamTap`]; whether the client still reads — or left, and the
+//! run goes on for its log within a disconnect grace — is the job's life cell's
+//! (`crate::life`).
 
 use std::sync::Arc;
 
@@ -11,10 +13,9 @@ use crate::errors::{ApiError, Code};
 use crate::i18n::Lang;
 use crate::logging::Field;
 use crate::server::http::Response;
-use crate::server::job::{Frame, Outbox, Reply, StopFlag, StopReason, Stopped};
+use crate::server::job::{Frame, Outbox, Reply, Stopped};
 
-/// Sees every event of a stream before the client does, and may keep a run going after its
-/// client left (the adapter's replay log and disconnect grace implement it).
+/// Sees every event of a stream before the client does (the adapter's replay log).
 pub(crate) trait StreamTap: Send + Sync {
     /// Event `id` of the stream, framed, before it is queued for the client; `event` is the
     /// event itself when the producer built one (not for raw JSON such as a terminal).
@@ -24,24 +25,6 @@ pub(crate) trait StreamTap: Send + Sync {
     fn end(&self, delivered: bool);
     /// `end` was called.
     fn ended(&self) -> bool;
-    /// Whether the tap keeps the run going for a client that leaves.
-    fn departure(&self) -> Departure;
-    /// Take over a stop hook (to run it only when the grace ends). The default runs it when
-    /// the client goes away or the server shuts down, like a stream without a tap.
-    fn on_stop(&self, outbox: &Outbox, hook: Box<dyn FnOnce() + Send>) {
-        outbox.on_stop(hook);
-    }
-}
-
-/// What a [`StreamTap`] does for a client that leaves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Departure {
-    /// A departed client stops the run (no grace, or the grace is over).
-    Stops,
-    /// A departed client is waited for: the run goes on (its grace has not begun or is open).
-    Waited,
-    /// The client left and the run goes on without it: events reach only the tap.
-    Detached,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,19 +88,18 @@ impl<'a> RunStream<'a> {
         self.error_ids = dialect.error_ids;
     }
 
-    /// Let `tap` see every event from now on and decide what a departed client means.
+    /// Let `tap` see every event from now on.
     pub(crate) fn set_tap(&mut self, tap: Arc<dyn StreamTap>) {
         self.tap = Some(tap);
     }
 
-    fn departure(&self) -> Departure {
-        self.tap
-            .as_ref()
-            .map_or(Departure::Stops, |t| t.departure())
+    /// The job's life cell (a run registers it; its stops and cuts go through it).
+    pub(crate) fn cell(&self) -> &Arc<crate::life::Cell> {
+        self.outbox.cell()
     }
 
-    /// Queue one framed event: to the tap, then to the client unless it left during a
-    /// disconnect grace.
+    /// Queue one framed event: to the tap, then to the client unless it left and the run
+    /// goes on without it (detached within its grace, or adopted).
     fn send_event(&self, id: u64, data: Vec<u8>, event: Option<&Event>) -> Result<(), Stopped> {
         let data: Frame = data.into();
         if let Some(tap) = &self.tap {
@@ -125,11 +107,9 @@ impl<'a> RunStream<'a> {
         }
         crate::metrics::M.events_sent.inc();
         crate::metrics::M.bytes_sent.add(data.len() as u64);
-        match self.departure() {
-            Departure::Detached => Ok(()),
-            // The loop stopped the job a moment before the tap detached the run.
-            Departure::Waited => self.outbox.send(Reply::Event(data)).or(Ok(())),
-            Departure::Stops => self.outbox.send(Reply::Event(data)),
+        match self.outbox.send(Reply::Event(data)) {
+            Err(Stopped) if self.cell().life().detached() => Ok(()),
+            r => r,
         }
     }
 
@@ -192,13 +172,9 @@ impl<'a> RunStream<'a> {
     }
 
     /// Before an upstream read: flush held events and wait while the client is behind (see
-    /// `Outbox::wait_writable`); a detached run only flushes.
+    /// `Outbox::wait_writable`, which returns at once for a client that left).
     pub(crate) fn before_read(&self) {
-        if self.departure() == Departure::Detached {
-            self.outbox.flush();
-        } else {
-            self.outbox.wait_writable();
-        }
+        self.outbox.wait_writable();
     }
 
     /// Send the SSE head.
@@ -257,15 +233,6 @@ impl<'a> RunStream<'a> {
         }
     }
 
-    pub fn stop_flag(&self) -> StopFlag {
-        self.outbox.stop_flag()
-    }
-
-    /// Why the job stopped, for a stop hook (weak: the job holds its hooks).
-    pub(crate) fn weak_stop_flag(&self) -> crate::server::job::WeakStopFlag {
-        self.outbox.weak_stop_flag()
-    }
-
     /// Record the run's execution and outcome for its access-log line.
     pub(crate) fn note_outcome(&mut self, execution_id: &str, outcome: &str) {
         self.execution_id = Some(execution_id.to_string());
@@ -289,24 +256,26 @@ impl<'a> RunStream<'a> {
         f
     }
 
-    /// The client went away (EOF, error, stalled output) and no tap holds the run for it.
+    /// The client went away (EOF, error, stalled output) and no grace holds the run for it.
     pub(crate) fn client_gone(&self) -> bool {
-        self.outbox.stop_reason() == Some(StopReason::ClientGone)
-            && self.departure() == Departure::Stops
+        self.cell().life().client == crate::life::Client::Gone
+    }
+
+    /// Nobody reads this exchange any more, or the server stops it.
+    pub fn stopped(&self) -> bool {
+        let life = self.cell().life();
+        life.unattended() || life.shutdown
     }
 
     /// The server is shutting down.
     pub(crate) fn shutting_down(&self) -> bool {
-        self.outbox.stop_reason() == Some(StopReason::Shutdown)
+        self.cell().life().shutdown
     }
 
-    /// Run `hook` when the client goes away (after the tap's grace, if any) or the server
-    /// shuts down.
-    pub(crate) fn on_stop(&self, hook: Box<dyn FnOnce() + Send>) {
-        match &self.tap {
-            Some(tap) => tap.on_stop(self.outbox, hook),
-            None => self.outbox.on_stop(hook),
-        }
+    /// Cut `abort`'s session when the client goes for good (after a grace, if any), the
+    /// server stops, or the cancel route stops the run.
+    pub(crate) fn arm_abort(&self, abort: crate::life::Abort) {
+        self.outbox.arm_abort(abort);
     }
 
     /// After a panic or a backend that returned without finishing: close the exchange.

@@ -98,8 +98,12 @@ pub struct Server<H: Handler> {
     live: usize,
     next_generation: u64,
     timers: TimerSet,
-    /// Hooks workers and stop hooks set for later ([`job::Alarm`]).
-    alarms: Alarms<job::AlarmHook>,
+    /// The disconnect graces running: each the cell of a run whose client left, told
+    /// `GraceOver` at its deadline.
+    alarms: Alarms<Arc<crate::life::Cell>>,
+    /// Jobs whose connection closed while their run goes on (detached within its grace, or
+    /// adopted): the drain's end must still reach them. Dropped once their worker ends.
+    orphans: Vec<Arc<job::JobShared>>,
     clock: Arc<dyn Clock>,
     handler: Arc<H>,
     cfg: ServerConfig,
@@ -149,6 +153,7 @@ impl<H: Handler> Server<H> {
             next_generation: 1,
             timers: TimerSet::new(),
             alarms: Alarms::default(),
+            orphans: Vec::new(),
             clock,
             handler,
             cfg,
@@ -184,7 +189,6 @@ impl<H: Handler> Server<H> {
                 break;
             }
             let now = self.clock.now();
-            self.take_alarms(now);
             let mut timeout = match (self.timers.timeout(now), self.alarms.timeout(now)) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -228,9 +232,8 @@ impl<H: Handler> Server<H> {
             }
         }
         // A run kept for a departed client's grace ends with the server: nobody can re-attach.
-        self.take_alarms(self.clock.now());
-        for hook in self.alarms.take_all() {
-            hook();
+        for cell in self.alarms.take_all() {
+            cell.send(crate::life::Event::GraceOver);
         }
         Ok(())
     }
@@ -258,7 +261,6 @@ impl<H: Handler> Server<H> {
                     if over && self.handler.busy() {
                         log::info!("drain: the grace is over; stopping the runs still going");
                     }
-                    self.handler.stop_all();
                     self.begin_shutdown();
                     self.drain = Some(Drain::Final {
                         until: now + limits::SHUTDOWN_FLUSH,
@@ -279,12 +281,18 @@ impl<H: Handler> Server<H> {
         if let Some(mut l) = self.listener.take() {
             let _ = self.poll.registry().deregister(&mut l);
         }
+        // Runs whose client left go on without a connection: they stop too.
+        for job in std::mem::take(&mut self.orphans) {
+            job.stop(StopReason::Shutdown);
+        }
         for slot in 0..self.conns.len() {
             let Some(conn) = self.conns[slot].as_ref() else {
                 continue;
             };
             match conn.job() {
-                Some(job) => job.stop(StopReason::Shutdown),
+                Some(job) => {
+                    job.stop(StopReason::Shutdown);
+                }
                 None => {
                     if !matches!(conn.state, State::Closing | State::Lingering { .. }) {
                         self.close(slot, "shutdown");
@@ -686,7 +694,7 @@ impl<H: Handler> Server<H> {
             .leave(std::mem::take(&mut conn.share), conn.caller.take());
         if let Some(job) = conn.job() {
             // The stream never reached its end: whoever produces it must learn the client is gone.
-            job.stop(StopReason::ClientGone);
+            self.client_gone(job);
         }
         log::debug!(
             "conn {}#{} closed in {} ({why})",

@@ -3,15 +3,17 @@
 //! Each job has its own bounded reply queue, so a slow client only ever blocks its own worker
 //! (which then stops reading upstream): backpressure without head-of-line blocking. A worker
 //! that queues into an empty queue puts the job on the shared ready list and wakes the loop
-//! once; the loop drains ready jobs. The loop tells a worker to stop (client gone, shutdown)
-//! through a flag plus hooks, which the worker uses to close its upstream socket at once.
+//! once; the loop drains ready jobs. The loop tells a job its client is gone or the server is
+//! stopping by sending the job's life cell an event (`crate::life`): the cell cuts the upstream
+//! sessions the worker registered with it, and the loop runs nothing of the worker's.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use super::http::Response;
 use crate::budget::Budget;
+use crate::life::{Abort, Cell, Effects, Event};
 use crate::limits;
 use crate::sync::lock;
 
@@ -54,8 +56,6 @@ impl Reply {
 /// Shared between the loop ("ready list") and all jobs.
 pub(crate) struct Inbox {
     ready: Mutex<Vec<Arc<JobShared>>>,
-    /// Work handed to the loop for later ([`Alarm`]); the loop moves it onto its own timers.
-    alarms: Mutex<Vec<(std::time::Duration, AlarmHook)>>,
     waker: Box<dyn Fn() + Send + Sync>,
     /// The output budget: the bytes jobs queue count against it.
     budget: Arc<Budget>,
@@ -65,7 +65,6 @@ impl Inbox {
     pub(crate) fn new(waker: Box<dyn Fn() + Send + Sync>) -> Arc<Inbox> {
         Arc::new(Inbox {
             ready: Mutex::new(Vec::new()),
-            alarms: Mutex::new(Vec::new()),
             waker,
             budget: Budget::new(usize::MAX),
         })
@@ -79,12 +78,6 @@ impl Inbox {
     /// Jobs that queued something since the last call.
     pub(crate) fn take_ready(&self) -> Vec<Arc<JobShared>> {
         std::mem::take(&mut *lock(&self.ready))
-    }
-
-    /// Alarms set since the last call, each with its delay from when it was set (the loop
-    /// turns the delay into a deadline on its own clock, which it reads right after).
-    pub(crate) fn take_alarms(&self) -> Vec<(std::time::Duration, AlarmHook)> {
-        std::mem::take(&mut *lock(&self.alarms))
     }
 
     fn notify(&self, job: Arc<JobShared>) {
@@ -108,24 +101,6 @@ struct Queue {
     waiting: usize,
 }
 
-/// What an [`Alarm`] runs: on the loop, so it must not block (it moves a run's state and
-/// shuts sockets down, no more).
-pub(crate) type AlarmHook = Box<dyn FnOnce() + Send>;
-
-/// Runs a hook on the loop after a delay, on the loop's own timers: a run's disconnect grace
-/// is a deadline there, not a thread that sleeps through it.
-#[derive(Clone)]
-pub(crate) struct Alarm {
-    inbox: Arc<Inbox>,
-}
-
-impl Alarm {
-    pub(crate) fn after(&self, delay: std::time::Duration, hook: AlarmHook) {
-        lock(&self.inbox.alarms).push((delay, hook));
-        (self.inbox.waker)();
-    }
-}
-
 /// Why the loop stopped a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum StopReason {
@@ -140,12 +115,13 @@ pub(crate) struct JobShared {
     pub(crate) conn: ConnId,
     queue: Mutex<Queue>,
     space: Condvar,
-    stop: AtomicU8,
+    /// The job's life: where its client is, whether the server stops it, and for a run all
+    /// the rest (`crate::life`).
+    cell: Arc<Cell>,
     /// The connection's unsent output is above the watermark (published by the loop): the
     /// worker reads no more upstream until it is not, so a paused reader holds at most the
     /// watermark plus the one event that crossed it.
     congested: AtomicBool,
-    stop_hooks: Mutex<Vec<Box<dyn FnOnce() + Send>>>,
     capacity: usize,
     inbox: Arc<Inbox>,
 }
@@ -159,35 +135,28 @@ impl JobShared {
         self.inbox.notify(self.clone());
     }
 
-    /// Ask the worker to stop and run its stop hooks (once). `ClientGone` wins over
-    /// `Shutdown` when both happen.
-    pub(crate) fn stop(&self, reason: StopReason) {
-        let code = match reason {
-            StopReason::Shutdown => 1,
-            StopReason::ClientGone => 2,
-        };
-        let prev = self.stop.fetch_max(code, Ordering::SeqCst);
-        if prev == 0 {
-            let hooks = std::mem::take(&mut *lock(&self.stop_hooks));
-            for hook in hooks {
-                hook();
-            }
-        }
+    /// The loop tells the job its client is gone or the server stops: an event to its cell
+    /// (which cuts the upstream sessions when its table says so). The effects left are the
+    /// loop's to carry out (`ArmGrace`). A worker waiting for room is woken.
+    pub(crate) fn stop(&self, reason: StopReason) -> Effects {
+        let effects = self.cell.send(match reason {
+            StopReason::ClientGone => Event::ClientGone,
+            StopReason::Shutdown => Event::Shutdown,
+        });
         // Hold the queue lock so a sender between its check and its wait cannot miss this.
         let _q = lock(&self.queue);
         self.space.notify_all();
+        effects
     }
 
-    pub(crate) fn stop_reason(&self) -> Option<StopReason> {
-        match self.stop.load(Ordering::SeqCst) {
-            0 => None,
-            1 => Some(StopReason::Shutdown),
-            _ => Some(StopReason::ClientGone),
-        }
+    /// The job's life cell.
+    pub(crate) fn cell(&self) -> &Arc<Cell> {
+        &self.cell
     }
 
-    pub(crate) fn is_stopped(&self) -> bool {
-        self.stop_reason().is_some()
+    /// The worker dropped its end: the job is over.
+    pub(crate) fn worker_gone(&self) -> bool {
+        lock(&self.queue).closed
     }
 
     /// The loop's view of the connection's output: above the watermark or not.
@@ -263,7 +232,7 @@ impl Drop for JobShared {
     }
 }
 
-/// The worker's end: send replies, observe the stop flag, register stop hooks.
+/// The worker's end: send replies, read the job's life, register what a stop cuts.
 pub struct Outbox {
     shared: Arc<JobShared>,
     /// For the access log: the status of the answer and the bytes handed to the loop.
@@ -273,7 +242,8 @@ pub struct Outbox {
     held: std::cell::Cell<bool>,
 }
 
-/// Returned by [`Outbox::send`] when the loop stopped the job (client gone or shutdown).
+/// Returned by [`Outbox::send`] when nobody reads the job's replies any more (its client is
+/// gone, or gone and the run detached).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stopped;
 
@@ -283,7 +253,7 @@ impl Outbox {
         let s = &self.shared;
         let mut q = lock(&s.queue);
         loop {
-            if s.stop_reason() == Some(StopReason::ClientGone) {
+            if s.cell.life().unattended() {
                 return Err(Stopped);
             }
             let room = q.items.len() < s.capacity
@@ -318,8 +288,9 @@ impl Outbox {
         Ok(())
     }
 
-    pub(crate) fn stop_reason(&self) -> Option<StopReason> {
-        self.shared.stop_reason()
+    /// The job's life cell.
+    pub(crate) fn cell(&self) -> &Arc<Cell> {
+        &self.shared.cell
     }
 
     /// The output budget the run's upstream streams hold their large events against
@@ -343,7 +314,8 @@ impl Outbox {
                 q = lock(&s.queue);
             }
             let behind = s.congested.load(Ordering::SeqCst) || q.bytes >= limits::JOB_QUEUE_BYTES;
-            if !behind || s.is_stopped() {
+            let life = s.cell.life();
+            if !behind || life.unattended() || life.shutdown {
                 return;
             }
             q.waiting += 1;
@@ -375,36 +347,9 @@ impl Outbox {
         self.sent.get()
     }
 
-    /// Run `hook` when the job is stopped (immediately if it already is).
-    pub(crate) fn on_stop(&self, hook: Box<dyn FnOnce() + Send>) {
-        let mut hooks = lock(&self.shared.stop_hooks);
-        if self.shared.is_stopped() {
-            drop(hooks);
-            hook();
-        } else {
-            hooks.push(hook);
-        }
-    }
-
-    /// Set alarms on the loop (see [`Alarm`]).
-    pub(crate) fn alarm(&self) -> Alarm {
-        Alarm {
-            inbox: self.shared.inbox.clone(),
-        }
-    }
-
-    /// A weak handle to the stop flag, for stop hooks (see `WeakStopFlag`).
-    pub(crate) fn weak_stop_flag(&self) -> WeakStopFlag {
-        WeakStopFlag {
-            shared: Arc::downgrade(&self.shared),
-        }
-    }
-
-    /// A handle to the stop flag that outlives the outbox (for helper threads).
-    pub(crate) fn stop_flag(&self) -> StopFlag {
-        StopFlag {
-            shared: self.shared.clone(),
-        }
+    /// Cut `abort`'s session when the job's upstream is cut (at once if it already is).
+    pub(crate) fn arm_abort(&self, abort: Abort) {
+        self.shared.cell.arm_abort(abort);
     }
 }
 
@@ -416,33 +361,6 @@ impl Drop for Outbox {
         if !q.notified {
             s.mark_ready(q);
         }
-    }
-}
-
-/// Read-only view of a job's stop flag.
-#[derive(Clone)]
-pub struct StopFlag {
-    shared: Arc<JobShared>,
-}
-
-/// A stop flag that does not keep the job alive: for a stop hook, which the job itself
-/// holds (a strong flag there was a cycle, and every run's hooks — and the replay log they
-/// captured — leaked).
-#[derive(Clone)]
-pub(crate) struct WeakStopFlag {
-    shared: std::sync::Weak<JobShared>,
-}
-
-impl WeakStopFlag {
-    /// Why the job stopped; `None` once the job is gone.
-    pub(crate) fn reason(&self) -> Option<StopReason> {
-        self.shared.upgrade()?.stop_reason()
-    }
-}
-
-impl StopFlag {
-    pub fn is_stopped(&self) -> bool {
-        self.shared.is_stopped()
     }
 }
 
@@ -462,9 +380,8 @@ pub(crate) fn new_job(
             waiting: 0,
         }),
         space: Condvar::new(),
-        stop: AtomicU8::new(0),
+        cell: Arc::new(Cell::default()),
         congested: AtomicBool::new(false),
-        stop_hooks: Mutex::new(Vec::new()),
         capacity: capacity.max(1),
         inbox: inbox.clone(),
     });

@@ -141,7 +141,4 @@ pub trait Handler: Send + Sync + 'static {
     fn busy(&self) -> bool {
         false
     }
-
-    /// The drain's grace is over: stop whatever still runs (it ends with its own error).
-    fn stop_all(&self) {}
 }

@@ -256,6 +256,23 @@ impl Reader {
         })
     }
 
+    /// The next response: whole, or only its head when it is a stream (chunked), which is
+    /// then read with `chunk`.
+    pub fn answer_or_stream(&mut self) -> Option<Resp> {
+        let (status, headers) = self.head()?;
+        let get = |n: &str| headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+        let body = match get("content-length") {
+            _ if get("transfer-encoding").as_deref() == Some("chunked") => Vec::new(),
+            Some(n) => self.exact(n.parse().ok()?)?,
+            None => Vec::new(),
+        };
+        Some(Resp {
+            status,
+            headers,
+            body,
+        })
+    }
+
     /// Read one chunk of a chunked body: `None` at the end of the stream.
     pub fn chunk(&mut self) -> Option<Vec<u8>> {
         let size = usize::from_str_radix(self.line()?.trim(), 16).ok()?;

@@ -4,7 +4,7 @@
 //! ends immediately, `CancelTask` goes on in the background, and the route waits for the
 //! kernel's answer only up to `CANCEL_ANSWER_BOUND` (then `202 {"status":"cancelling"}`).
 
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 
 use serde_json::json;
 
@@ -13,6 +13,7 @@ use crate::adapter::shared::Shared;
 use crate::app::CancelRequest;
 use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
+use crate::life::{Cell, Effect, Effects, Event as LifeEvent};
 use crate::limits;
 use crate::server::http::Response;
 
@@ -46,60 +47,95 @@ pub(crate) fn cancel(sh: &Shared, req: CancelRequest) -> Response {
         }
     };
     let exec = &req.execution_id;
-    let control = sh.run_control(exec);
     // One read decides and writes: the checks see the state the write replaces (a copy taken
     // before could be a turn behind).
     let mut decision = Decision::NotFound;
-    // This call made the claim (cancels of one thread are serialised by its lock).
-    let mut claimed_here = false;
-    let saved = sh.registry.update(&slot, |current| {
-        let doc = &current?.doc;
-        match sh.registry.live_thread(exec) {
-            None => {
-                if doc.terminal.contains(exec) {
-                    decision = Decision::AlreadyTerminal;
+    // What the claim's outcome asked for, published under the thread's lock.
+    let mut published = Effects::NONE;
+    let saved = sh.registry.update_then(
+        &slot,
+        |current| {
+            let doc = &current?.doc;
+            match sh.registry.live_thread(exec) {
+                None => {
+                    if doc.terminal.contains(exec) {
+                        decision = Decision::AlreadyTerminal;
+                    }
+                    return None;
                 }
+                // No hint about which check failed.
+                Some(t)
+                    if t != key
+                        || doc.execution.execution_id != *exec
+                        || doc.execution.ros_invocation_id != req.ros_invocation_id =>
+                {
+                    return None;
+                }
+                Some(_) => {}
+            }
+            // A running run is registered under this lock with the save that made its
+            // execution findable: found here, or not running.
+            let cell = sh.run_cell(exec);
+            // The running run's cell, when this call made the claim on it (a second cancel
+            // joins the first's claim and takes nothing back).
+            let mut claimed: Option<Arc<Cell>> = None;
+            if let Some(c) = &cell {
+                let fx = c.send(LifeEvent::Cancel);
+                // Its own end is on its way: say so instead of contradicting the stream.
+                if fx.has(Effect::AlreadyTerminal) {
+                    decision = Decision::AlreadyTerminal;
+                    return None;
+                }
+                // Registered under this lock: never, but never a `cancelled` nobody carries out.
+                if fx.has(Effect::NotFound) {
+                    return None;
+                }
+                if fx.has(Effect::CancelClaimed) {
+                    claimed = Some(c.clone());
+                }
+            }
+            // Recorded before anything changes (a refusal takes the claim back).
+            let run = current.and_then(|t| t.active_run.as_deref());
+            if let Err(e) = crate::adapter::audited::cancel(sh, &req.origin, &key, exec, run) {
+                if let Some(c) = claimed.take() {
+                    c.send(LifeEvent::CancelUnsaved);
+                }
+                decision = Decision::Unrecorded(e);
                 return None;
             }
-            // No hint about which check failed.
-            Some(t)
-                if t != key
-                    || doc.execution.execution_id != *exec
-                    || doc.execution.ros_invocation_id != req.ros_invocation_id =>
-            {
-                return None;
+            decision = Decision::Cancel {
+                // A paused execution's task; a running run's is its cell's (it may be named
+                // but not saved yet).
+                task_id: if cell.is_some() {
+                    None
+                } else {
+                    doc.execution.task_id.clone()
+                },
+                context_id: doc.context_id.clone(),
+            };
+            // The AG-UI execution ends now: terminal, nothing pending (reference §8.1).
+            let mut next = Box::new(current?.clone());
+            next.doc.execution.pending.clear();
+            next.doc.execution.task_id = None;
+            next.doc.retire(exec);
+            Some((next, claimed))
+        },
+        // Still under the thread's lock: the claim's outcome is published before anyone who
+        // takes the lock (the run's end, the next cancel) can look.
+        |claimed, saved| {
+            if saved {
+                sh.registry.live_remove(exec);
             }
-            Some(_) => {}
-        }
-        // A streaming run that already decided its own end (its terminal event is on its
-        // way) is not cancelled any more: say so instead of contradicting the stream.
-        if let Some(c) = control.as_ref() {
-            claimed_here = c.end_open();
-            if !c.claim_cancel() {
-                decision = Decision::AlreadyTerminal;
-                return None;
+            if let Some(c) = claimed {
+                published = c.send(if saved {
+                    LifeEvent::CancelSaved
+                } else {
+                    LifeEvent::CancelUnsaved
+                });
             }
-        }
-        // Recorded before anything changes (a refusal takes the claim back).
-        let run = current.and_then(|t| t.active_run.as_deref());
-        if let Err(e) = crate::adapter::audited::cancel(sh, &req.origin, &key, exec, run) {
-            if let Some(c) = control.as_ref().filter(|_| claimed_here) {
-                c.unclaim_cancel();
-            }
-            decision = Decision::Unrecorded(e);
-            return None;
-        }
-        decision = Decision::Cancel {
-            task_id: doc.execution.task_id.clone(),
-            context_id: doc.context_id.clone(),
-        };
-        // The AG-UI execution ends now: terminal, nothing pending (reference §8.1).
-        let mut next = Box::new(current?.clone());
-        next.doc.execution.pending.clear();
-        next.doc.execution.task_id = None;
-        next.doc.retire(exec);
-        Some((next, ()))
-    });
+        },
+    );
+    sh.point("cancel.published");
     let (task_id, context_id) = match decision {
         Decision::NotFound => {
             sh.registry.forget_if_absent(&key);
@@ -112,31 +148,27 @@ pub(crate) fn cancel(sh: &Shared, req: CancelRequest) -> Response {
             context_id,
         } => (task_id, context_id),
     };
-    if let Err(e) = saved {
-        log::error!("cancel {exec}: {e}");
-        // Not cancelled: the run must not end `CANCELLED` after the client was told so.
-        if let Some(c) = control.as_ref().filter(|_| claimed_here) {
-            c.unclaim_cancel();
+    let claimed = match saved {
+        Ok(claimed) => claimed.flatten(),
+        Err(e) => {
+            log::error!("cancel {exec}: {e}");
+            return ApiError::new(Code::StateUnavailable, Msg::StateUnavailable).response(req.lang);
         }
-        return ApiError::new(Code::StateUnavailable, Msg::StateUnavailable).response(req.lang);
-    }
-    sh.registry.live_remove(exec);
+    };
+    // The task to cancel here: a paused execution's, or the running run's when its table
+    // says this route learnt second (the run cut at once by the same transition). A run whose
+    // task is not named yet cancels it the moment it is (the claim is saved, so `cancelled`
+    // is owed and answered now).
+    let task = match (&claimed, task_id) {
+        (Some(c), _) if published.has(Effect::CancelTask) => c.task_id().map(str::to_string),
+        (_, t) => t,
+    };
     // The kernel's confirmation comes on its own thread: a busy kernel can hold `CancelTask`
     // for many seconds. Until it answers, the next turn on this thread waits (`winddown`).
-    let running = task_id.is_some();
-    let confirmed = task_id.map(|task| confirm_in_background(sh, &context_id, task));
-    if let Some(control) = control {
-        if running {
-            // The run ends at once with its one terminal event.
-            control.cancel();
-        } else {
-            // No task id yet: the run cancels the task the moment the kernel names it.
-            control.cancel_saved();
-        }
-    }
-    let Some(confirmed) = confirmed else {
+    let Some(task) = task else {
         return answer(200, exec, "cancelled");
     };
+    let confirmed = confirm_in_background(sh, &context_id, task);
     match confirmed.recv_timeout(sh.cancel_answer_bound) {
         // A JSON-RPC error (for example "not cancelable") is ignored like the reference does.
         Ok(Ok(())) => answer(200, exec, "cancelled"),

@@ -156,13 +156,13 @@ fn facts(
 }
 
 fn replay(sh: &Shared, log: &Arc<RunLog>, from: u64, stream: &mut RunStream<'_>, lang: Lang) {
-    if !log.attach(true) {
+    if !log.attach() {
         return stream.reject(ApiError::new(Code::ServerBusy, Msg::ServerBusy).response(lang));
     }
-    // A run detached from its client is adopted: it outlives its grace. (Counted in the log
-    // first, so a client leaving at this moment sees the subscriber either way.)
-    if let Some(control) = sh.run_control(&log.execution_id) {
-        control.adopt();
+    // A run detached from its client is adopted: it outlives its grace; one whose client is
+    // still there is adopted when it leaves (the cell's table, in either order).
+    if let Some(cell) = sh.run_cell(&log.execution_id) {
+        cell.send(crate::life::Event::Subscribed);
     }
     struct Detach<'l>(&'l RunLog);
     impl Drop for Detach<'_> {
@@ -174,17 +174,16 @@ fn replay(sh: &Shared, log: &Arc<RunLog>, from: u64, stream: &mut RunStream<'_>,
     if stream.start().is_err() {
         return;
     }
-    let stop = stream.stop_flag();
     let mut next = from;
     let mut shutdown_deadline = None;
     loop {
-        if stop.is_stopped() && !stream.shutting_down() {
+        if stream.client_gone() {
             return;
         }
         // The drain's grace ended: the producer is ending the run with SERVER_SHUTTING_DOWN,
         // which reaches the log in a moment. Pass it on, so a subscriber ends as the run did;
         // only if it does not come, end with the same code here.
-        if stop.is_stopped() {
+        if stream.shutting_down() {
             let deadline = *shutdown_deadline
                 .get_or_insert_with(|| log.now() + limits::SUBSCRIBER_SHUTDOWN_TAIL);
             if log.now() >= deadline {
@@ -238,7 +237,7 @@ impl Snapshot<'_> {
         let lang = self.req.lang;
         let mut session = self.sh.kernel.session();
         session.gate_reads(stream.budget());
-        stream.on_stop(session.aborter());
+        stream.arm_abort(session.aborter());
         // A paused execution needs no kernel call: its interrupts are in the thread file.
         let first = match (&self.facts.task_id, self.facts.pending.is_empty()) {
             (_, false) => None,

@@ -51,10 +51,8 @@ struct Held {
     bytes: usize,
     ended: bool,
     ended_at: Option<Instant>,
-    /// Subscribers now attached.
+    /// Subscribers now attached (bounded per run).
     subscribers: usize,
-    /// Subscribers that attached since the producer's client left (the disconnect grace).
-    attached_after_detach: usize,
     /// Readers blocked in `read_from`: an append wakes them only when there are some (a
     /// notify is a system call, and most runs have no reader).
     waiting: usize,
@@ -198,17 +196,15 @@ impl RunLog {
         }
     }
 
-    /// A subscriber attaches; false when the run already has the most it may have.
-    pub(crate) fn attach(&self, detached: bool) -> bool {
+    /// A subscriber attaches; false when the run already has the most it may have. (Its
+    /// adopting a detached run is the run's cell's: `Event::Subscribed`.)
+    pub(crate) fn attach(&self) -> bool {
         let mut h = lock(&self.held);
         if h.subscribers >= limits::MAX_SUBSCRIBERS_PER_RUN {
             return false;
         }
         h.subscribers += 1;
         crate::metrics::M.subscribers.add(1);
-        if detached {
-            h.attached_after_detach += 1;
-        }
         true
     }
 
@@ -216,11 +212,6 @@ impl RunLog {
         let mut h = lock(&self.held);
         h.subscribers = h.subscribers.saturating_sub(1);
         crate::metrics::M.subscribers.add(-1);
-    }
-
-    /// Whether anyone re-attached since the producer left.
-    pub(crate) fn adopted(&self) -> bool {
-        lock(&self.held).attached_after_detach > 0
     }
 
     #[cfg(test)]
@@ -352,7 +343,6 @@ impl ReplayLogs {
                 ended: false,
                 ended_at: None,
                 subscribers: 0,
-                attached_after_detach: 0,
                 waiting: 0,
             }),
             changed: Condvar::new(),
@@ -542,17 +532,15 @@ mod tests {
     }
 
     #[test]
-    fn subscribers_are_bounded_and_counted_after_a_detach() {
+    fn subscribers_are_bounded() {
         let logs = ReplayLogs::default();
         let log = logs.open(key("r"), "e", "ros");
-        assert!(!log.adopted());
         for _ in 0..limits::MAX_SUBSCRIBERS_PER_RUN {
-            assert!(log.attach(false));
+            assert!(log.attach());
         }
-        assert!(!log.attach(true));
+        assert!(!log.attach());
         log.detach();
-        assert!(log.attach(true));
-        assert!(log.adopted());
+        assert!(log.attach());
         assert_eq!(logs.subscribers(), limits::MAX_SUBSCRIBERS_PER_RUN);
     }
 

@@ -3,12 +3,10 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::a2a::client::A2aClient;
-use crate::adapter::cell::{Effect, Event as CellEvent, Life, RunCell};
 use crate::adapter::env::Env;
 use crate::adapter::replay::{ReplayBounds, ReplayLogs};
 use crate::adapter::threads::Registry;
@@ -17,6 +15,7 @@ use crate::adapter::winddown::WindDowns;
 use crate::agui::dialect::Dialect;
 use crate::app::Readiness;
 use crate::config::AguiProtocol;
+use crate::life::Cell;
 use crate::sync::lock;
 
 /// Everything the adapter's workers share.
@@ -28,8 +27,9 @@ pub struct Shared {
     pub(crate) home: Option<String>,
     /// What the spoken AG-UI version changes (`--agui-protocol`, chosen once).
     pub(crate) dialect: Dialect,
-    /// Running executions, so the cancel route can stop them.
-    pub(in crate::adapter) runs: Mutex<HashMap<String, Arc<RunControl>>>,
+    /// Running executions' life cells, so the cancel route can stop them: registered under
+    /// the thread's lock with the admission that makes the execution findable.
+    pub(in crate::adapter) runs: Mutex<HashMap<String, Arc<Cell>>>,
     /// Signalled when a run leaves `runs` (it released its thread): admission waits on it
     /// for a run whose client just left, instead of polling.
     run_left: std::sync::Condvar,
@@ -43,8 +43,6 @@ pub struct Shared {
     pub replay: ReplayLogs,
     /// How long a run goes on after its producer's client left (`--disconnect-grace`).
     pub(crate) disconnect_grace: Duration,
-    /// A drain's grace ended: running runs end with `SERVER_SHUTTING_DOWN`.
-    pub(crate) stopping: AtomicBool,
     /// Kernel readiness: runs kick a probe when a kernel call failed.
     pub readiness: Arc<dyn Readiness>,
     /// `--default-cwd`: the workspace of requests that carry no `iacCode` properties.
@@ -63,6 +61,9 @@ pub struct Shared {
     pub(crate) token_file: Option<Arc<crate::auth::TokenFile>>,
     /// `--audit-log`: every decision's record, written before it is acknowledged.
     pub(crate) audit: crate::audit::Audit,
+    /// Where a test stops a thread to order it against another (tests only).
+    #[cfg(test)]
+    pub(crate) points: crate::sync::Points,
 }
 
 impl Shared {
@@ -106,8 +107,9 @@ impl Shared {
             wind_down_bound: crate::limits::WIND_DOWN_BOUND,
             cancel_answer_bound: crate::limits::CANCEL_ANSWER_BOUND,
             disconnect_grace: crate::limits::DISCONNECT_GRACE,
-            stopping: AtomicBool::new(false),
             readiness: Arc::new(crate::app::AlwaysReady),
+            #[cfg(test)]
+            points: Default::default(),
         }
     }
 
@@ -229,19 +231,6 @@ impl Shared {
         self
     }
 
-    /// The drain's grace is over: every running run ends now with `SERVER_SHUTTING_DOWN`
-    /// (its task cancelled upstream), detached ones included.
-    pub fn stop_all_runs(&self) {
-        self.stopping
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        let runs: Vec<_> = lock(&self.runs).values().cloned().collect();
-        for r in runs {
-            if let Some(abort) = lock(&r.abort).take() {
-                abort();
-            }
-        }
-    }
-
     /// Other wind-down and cancel-answer bounds (tests).
     pub fn with_stop_bounds(mut self, wind_down: Duration, cancel_answer: Duration) -> Shared {
         self.wind_down_bound = wind_down;
@@ -249,12 +238,15 @@ impl Shared {
         self
     }
 
-    pub(in crate::adapter) fn forget_run(&self, execution_id: &str, control: &Arc<RunControl>) {
+    /// Make a run findable by the cancel route: called under its thread's lock, with the
+    /// admission's save that names its execution (`Registry::admit`'s `committed`).
+    pub(in crate::adapter) fn register_run(&self, execution_id: &str, cell: &Arc<Cell>) {
+        lock(&self.runs).insert(execution_id.to_string(), cell.clone());
+    }
+
+    pub(in crate::adapter) fn forget_run(&self, execution_id: &str, cell: &Arc<Cell>) {
         let mut runs = lock(&self.runs);
-        if runs
-            .get(execution_id)
-            .is_some_and(|c| Arc::ptr_eq(c, control))
-        {
+        if runs.get(execution_id).is_some_and(|c| Arc::ptr_eq(c, cell)) {
             runs.remove(execution_id);
             self.run_left.notify_all();
         }
@@ -275,7 +267,7 @@ impl Shared {
         };
         // A stopped run releases its thread, then leaves `runs` and signals, under this lock.
         let mut runs = lock(&self.runs);
-        while runs.get(&execution).is_some_and(|c| c.departing()) {
+        while runs.get(&execution).is_some_and(|c| c.life().departing()) {
             let left = deadline.saturating_duration_since(self.env.now());
             if left.is_zero() {
                 return;
@@ -287,135 +279,16 @@ impl Shared {
         }
     }
 
-    pub(in crate::adapter) fn run_control(&self, execution_id: &str) -> Option<Arc<RunControl>> {
+    /// A running execution's cell. Read under its thread's lock by the cancel route: a run
+    /// is registered there with the save that makes its execution findable.
+    pub(in crate::adapter) fn run_cell(&self, execution_id: &str) -> Option<Arc<Cell>> {
         lock(&self.runs).get(execution_id).cloned()
     }
-}
 
-/// Shared between a run and the cancel route.
-#[derive(Default)]
-pub(crate) struct RunControl {
-    /// Aborts the run's upstream I/O, so a cancel ends the run at once.
-    pub(crate) abort: Mutex<Option<Box<dyn FnOnce() + Send>>>,
-    /// Who decided how the run ends, the run itself or the cancel route, once: the run's
-    /// life as one value, moved only by [`crate::adapter::cell::step`]'s table.
-    cell: RunCell,
-}
-
-impl RunControl {
-    /// The cancel route claims the run's end. False when the run had already decided its
-    /// own: the route then answers `already_terminal` and changes nothing, so its answer
-    /// never contradicts the terminal event the client gets.
-    pub(crate) fn claim_cancel(&self) -> bool {
-        self.cell
-            .send(CellEvent::Cancel)
-            .contains(&Effect::CancelClaimed)
-    }
-
-    /// The loop stopped the run's job: its client gone past any grace (the run is about to
-    /// release its thread), or the drain's grace over (its upstream is aborted and it ends
-    /// `SERVER_SHUTTING_DOWN`).
-    pub(crate) fn stopped(&self, why: Option<crate::server::job::StopReason>) {
-        use crate::server::job::StopReason;
-        self.cell.send(match why {
-            Some(StopReason::Shutdown) => CellEvent::Shutdown,
-            _ => CellEvent::ClientGone { grace: false },
-        });
-    }
-
-    /// The client left and a disconnect grace is configured: true when the run goes on
-    /// without it until the grace's deadline (the caller arms it).
-    pub(crate) fn detach(&self) -> bool {
-        self.cell
-            .send(CellEvent::ClientGone { grace: true })
-            .contains(&Effect::ArmGrace)
-    }
-
-    /// A subscriber attached: a detached run is adopted and outlives its grace.
-    pub(crate) fn adopt(&self) {
-        self.cell.send(CellEvent::Adopted);
-    }
-
-    /// The grace's deadline: true when nobody adopted the run, which then stops as a
-    /// disconnect without grace.
-    pub(crate) fn grace_over(&self) -> bool {
-        self.cell
-            .send(CellEvent::GraceOver)
-            .contains(&Effect::Abort)
-    }
-
-    /// The client left and the run goes on without it (within its grace, or adopted).
-    pub(crate) fn detached(&self) -> bool {
-        use crate::adapter::cell::Client;
-        matches!(
-            self.cell.life().client(),
-            Client::Detached | Client::Adopted
-        )
-    }
-
-    /// The run panicked: true when it is to fail closed (its task cancelled, its execution
-    /// retired), which is always, unless it had already released its thread.
-    pub(crate) fn panicked(&self) -> bool {
-        self.cell
-            .send(CellEvent::Panicked)
-            .contains(&Effect::FailClosed)
-    }
-
-    /// The run released its thread: late events (a cancel, the client going) change nothing.
-    pub(crate) fn released(&self) {
-        self.cell.send(CellEvent::Released);
-    }
-
-    /// The run is on its way out: its client is gone for good, or the cancel route claimed
-    /// its end (it answers before the run released its thread).
-    pub(crate) fn departing(&self) -> bool {
-        use crate::adapter::cell::{By, Client};
-        // A saved cancel is a claim moved on: the cell says both.
-        matches!(
-            self.cell.life(),
-            Life::Streaming(Client::Gone)
-                | Life::Ending(_, Client::Gone)
-                | Life::Ending(By::Cancel | By::Cancelled, _)
-        )
-    }
-
-    /// Neither the run nor a cancel has claimed the end yet.
-    pub(crate) fn end_open(&self) -> bool {
-        matches!(self.cell.life(), Life::Streaming(_))
-    }
-
-    /// Take back a cancel's claim whose save failed: the route answered an error, so the run
-    /// ends as it would have (its own end, not `CANCELLED`).
-    pub(crate) fn unclaim_cancel(&self) {
-        self.cell.send(CellEvent::CancelUnsaved);
-    }
-
-    /// The run claims its own end. False when the cancel route claimed it first: the run
-    /// then ends cancelled, whatever the kernel said last.
-    pub(crate) fn claim_end(&self) -> bool {
-        self.cell.send(CellEvent::OwnEnd).contains(&Effect::EndOwn)
-    }
-
-    /// The cancel route's claim is saved: the run ends `CANCELLED`, and a task id the kernel
-    /// names from now on is cancelled at once (the claim alone never reaches the run, so a
-    /// claim taken back changes nothing).
-    pub(crate) fn cancel_saved(&self) {
-        self.cell.send(CellEvent::CancelSaved);
-    }
-
-    /// The cancel route's saved claim: the run is to end `CANCELLED`.
-    pub(crate) fn cancelled(&self) -> bool {
-        matches!(
-            self.cell.life(),
-            Life::Ending(crate::adapter::cell::By::Cancelled, _)
-        )
-    }
-
-    /// The cancel route's claim is saved and the run has a task: cut its upstream reads short.
-    pub(crate) fn cancel(&self) {
-        self.cancel_saved();
-        if let Some(abort) = lock(&self.abort).take() {
-            abort();
-        }
+    /// A test's stop point (`crate::sync::Points`); nothing outside tests.
+    #[inline(always)]
+    pub(in crate::adapter) fn point(&self, _name: &'static str) {
+        #[cfg(test)]
+        self.points.at(_name);
     }
 }

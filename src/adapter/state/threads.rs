@@ -39,6 +39,13 @@ impl ThreadStore for FileStore {
     }
 }
 
+/// Which turn an admission begins: its thread, its run, when.
+pub(crate) struct TurnOf<'a> {
+    pub(crate) key: &'a ThreadKey,
+    pub(crate) run_id: &'a str,
+    pub(crate) now_ms: u64,
+}
+
 /// `None` inside the mutex: the thread does not exist (yet).
 pub(crate) type Slot = Arc<Mutex<Option<Thread>>>;
 
@@ -181,11 +188,25 @@ impl Registry {
         slot: &Slot,
         next: impl FnOnce(Option<&Thread>) -> Option<(Box<Thread>, R)>,
     ) -> Result<Option<R>, StoreError> {
+        self.update_then(slot, next, |_, _| {})
+    }
+
+    /// [`Registry::update`], and `then` still under the thread's lock once the save's outcome
+    /// is known (`true`: saved and current): what the change promised is published before
+    /// anyone who takes the lock can look (the cancel route's claim, docs/LIFECYCLE.md).
+    pub(crate) fn update_then<R>(
+        &self,
+        slot: &Slot,
+        next: impl FnOnce(Option<&Thread>) -> Option<(Box<Thread>, R)>,
+        then: impl FnOnce(&R, bool),
+    ) -> Result<Option<R>, StoreError> {
         let mut g = lock(slot);
         let Some((t, r)) = next(g.as_ref()) else {
             return Ok(None);
         };
-        self.save_as_current(&mut g, t)?;
+        let saved = self.save_as_current(&mut g, t);
+        then(&r, saved.is_ok());
+        saved?;
         Ok(Some(r))
     }
 
@@ -246,15 +267,16 @@ impl Registry {
     /// messages are new and whether the turn is one of its own (not guidance). Those are
     /// appended to the conversation first, the state saved next (the append is taken back
     /// when the save fails), and the thread's index entry says it runs: the turn is durable
-    /// and listed before it is announced. Runs on a call thread (admission does).
+    /// and listed before it is announced. `committed` runs after the save, before the lock is
+    /// released (the run made findable with its cell registered). Runs on a call thread
+    /// (admission does).
     pub(crate) fn admit<R>(
         &self,
         slot: &Slot,
-        key: &ThreadKey,
-        run_id: &str,
-        now_ms: u64,
+        turn_of: TurnOf<'_>,
         next: impl FnOnce(Option<&Thread>) -> Option<(Thread, R)>,
         turn: impl FnOnce(&R, Option<Transcript>) -> (Vec<serde_json::Value>, bool),
+        committed: impl FnOnce(&R),
     ) -> Result<Option<R>, StoreError> {
         let mut g = lock(slot);
         let Some((t, r)) = next(g.as_ref()) else {
@@ -263,15 +285,24 @@ impl Registry {
         let Some(c) = &self.conversations else {
             turn(&r, None);
             self.save_as_current(&mut g, Box::new(t))?;
+            committed(&r);
             return Ok(Some(r));
         };
         let status_of = Self::status_of(&self.store);
+        let TurnOf {
+            key,
+            run_id,
+            now_ms,
+        } = turn_of;
         let begun = c.begin_turn(key, now_ms, run_id, &status_of, |stored| turn(&r, stored))?;
         if let Err(e) = self.save_as_current(&mut g, Box::new(t)) {
             c.undo(key, begun);
             return Err(e);
         }
         c.admitted(key, begun, &status_of);
+        // Still under the thread's lock: whoever looks at the thread next finds the run
+        // registered with the state that names it.
+        committed(&r);
         Ok(Some(r))
     }
 

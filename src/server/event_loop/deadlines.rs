@@ -1,10 +1,14 @@
-//! The loop's deadlines: what fires (read, heartbeat, write stall) and re-arming them after
-//! a connection's state changed.
+//! The loop's deadlines: what fires (read, heartbeat, write stall, a run's disconnect grace)
+//! and re-arming them after a connection's state changed.
+
+use std::sync::Arc;
 
 use super::super::conn::State;
 use super::super::http;
+use super::super::job::{JobShared, StopReason};
 use super::super::timers::{TimerKind, TimerSet};
 use super::{Handler, Server, push_out};
+use crate::life::{Effect, Event};
 
 impl<H: Handler> Server<H> {
     pub(super) fn process_timers(&mut self) {
@@ -49,19 +53,43 @@ impl<H: Handler> Server<H> {
         }
     }
 
-    /// Move the alarms set since the last turn onto the loop's own timers.
-    pub(super) fn take_alarms(&mut self, now: std::time::Instant) {
-        for (delay, hook) in self.inbox.take_alarms() {
-            self.alarms.set(now + delay, hook);
+    /// A job's client is gone: its cell is told, and what its table asks of the loop is
+    /// done here — a grace's deadline on the loop's timers, the job kept while its run goes on
+    /// without a connection (the drain's end must reach it).
+    pub(super) fn client_gone(&mut self, job: &Arc<JobShared>) {
+        let effects = job.stop(StopReason::ClientGone);
+        let cell = job.cell();
+        if effects.has(Effect::ArmGrace) {
+            log::info!(
+                "run {}: detached, its client left; grace {:?}",
+                cell.label(),
+                cell.grace()
+            );
+            self.alarms
+                .set(self.clock.now() + cell.grace(), cell.clone());
+        }
+        if cell.life().detached() && !self.orphans.iter().any(|j| Arc::ptr_eq(j, job)) {
+            self.orphans.retain(|j| !j.worker_gone());
+            self.orphans.push(job.clone());
         }
     }
 
-    /// Run the alarms that are due (stop hooks may have set more since the turn began).
+    /// The graces that are due: each cell told `GraceOver` (which cuts a run nobody adopted).
     pub(super) fn process_alarms(&mut self) {
         let now = self.clock.now();
-        self.take_alarms(now);
-        while let Some(hook) = self.alarms.pop_due(now) {
-            hook();
+        while let Some(cell) = self.alarms.pop_due(now) {
+            let effects = cell.send(Event::GraceOver);
+            if effects.has(Effect::Abort) {
+                log::info!(
+                    "run {}: nobody re-attached within the grace; stopping it",
+                    cell.label()
+                );
+            } else if !cell.life().logged {
+                log::info!(
+                    "run {}: re-attached within the grace; it goes on",
+                    cell.label()
+                );
+            }
         }
     }
 

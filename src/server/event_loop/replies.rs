@@ -20,6 +20,10 @@ impl<H: Handler> Server<H> {
                 .and_then(Option::as_ref)
                 .is_some_and(|c| c.id == id && c.job().is_some_and(|j| Arc::ptr_eq(j, &job)));
             if !owned {
+                // A job whose connection closed: its worker queued a last reply or ended.
+                if job.worker_gone() {
+                    self.orphans.retain(|j| !Arc::ptr_eq(j, &job));
+                }
                 job.stop(StopReason::ClientGone);
                 continue;
             }

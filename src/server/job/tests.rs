@@ -191,20 +191,21 @@ fn shutdown_still_lets_the_terminal_event_through() {
 }
 
 #[test]
-fn stop_hooks_run_once_even_if_registered_late() {
+fn a_stop_cuts_the_sessions_registered_before_it_and_after_it_once_each() {
     let (inbox, _) = inbox();
     let (job, out) = new_job(ID, 4, &inbox);
     let count = Arc::new(AtomicUsize::new(0));
     let c = count.clone();
-    out.on_stop(Box::new(move || {
+    out.arm_abort(Box::new(move || {
         c.fetch_add(1, Ordering::SeqCst);
     }));
     job.stop(StopReason::Shutdown);
     job.stop(StopReason::ClientGone);
     let c = count.clone();
-    out.on_stop(Box::new(move || {
+    out.arm_abort(Box::new(move || {
         c.fetch_add(1, Ordering::SeqCst);
     }));
     assert_eq!(count.load(Ordering::SeqCst), 2);
-    assert_eq!(out.stop_reason(), Some(StopReason::ClientGone));
+    assert!(out.cell().life().shutdown);
+    assert_eq!(out.cell().life().client, crate::life::Client::Gone);
 }

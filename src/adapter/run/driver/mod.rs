@@ -33,7 +33,7 @@ use crate::a2a::client::A2aError;
 use crate::a2a::types::{A2aEvent, RpcError};
 use crate::adapter::admission::RunKind;
 use crate::adapter::projection::Mapper;
-use crate::adapter::shared::{RunControl, Shared};
+use crate::adapter::shared::Shared;
 use crate::adapter::threads::{Slot, Thread};
 use crate::adapter::upstream::{self, Upstream};
 use crate::agui::content::UserMessage;
@@ -43,6 +43,7 @@ use crate::app::RunStream;
 use crate::catalog::Msg;
 use crate::errors::Code;
 use crate::i18n::Lang;
+use crate::life::{Cell, Cut, Effect, Effects, Event as LifeEvent};
 use crate::sync::lock;
 
 /// AG-UI 1.0 mode: the request's messages and parts the run goes on without, each
@@ -102,7 +103,8 @@ pub(crate) struct RunArgs {
     pub(crate) lang: Lang,
     /// What only the run's start reads; `None` once all of it was taken.
     pub(crate) opening: Option<Box<Opening>>,
-    pub(crate) control: Arc<RunControl>,
+    /// The run's life (its job's cell, registered by admission).
+    pub(crate) cell: Arc<Cell>,
     /// The caller's concurrent-run quota, held for the run's life; its usage is counted
     /// when it goes (issue 44).
     pub(crate) ticket: Option<crate::quota::Ticket>,
@@ -146,11 +148,7 @@ pub(crate) struct Run<'a, 's> {
     /// in its next frame, so one save holds both), and before any event is sent (an event
     /// may reveal it: the 0.1 message ids are `<taskId>-message`).
     unsaved_task: Option<String>,
-    session_emitted: bool,
     resume_accepted: bool,
-    /// Set once an interrupt is committed or the terminal outcome is known: a disconnect
-    /// after that point cancels nothing.
-    settled: bool,
     queued_results: Vec<(String, String)>,
     /// Permission catch-up: pipeline sequence to recover from after permission answers.
     catch_up: Option<i64>,
@@ -202,9 +200,7 @@ impl<'a, 's> Run<'a, 's> {
             execution_id,
             wire_task: None,
             unsaved_task: None,
-            session_emitted: false,
             resume_accepted: false,
-            settled: false,
             queued_results: Vec::new(),
             catch_up: None,
             previous_stopping: false,
@@ -238,16 +234,9 @@ impl<'a, 's> Run<'a, 's> {
         }
         crate::metrics::M.runs_active.add(1);
         let _active = Active;
-        // The loop aborts this session's sockets when the client leaves or on shutdown, and
-        // the cancel route when the run is stopped.
-        self.stream.on_stop(self.session.aborter());
-        let control = self.a.control.clone();
-        // The loop stopped the job (the client gone past any grace, or shutdown): the run is
-        // departing, and the next turn's admission waits for it.
-        let flag = self.stream.weak_stop_flag();
-        self.stream
-            .on_stop(Box::new(move || control.stopped(flag.reason())));
-        *lock(&self.a.control.abort) = Some(self.session.aborter());
+        // The run's cell cuts this session's sockets when its table says so: the client gone
+        // past any grace, the drain's end, a saved Stop with the task named.
+        self.stream.arm_abort(self.session.aborter());
         // A panic ends the exchange with `RUN_ERROR INTERNAL_ERROR` (the app's `catch_unwind`),
         // but the thread must not stay held by a run that no longer exists: every later turn
         // would be `THREAD_BUSY` until a restart.
@@ -294,35 +283,35 @@ impl<'a, 's> Run<'a, 's> {
         fail(code, msg, self.lang(), cleanup)
     }
 
-    /// A kernel failure: a disconnect if the client left, the cancellation if the cancel
-    /// route cut the upstream short, else `A2A_UNAVAILABLE`.
+    /// A kernel failure: what cut the upstream, as the run's life says (a saved Stop, the
+    /// drain's end, the client gone for good), else `A2A_UNAVAILABLE`.
     fn a2a_err(&self, e: &A2aError, cleanup: Cleanup) -> Stop {
-        if self.cancelled() {
-            self.fail(Code::Cancelled, Msg::Cancelled, Cleanup::Keep)
-        } else if self.sh.stopping.load(std::sync::atomic::Ordering::SeqCst)
-            || self.stream.shutting_down()
-        {
+        match self.a.cell.life().cut() {
+            Some(Cut::Cancel) => self.fail(Code::Cancelled, Msg::Cancelled, Cleanup::Keep),
             // The drain's grace is over: a clear, retryable error; paused interrupts stay.
-            self.fail(
+            Some(Cut::Shutdown) => self.fail(
                 Code::ServerShuttingDown,
                 Msg::RunServerShuttingDown,
                 Cleanup::CancelIfIdle,
-            )
-        } else if self.stream.client_gone() {
-            Stop::Client
-        } else {
-            log::warn!("run {}: {e}", self.a.run_id);
-            let kind = match e {
-                A2aError::Unavailable(_) => {
-                    // Probe the kernel now: `/health` should say so if it is down.
-                    self.sh.readiness.kick();
-                    "unavailable"
-                }
-                A2aError::Protocol(_) => "protocol",
-            };
-            crate::metrics::M.upstream_errors.inc(kind);
-            self.fail(Code::A2aUnavailable, Msg::A2aUnavailable, cleanup)
+            ),
+            Some(Cut::Client) => Stop::Client,
+            None => self.unavailable(e, cleanup),
         }
+    }
+
+    /// A kernel failure nothing of the run's life explains.
+    fn unavailable(&self, e: &A2aError, cleanup: Cleanup) -> Stop {
+        log::warn!("run {}: {e}", self.a.run_id);
+        let kind = match e {
+            A2aError::Unavailable(_) => {
+                // Probe the kernel now: `/health` should say so if it is down.
+                self.sh.readiness.kick();
+                "unavailable"
+            }
+            A2aError::Protocol(_) => "protocol",
+        };
+        crate::metrics::M.upstream_errors.inc(kind);
+        self.fail(Code::A2aUnavailable, Msg::A2aUnavailable, cleanup)
     }
 
     fn stamp(&self, event: Event) -> Stamped {
@@ -446,7 +435,14 @@ impl<'a, 's> Run<'a, 's> {
     }
 
     fn cancelled(&self) -> bool {
-        self.a.control.cancelled()
+        self.a.cell.life().cancelled()
+    }
+
+    /// Tell the run's cell what happened, under the thread's lock: where the cancel route
+    /// claims the end and publishes its outcome, so the run never decides between the two.
+    fn decide(&self, event: LifeEvent) -> Effects {
+        let _thread = lock(&self.a.slot);
+        self.a.cell.send(event)
     }
 
     /// Before this run's first kernel call: wait (bounded) until the kernel confirmed that
@@ -514,12 +510,16 @@ impl<'a, 's> Run<'a, 's> {
     }
 
     fn session_event(&mut self) -> Step<()> {
-        if self.session_emitted {
-            return Ok(());
-        }
         // Built from what is saved: a task id noted but not saved yet is saved first.
         self.save_task()?;
-        self.session_emitted = true;
+        if !self
+            .a
+            .cell
+            .send(LifeEvent::RevealSession)
+            .has(Effect::EmitSession)
+        {
+            return Ok(());
+        }
         // Only what is durably written is revealed.
         let (task, sess, ros) = self
             .with_thread(|t| {
@@ -689,7 +689,7 @@ impl<'a, 's> Run<'a, 's> {
     fn finish(&mut self, end: Ending) {
         // One decision with the cancel route: when it claimed the end first it has answered
         // `cancelled` and retired the execution, so the run ends cancelled too.
-        let end = if self.a.control.claim_end() {
+        let end = if self.decide(LifeEvent::OwnEnd).has(Effect::EndOwn) {
             end
         } else {
             Ending::Error(Code::Cancelled, Msg::Cancelled.text(self.lang()).into())
@@ -732,8 +732,6 @@ impl<'a, 's> Run<'a, 's> {
             usage.clone(),
             &self.sh.dialect,
         );
-        // Settle before the terminal event leaves: a disconnect right after must not cancel.
-        self.settled = true;
         let interrupt = matches!(
             &event,
             Event::RunFinished {
@@ -770,7 +768,13 @@ impl<'a, 's> Run<'a, 's> {
             self.a.run_id
         );
         // The cell says what a panic means here: fail closed, whoever had claimed the end.
-        if self.a.control.panicked() && self.a.kind != RunKind::Guidance {
+        if self
+            .a
+            .cell
+            .send(LifeEvent::Panicked)
+            .has(Effect::FailClosed)
+            && self.a.kind != RunKind::Guidance
+        {
             self.cancel_task_best_effort();
             let _ = self.mark_terminal(true);
         }
@@ -792,7 +796,7 @@ impl<'a, 's> Run<'a, 's> {
                 .settle(&self.a.thread, &run, pending.unwrap_or(false));
         }
         self.sh.registry.touch();
-        self.a.control.released();
-        self.sh.forget_run(&self.execution_id, &self.a.control);
+        self.a.cell.send(LifeEvent::Released);
+        self.sh.forget_run(&self.execution_id, &self.a.cell);
     }
 }

@@ -248,7 +248,7 @@ impl Run<'_, '_> {
         {
             let _ = self.session.cancel_task(&task);
             self.mark_terminal(true);
-            self.settled = true;
+            self.decide(crate::life::Event::OwnEnd);
             return Ok(Ending::Error(
                 Code::Cancelled,
                 Msg::CancelledByResponse.text(self.lang()).into(),

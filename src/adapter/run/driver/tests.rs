@@ -683,6 +683,7 @@ fn new_interrupts_found_by_the_snapshot_end_the_resume_listing_all() {
 }
 
 mod endings;
+mod stops;
 
 /// Regression (outside review of issue 36, fault 6): a panic inside a run became its one
 /// `RUN_ERROR`, but the thread stayed held by the dead run, so every later turn got

@@ -15,6 +15,7 @@ use crate::adapter::interrupts::{self, FoundInput};
 use crate::adapter::reconcile::merge_inputs;
 use crate::catalog::Msg;
 use crate::errors::Code;
+use crate::life::{Effect, Event as LifeEvent};
 
 impl Run<'_, '_> {
     #[inline(never)]
@@ -53,11 +54,11 @@ impl Run<'_, '_> {
             ));
         }
         if let Some(tid) = ev.task_id() {
-            let known = match &self.unsaved_task {
-                Some(u) => Some(Known::of(Some(u), tid)),
-                None => self.with_thread(|t| Known::of(t.doc.execution.task_id.as_deref(), tid)),
-            };
-            match known.unwrap_or(Known::Unset) {
+            // The run's task as it knows it: noted, or named in its cell (saved, or the
+            // execution's own for a resume) — not the state file's, which the cancel route
+            // may have retired meanwhile.
+            let known = self.unsaved_task.as_deref().or(self.a.cell.task_id());
+            match Known::of(known, tid) {
                 Known::Same => {}
                 Known::Other => {
                     return Err(self.fail(
@@ -100,35 +101,43 @@ impl Run<'_, '_> {
     fn note_task(&mut self, tid: &str) {
         self.wire_task = Some(tid.to_string());
         self.unsaved_task = Some(tid.to_string());
+        self.sh.point("run.task_noted");
     }
 
-    /// Save the task id noted by `note_task` unless a save took it already; then make the
-    /// execution findable by the cancel route and honour a cancel that came before the id.
+    /// Save the task id noted by `note_task` unless a save took it already (never into an
+    /// execution the cancel route retired meanwhile), then tell the run's cell the task is
+    /// named: if a Stop was saved first, the table says to cancel it now (and the cell cuts
+    /// the upstream); a Stop that comes later finds it named and cancels it itself.
     #[inline(never)]
     pub(super) fn save_task(&mut self) -> Step<()> {
-        let Some(tid) = self.unsaved_task.take() else {
+        let Some(tid) = self.unsaved_task.as_deref() else {
             return Ok(());
         };
         let saved = self
-            .with_thread(|t| t.doc.execution.task_id.as_deref() == Some(tid.as_str()))
+            .with_thread(|t| t.doc.execution.task_id.as_deref() == Some(tid))
             .unwrap_or(false);
         if !saved {
-            self.persist(|t| t.doc.execution.task_id = Some(tid.clone()))
-                .map_err(|_| {
-                    self.fail(
-                        Code::StatePersistenceFailed,
-                        Msg::PersistExecution,
-                        Cleanup::FailClosed,
-                    )
-                })?;
+            // `persist` writes the noted id (into this execution only, while it is live).
+            self.persist(|_| {}).map_err(|_| {
+                self.fail(
+                    Code::StatePersistenceFailed,
+                    Msg::PersistExecution,
+                    Cleanup::FailClosed,
+                )
+            })?;
         }
-        self.sh
-            .registry
-            .live_insert(&self.execution_id, &self.a.thread);
-        if self.a.control.cancelled() {
-            // The cancel route asked before the task id was known: cancel it now.
-            let _ = self.sh.kernel.session().cancel_task(&tid);
+        let Some(tid) = self.unsaved_task.take() else {
+            return Ok(());
+        };
+        if self.a.cell.name_task(&tid).has(Effect::CancelTask) {
+            // The Stop came first: its promise is carried out here. The next turn waits
+            // until the kernel confirmed (`winddown`).
+            let _stopping = self.sh.wind_downs.begin(&self.context_id);
+            if let Err(e) = self.sh.kernel.session().cancel_task(&tid) {
+                log::warn!("run {}: cancelling the task failed: {e}", self.a.run_id);
+            }
         }
+        self.sh.point("run.task_saved");
         Ok(())
     }
 
@@ -307,9 +316,7 @@ impl Run<'_, '_> {
         let has_ids = self
             .with_thread(|t| t.doc.execution.task_id.is_some() && t.doc.session_id.is_some())
             == Some(true);
-        if !self.session_emitted
-            && (self.resume_accepted || (self.a.kind != RunKind::Resume && has_ids))
-        {
+        if self.resume_accepted || (self.a.kind != RunKind::Resume && has_ids) {
             self.session_event()?;
         }
         for (id, content) in std::mem::take(&mut self.queued_results) {
@@ -317,14 +324,13 @@ impl Run<'_, '_> {
         }
         self.mapper.map(ev, true, true);
         self.flush()?;
-        if self.a.control.cancelled() && ev.state() == Some(TaskState::Canceled) {
-            self.settled = true;
-        }
         Ok(())
     }
 
+    /// The interrupt is committed: the run's end is its own from here (a client leaving now
+    /// cancels nothing; a Stop answers `already_terminal`).
     pub(super) fn interrupt_end(&mut self) -> Step<Ending> {
-        self.settled = true;
+        self.decide(LifeEvent::OwnEnd);
         Ok(Ending::Interrupt(self.pending_interrupts()))
     }
 
@@ -332,7 +338,7 @@ impl Run<'_, '_> {
         if let Some(r) = self.catch_up.take() {
             self.recover_pipeline(r)?;
         }
-        let cancelled = self.a.control.cancelled();
+        let cancelled = self.cancelled();
         Ok(match state {
             Some(TaskState::Completed | TaskState::InputRequired) => Ending::Success,
             Some(TaskState::Canceled) => {
@@ -400,7 +406,7 @@ impl Run<'_, '_> {
                 _ => {}
             }
         }
-        self.settled = true;
+        self.decide(LifeEvent::OwnEnd);
         Ok(Ending::Success)
     }
 }
@@ -427,7 +433,10 @@ impl Run<'_, '_> {
         let used = crate::quota::Used::of(&self.mapper.usage());
         let outcome = "client_disconnected";
         audited::run_end(self.sh, &self.a, &self.execution_id, outcome, used);
-        let cancel = !self.settled && self.a.kind != RunKind::Guidance && self.pending_empty();
+        // Nothing decided: the run abandons its task (unless an interrupt waits for an
+        // answer, or it is guidance). A decided end, its own or a saved Stop's, is kept.
+        let abandon = self.decide(LifeEvent::Departed).has(Effect::AbandonTask);
+        let cancel = abandon && self.a.kind != RunKind::Guidance && self.pending_empty();
         let task = cancel.then(|| self.task_id()).flatten();
         // The next turn on this thread waits until the kernel confirmed the stop.
         let stopping = task

@@ -87,9 +87,9 @@ fn an_unreachable_kernel_is_one_run_error() {
     assert_eq!(last(&ev)["code"], "A2A_UNAVAILABLE");
 }
 
-/// When the first `SendStreamingMessage` arrives, do `f` to every live run's control (what
+/// When the first `SendStreamingMessage` arrives, do `f` to every live run's cell (what
 /// the cancel route does, at that exact moment).
-fn on_first_send_to_each_run(h: &Harness, f: fn(&crate::adapter::shared::RunControl)) {
+fn on_first_send_to_each_run(h: &Harness, f: fn(&crate::life::Cell)) {
     let shared = Arc::downgrade(&h.backend.shared);
     *lock(&h.kernel.on_first_send) = Some(Box::new(move || {
         if let Some(sh) = shared.upgrade() {
@@ -105,8 +105,9 @@ fn a_cancel_requested_before_the_task_id_cancels_the_task_when_it_appears() {
     let h = Harness::new();
     // The cancel route asks while `SendStreamingMessage` has not named a task yet.
     on_first_send_to_each_run(&h, |c| {
-        assert!(c.claim_cancel());
-        c.cancel_saved();
+        use crate::life::{Effect, Event};
+        assert!(c.send(Event::Cancel).has(Effect::CancelClaimed));
+        c.send(Event::CancelSaved);
     });
     h.script(vec![
         (
@@ -136,7 +137,10 @@ fn a_cancel_that_wins_the_race_with_the_last_kernel_event_ends_the_run_cancelled
     // `RUN_FINISHED` success. The route claims the end here just before the kernel's
     // completion arrives; the run must then end cancelled, as the route said.
     let h = Harness::new();
-    on_first_send_to_each_run(&h, |c| assert!(c.claim_cancel()));
+    on_first_send_to_each_run(&h, |c| {
+        use crate::life::{Effect, Event};
+        assert!(c.send(Event::Cancel).has(Effect::CancelClaimed));
+    });
     h.turn(vec![
         task("TASK_STATE_SUBMITTED"),
         status(
@@ -199,21 +203,6 @@ fn a_cancel_whose_save_fails_leaves_the_run_to_end_on_its_own() {
     assert_eq!(*lock(&answers), [503], "the cancel could not be saved");
     assert_eq!(last(&ev)["type"], "RUN_FINISHED", "{ev:?}");
     assert_eq!(last(&ev)["outcome"]["type"], "success");
-}
-
-#[test]
-fn the_first_to_claim_a_runs_end_decides_it() {
-    let c = crate::adapter::shared::RunControl::default();
-    assert!(c.claim_end());
-    assert!(c.claim_end(), "the run may claim again");
-    assert!(
-        !c.claim_cancel(),
-        "a cancel after the run's own end changes nothing"
-    );
-    let c = crate::adapter::shared::RunControl::default();
-    assert!(c.claim_cancel());
-    assert!(c.claim_cancel(), "a second cancel agrees");
-    assert!(!c.claim_end(), "the run then ends cancelled");
 }
 
 fn allow(id: &str) -> Value {
