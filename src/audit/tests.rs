@@ -226,7 +226,7 @@ fn format_characters_in_a_record_are_escaped() {
     };
     let id = "i1\u{202e}deifitrec\u{2066}\u{2028}";
     let action = Action::Resume {
-        interrupts: resume_decisions(&[], &[answer(id, ResumeStatus::Cancelled, json!({}))]),
+        interrupts: vec![ans(id, None, Decided::Cancelled)],
     };
     let line = record(at(), &Origin::default(), &s, &action);
     let text = String::from_utf8(line.clone()).unwrap();
