@@ -115,7 +115,7 @@ impl Declared {
     /// (`protocolVersion?: string`) and refused, whatever the server's own dialect: only a
     /// client that knows the field sends it.
     pub fn read(body: &Value) -> Result<Declared, FieldError> {
-        match body.get("protocolVersion") {
+        match declaration(body) {
             None | Some(Value::Null) => Ok(Declared::Nothing),
             Some(Value::String(v)) => Ok(Declared::of_version(v)),
             Some(_) => Err(FieldError::new("protocolVersion", Problem::Type("string"))),
@@ -168,13 +168,17 @@ pub fn warn_unread(body: &Value, what: &str, thread_id: &str) {
     );
 }
 
+/// The body's `protocolVersion`, in either spelling as the envelope reads its keys (a Python
+/// client that serialises without aliases sends `protocol_version`).
+fn declaration(body: &Value) -> Option<&Value> {
+    body.get("protocolVersion")
+        .or_else(|| body.get("protocol_version"))
+}
+
 /// What of a declaration the server could not read goes into its warning: escaped, and cut
 /// short (the value is the client's, up to the body's size).
 fn shown(body: &Value) -> String {
-    let v = body
-        .get("protocolVersion")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let v = declaration(body).and_then(Value::as_str).unwrap_or("");
     let cut: String = v.chars().take(64).collect();
     let more = if cut.len() < v.len() { "…" } else { "" };
     format!("\"{}{more}\"", crate::logging::escape(&cut))
@@ -210,57 +214,43 @@ mod tests {
     fn a_request_is_served_in_the_dialect_its_protocol_version_declares() {
         use serde_json::json;
         let (v01, v10) = (Dialect::V0_1, Dialect::V1_0);
-        // `None`: refused, a 400 naming the field.
+        let (none, unread) = (Some(Declared::Nothing), Some(Declared::Unread));
+        let (spoken01, spoken10) = (Some(Declared::Spoken(v01)), Some(Declared::Spoken(v10)));
+        // `protocolVersion`'s value and what it declares; `None`: refused, a 400 naming it.
         let cases: &[(Value, Option<Declared>)] = &[
-            (json!({}), Some(Declared::Nothing)),
-            (json!({"protocolVersion": null}), Some(Declared::Nothing)),
-            (
-                json!({"protocolVersion": "1.0"}),
-                Some(Declared::Spoken(v10)),
-            ),
-            (
-                json!({"protocolVersion": "01.00"}),
-                Some(Declared::Spoken(v10)),
-            ),
-            (
-                json!({"protocolVersion": "0.1"}),
-                Some(Declared::Spoken(v01)),
-            ),
-            (
-                json!({"protocolVersion": "0.9"}),
-                Some(Declared::Spoken(v01)),
-            ),
-            (json!({"protocolVersion": "1.1"}), Some(Declared::Unread)),
-            (json!({"protocolVersion": "2.0"}), Some(Declared::Unread)),
-            (
-                json!({"protocolVersion": "99999999999999999999.0"}),
-                Some(Declared::Unread),
-            ),
-            (json!({"protocolVersion": "1.0.0"}), Some(Declared::Unread)),
-            (json!({"protocolVersion": "0.1.20"}), Some(Declared::Unread)),
-            (json!({"protocolVersion": "abc"}), Some(Declared::Unread)),
-            (json!({"protocolVersion": ""}), Some(Declared::Unread)),
-            (json!({"protocolVersion": " 1.0"}), Some(Declared::Unread)),
-            (json!({"protocolVersion": "1."}), Some(Declared::Unread)),
-            (json!({"protocolVersion": ".0"}), Some(Declared::Unread)),
-            (json!({"protocolVersion": "１.０"}), Some(Declared::Unread)),
-            (json!({"protocolVersion": 1.0}), None),
-            (json!({"protocolVersion": 1}), None),
-            (json!({"protocolVersion": true}), None),
-            (json!({"protocolVersion": ["1.0"]}), None),
-            (json!({"protocolVersion": {"v": "1.0"}}), None),
+            (Value::Null, none),
+            (json!("1.0"), spoken10),
+            (json!("01.00"), spoken10),
+            (json!("0.1"), spoken01),
+            (json!("0.9"), spoken01),
+            (json!("1.1"), unread),
+            (json!("2.0"), unread),
+            (json!("99999999999999999999.0"), unread),
+            (json!("1.0.0"), unread),
+            (json!("0.1.20"), unread),
+            (json!("abc"), unread),
+            (json!(""), unread),
+            (json!(" 1.0"), unread),
+            (json!("1."), unread),
+            (json!(".0"), unread),
+            (json!("１.０"), unread),
+            (json!(1.0), None),
+            (json!(1), None),
+            (json!(true), None),
+            (json!(["1.0"]), None),
+            (json!({"v": "1.0"}), None),
         ];
-        for (body, want) in cases {
-            let got = Declared::read(body);
-            match want {
-                Some(d) => assert_eq!(got.as_ref().ok(), Some(d), "{body}"),
-                None => assert_eq!(
-                    got.unwrap_err(),
-                    FieldError::new("protocolVersion", Problem::Type("string")),
-                    "{body}"
-                ),
+        let refused = FieldError::new("protocolVersion", Problem::Type("string"));
+        for (version, want) in cases {
+            for key in ["protocolVersion", "protocol_version"] {
+                let got = Declared::read(&json!({ key: version }));
+                match want {
+                    Some(d) => assert_eq!(got.as_ref().ok(), Some(d), "{key}: {version}"),
+                    None => assert_eq!(got.as_ref().err(), Some(&refused), "{key}: {version}"),
+                }
             }
         }
+        assert_eq!(Declared::read(&json!({})), Ok(Declared::Nothing));
         // Nothing declared: the server's own; a version it cannot read: the newest it speaks.
         for default in Dialect::ALL {
             assert_eq!(Declared::Nothing.dialect_or(default), default);

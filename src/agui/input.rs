@@ -112,6 +112,7 @@ const ENVELOPE_KEYS: &[&str] = &[
     "forwarded_props",
     "resume",
     "protocolVersion",
+    "protocol_version",
 ];
 
 /// The body's top-level keys that the envelope does not read.
