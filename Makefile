@@ -28,7 +28,7 @@ test-fast:
 interop:
 	tests/interop/run.sh
 
-# The shipped JS client (clients/js) against the demo in 1.0 mode, with @ag-ui/client 1.0
+# The shipped JS client (clients/js) against the demo (no dialect flag), with @ag-ui/client 1.0
 # from npm (also part of `make interop`).
 client-test:
 	clients/js/test/run.sh

@@ -191,7 +191,20 @@ fn serve_demo_kernel(port: u16, env: &config::Environ) -> Result<(), StartError>
 /// `GET /capabilities`: an AG-UI 1.0 `AgentCapabilities` object (the discovery convention of
 /// the AG-UI docs and ag-ui-adk), with iac-code's own facts under `custom.iacCode`.
 pub(crate) fn capabilities_body(cfg: &Config, default_cwd: Option<&str>) -> Vec<u8> {
-    let dialect = crate::agui::dialect::Dialect::of(cfg.agui_protocol);
+    use crate::agui::dialect::Dialect;
+    let dialect = Dialect::of(cfg.agui_protocol);
+    // What each dialect changes for a client: a request gets the one its `protocolVersion`
+    // declares (1.x, or one the server cannot read: 1.0; 0.x: 0.1), else `protocolMode`.
+    let dialects: serde_json::Map<String, serde_json::Value> = Dialect::ALL
+        .iter()
+        .map(|d| {
+            let facts = serde_json::json!({
+                "contextForwarded": d.forwards_context,
+                "interruptKinds": crate::adapter::interrupts::kinds(d),
+            });
+            (d.mode.to_string(), facts)
+        })
+        .collect();
     let v = serde_json::json!({
         "identity": {
             "name": "iac-agui",
@@ -230,9 +243,13 @@ pub(crate) fn capabilities_body(cfg: &Config, default_cwd: Option<&str>) -> Vec<
         "custom": {
             "iacCode": {
                 "schemaVersion": 1,
+                // The dialect of a request that declares no `protocolVersion`
+                // (`--agui-protocol`); `dialects` has each one served (issue 57).
                 "protocolMode": dialect.mode,
+                "dialects": dialects,
                 "forwardedPropsRequired": default_cwd.is_none(),
-                // `context[]` reaches the model in 1.0 mode (the reference ignores it).
+                // `context[]` reaches the model in the 1.0 dialect (the reference ignores it);
+                // this and `interruptKinds` are `protocolMode`'s, as in `dialects`.
                 "contextForwarded": dialect.forwards_context,
                 // Each input kind the kernel asks and the interrupt `reason` it comes as
                 // (issue 47); docs/protocol.md "Interrupts" has each shape.
@@ -270,7 +287,8 @@ pub(crate) fn capabilities_body(cfg: &Config, default_cwd: Option<&str>) -> Vec<
     serde_json::to_vec(&v).unwrap_or_default()
 }
 
-/// The exact `/health` body (reference §1.2), plus `protocolVersion` in AG-UI 1.0 mode.
+/// The exact `/health` body (reference §1.2), plus `protocolVersion` when `--agui-protocol`
+/// is 1.0 (the dialect of a request that declares none).
 pub fn health_body(protocol: config::AguiProtocol) -> Vec<u8> {
     let mut v = serde_json::json!({
         "status": "ok",

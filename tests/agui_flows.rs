@@ -776,10 +776,11 @@ fn a_kernel_that_refuses_our_token_is_unavailable() {
     assert_eq!(code(&ev), "A2A_UNAVAILABLE");
 }
 
-/// AG-UI 1.0's `protocolVersion` is an optional string: a number is a 400 that names it in
-/// 1.0 mode (issue 36, request rules); in 0.1 mode it is an unknown key, ignored.
+/// AG-UI 1.0's `protocolVersion` is an optional string: a number is a 400 that names it
+/// (issue 36, request rules), whatever the server's own dialect (issue 57: the field chooses
+/// the request's dialect, and only a client that knows it sends it).
 #[test]
-fn a_malformed_protocol_version_is_a_400_naming_it_in_1_0_mode() {
+fn a_malformed_protocol_version_is_a_400_naming_it_whatever_the_servers_dialect() {
     let v1 = Stack::with(
         AguiProtocol::V1_0,
         ServerConfig::default(),
@@ -800,6 +801,14 @@ fn a_malformed_protocol_version_is_a_400_naming_it_in_1_0_mode() {
     let v01 = Stack::new();
     let mut b = v01.body("pv", "r1", "hello");
     b["protocolVersion"] = json!(1);
+    let r = v01.post(&b);
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(
+        r.error_message().contains("protocolVersion"),
+        "{}",
+        r.text()
+    );
+    b["protocolVersion"] = Value::Null;
     assert_eq!(last(&v01.run(&b))["type"], "RUN_FINISHED");
 }
 

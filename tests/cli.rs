@@ -1161,6 +1161,23 @@ fn capabilities_describe_the_agent_and_need_the_token_when_one_is_set() {
     assert_eq!(c["multimodal"]["input"]["audio"], false);
     assert_eq!(c["custom"]["iacCode"]["protocolMode"], "0.1");
     assert_eq!(c["custom"]["iacCode"]["contextForwarded"], false);
+    // Issue 57: each dialect the server serves (a request declaring 1.x gets the 1.0 one),
+    // whatever `--agui-protocol` gives requests that declare none.
+    let dialects = &c["custom"]["iacCode"]["dialects"];
+    assert_eq!(dialects["0.1"]["contextForwarded"], false);
+    assert_eq!(
+        dialects["0.1"]["interruptKinds"],
+        c["custom"]["iacCode"]["interruptKinds"]
+    );
+    assert_eq!(dialects["1.0"]["contextForwarded"], true);
+    assert_eq!(
+        dialects["1.0"]["interruptKinds"]["candidate_selection"],
+        "candidate_selection"
+    );
+    assert_eq!(
+        dialects["1.0"]["interruptKinds"]["deployment_confirmation"],
+        "deployment_confirmation"
+    );
     let kinds = &c["custom"]["iacCode"]["interruptKinds"];
     assert_eq!(
         kinds["cloud_resource_selection"],
@@ -1196,6 +1213,7 @@ fn capabilities_describe_the_agent_and_need_the_token_when_one_is_set() {
     let r = get(addr, Some("tok"));
     assert_eq!(r.status, 200);
     assert_eq!(r.json()["custom"]["iacCode"]["protocolMode"], "1.0");
+    assert_eq!(r.json()["custom"]["iacCode"]["dialects"], *dialects);
     child.kill().unwrap();
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);

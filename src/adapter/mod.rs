@@ -23,6 +23,7 @@ pub use state::{env, replay, threads};
 
 use std::sync::Arc;
 
+use crate::agui::dialect::Declared;
 use crate::agui::{content, cwd, digest, input};
 use crate::app::{Backend, CancelRequest, RunRequest, RunStream, SubscribeRequest};
 use crate::catalog::Msg;
@@ -84,11 +85,17 @@ pub(crate) struct Admitted {
 impl Backend for AguiBackend {
     fn run(&self, req: Box<RunRequest>, stream: &mut RunStream<'_>) {
         let sh = &*self.shared;
-        stream.set_dialect(sh.dialect);
+        // The dialect the request declares, decided once and before anything else reads it:
+        // the envelope is read by its rules, and the run carries it (issue 57).
+        let declared = match Declared::read(&req.body) {
+            Ok(d) => d,
+            Err(e) => return stream.reject(ApiError::invalid_field(&e, req.payload_lang)),
+        };
+        stream.set_dialect(declared.dialect_or(sh.default_dialect));
         // Admission runs on a call thread: its depth (the checks, the state write) and the
         // chunks it frees stay off the worker, which lives as long as the stream and then
         // only ever holds the read → parse → project path (docs/performance.md, issue 26).
-        match admit_on_call_thread(&self.shared, req, stream.cell().clone()) {
+        match admit_on_call_thread(&self.shared, req, declared, stream.cell().clone()) {
             Ok(admitted) => drive(sh, stream, admitted),
             Err(refusal) => stream.reject(*refusal),
         }
@@ -108,33 +115,23 @@ impl Backend for AguiBackend {
 }
 
 /// Everything before the first SSE byte: the envelope and properties, the thread's state
-/// and its durable admission, and the run's cell (its job's) registered with it. `Err` is
-/// the refusal to send.
+/// and its durable admission in the dialect the request declared, and the run's cell (its
+/// job's) registered with it. `Err` is the refusal to send.
 fn admit(
     sh: &Shared,
     req: RunRequest,
+    declared: Declared,
     cell: Arc<crate::life::Cell>,
 ) -> Result<Box<Admitted>, Response> {
     let lang = req.payload_lang;
     let reject = |code, msg: Msg| Err(ApiError::new(code, msg).response(lang));
-    let mut inp = match input::parse_envelope_as(&req.body, &sh.dialect) {
+    let dialect = declared.dialect_or(sh.default_dialect);
+    let mut inp = match input::parse_envelope_as(&req.body, &dialect) {
         Ok(i) => i,
         Err(e) => return Err(ApiError::invalid_field(&e, lang)),
     };
-    // AG-UI 1.0 `RunAgentInput.protocolVersion: Optional[str]` ("The protocol version this
-    // consumer speaks, such as \"1.0\""): anything but a string is a malformed request. In
-    // 0.1 mode it is an unknown key, ignored like the reference does.
-    if sh.dialect.checks_protocol_version
-        && req
-            .body
-            .get("protocolVersion")
-            .is_some_and(|v| !v.is_string() && !v.is_null())
-    {
-        let e = crate::agui::field::FieldError::new(
-            "protocolVersion",
-            crate::agui::field::Problem::Type("string"),
-        );
-        return Err(ApiError::invalid_field(&e, lang));
+    if declared == Declared::Unread {
+        crate::agui::dialect::warn_unread(&req.body, "run", &inp.thread_id);
     }
     warn_unknown_fields(&req.body, &inp.thread_id);
     let key = ThreadKey::new(&req.caller, &inp.thread_id);
@@ -179,10 +176,10 @@ fn admit(
     let mut skipped = std::mem::take(&mut inp.skipped);
     let user = match &inp.resume {
         Some(_) => None,
-        None => match content::user_message_as(&inp.messages, &sh.dialect, &mut skipped) {
+        None => match content::user_message_as(&inp.messages, &dialect, &mut skipped) {
             Ok(mut u) => {
                 // A new turn's message only: an answer or guidance is matched by its text.
-                if sh.dialect.forwards_context && !props.active_guidance {
+                if dialect.forwards_context && !props.active_guidance {
                     content::add_context(&mut u, &inp.context, &mut skipped);
                 }
                 Some(u)
@@ -224,7 +221,7 @@ fn admit(
             props.ros_invocation_id = legacy;
         }
     }
-    let strict = sh.dialect.strict_resume_ids;
+    let strict = dialect.strict_resume_ids;
     let resume_ids: Vec<&str> = match (&inp.resume, strict) {
         (Some(r), true) => r.iter().map(|e| e.interrupt_id.as_str()).collect(),
         _ => Vec::new(),
@@ -240,6 +237,7 @@ fn admit(
         resume: inp.resume.is_some(),
         guidance: props.active_guidance,
         resume_ids: (strict && inp.resume.is_some()).then_some(&resume_ids[..]),
+        dialect,
     };
     // A run whose client has just gone away still holds the thread for a moment, until
     // its worker notices: a client that sends its next message at once must not see
@@ -284,7 +282,7 @@ fn admit(
         |(kind, ..), stored| {
             // The request restates the conversation (AG-UI 1.0: `messages` is the whole
             // history); only what the thread does not hold yet is kept, from its admission.
-            let (new, snap) = conversation(sh, stored, &inp.messages);
+            let (new, snap) = conversation(&dialect, stored, &inp.messages);
             snapshot = snap;
             (new, *kind != admission::RunKind::Guidance)
         },
@@ -342,6 +340,7 @@ fn admit(
         },
         &execution_id,
         &props.ros_invocation_id,
+        dialect,
     );
     let tap = Arc::new(tee::RunTee::new(
         log,
@@ -366,6 +365,7 @@ fn admit(
         cell,
         ticket,
         origin,
+        dialect,
     };
     Ok(Box::new(Admitted {
         args,
@@ -379,7 +379,7 @@ fn admit(
 /// `RunAgentInput.messages`: "the complete history"; `MESSAGES_SNAPSHOT`: "a complete
 /// snapshot of the conversation", which a client adopts in place of its own copy.
 fn conversation(
-    sh: &Shared,
+    dialect: &crate::agui::dialect::Dialect,
     stored: Option<crate::history::Transcript>,
     request: &[serde_json::Value],
 ) -> (Vec<serde_json::Value>, Option<Vec<serde_json::Value>>) {
@@ -398,7 +398,7 @@ fn conversation(
         .filter(|m| m["id"].as_str().is_none_or(|id| !known.contains(id)))
         .cloned()
         .collect();
-    let short = sh.dialect.snapshots_short_history && restated.iter().any(|id| !sent.contains(id));
+    let short = dialect.snapshots_short_history && restated.iter().any(|id| !sent.contains(id));
     let snapshot = match stored {
         Some(mut t) if short => {
             t.add_input(&new);
@@ -482,12 +482,13 @@ fn unknown_interrupt(e: ApiError, id: &str, lang: i18n::Lang) -> Response {
 fn admit_on_call_thread(
     sh: &Arc<Shared>,
     req: Box<RunRequest>,
+    declared: Declared,
     cell: Arc<crate::life::Cell>,
 ) -> Result<Box<Admitted>, Box<Response>> {
     let shared = sh.clone();
     sh.registry
         .calls()
-        .run(move || admit(&shared, *req, cell).map_err(Box::new))
+        .run(move || admit(&shared, *req, declared, cell).map_err(Box::new))
 }
 
 /// The run on its worker, its state on the heap.

@@ -97,8 +97,8 @@ pub struct RunInput {
     pub(crate) context: Vec<(String, String)>,
 }
 
-/// The envelope keys `envelope` reads, in both spellings (and `protocolVersion`, which the
-/// adapter checks in 1.0 mode).
+/// The envelope keys `envelope` reads, in both spellings (and `protocolVersion`, which
+/// chooses the request's dialect: `dialect::Declared`).
 const ENVELOPE_KEYS: &[&str] = &[
     "threadId",
     "thread_id",
@@ -114,6 +114,7 @@ const ENVELOPE_KEYS: &[&str] = &[
     "forwarded_props",
     "resume",
     "protocolVersion",
+    "protocol_version",
 ];
 
 /// The body's top-level keys that the envelope does not read.

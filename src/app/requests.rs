@@ -99,6 +99,9 @@ pub struct SubscribeRequest {
     pub ros_invocation_id: String,
     /// The last event id the client saw (−1: none); `None`: snapshot.
     pub after_sequence: Option<i64>,
+    /// The AG-UI version the subscriber declares (`protocolVersion`, as a run's): the dialect a
+    /// snapshot is built in (a replay is the run's own events, in the run's dialect).
+    pub declared: crate::agui::dialect::Declared,
     pub(crate) lang: Lang,
     /// Who asks (set from the head's decision; `Shared` from `parse`).
     pub caller: Caller,
@@ -106,8 +109,9 @@ pub struct SubscribeRequest {
 
 impl SubscribeRequest {
     /// Upstream's subscribe body: exactly `threadId`, `runId`, `rosInvocationId` (non-empty
-    /// strings) and an optional integer `afterSequence` ≥ −1; or `Last-Event-ID: N` (the body
-    /// wins when both are given).
+    /// strings), an optional integer `afterSequence` ≥ −1 (or `Last-Event-ID: N`; the body
+    /// wins when both are given) and an optional `protocolVersion` (a run's rule,
+    /// `dialect::Declared`).
     pub fn parse(
         execution_id: String,
         body: &[u8],
@@ -116,7 +120,13 @@ impl SubscribeRequest {
     ) -> Result<Self, BodyError> {
         let v = parse_json(body).ok_or(BodyError::Json)?;
         let obj = object(&v)?;
-        const KEYS: [&str; 4] = ["threadId", "runId", "rosInvocationId", "afterSequence"];
+        const KEYS: [&str; 5] = [
+            "threadId",
+            "runId",
+            "rosInvocationId",
+            "afterSequence",
+            "protocolVersion",
+        ];
         if let Some(k) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
             return Err(BodyError::Field(FieldError::new(k, Problem::Unknown)));
         }
@@ -136,12 +146,17 @@ impl SubscribeRequest {
             },
             Some(v) => sequence(v.as_i64(), "afterSequence")?,
         };
+        let declared = crate::agui::dialect::Declared::read(&v).map_err(BodyError::Field)?;
+        if declared == crate::agui::dialect::Declared::Unread {
+            crate::agui::dialect::warn_unread(&v, "subscribe", &thread_id);
+        }
         Ok(SubscribeRequest {
             execution_id,
             thread_id,
             run_id,
             ros_invocation_id,
             after_sequence,
+            declared,
             lang,
             caller: Caller::Shared,
         })

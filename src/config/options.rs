@@ -82,7 +82,10 @@ pub(crate) const OPTIONS: &[Opt] = &[
     )
     .flag("idle-shutdown", Some("SECS"))
     .default("0"),
-    opt("agui_protocol", "AG-UI dialect: 0.1 or 1.0")
+    opt(
+        "agui_protocol",
+        "AG-UI dialect of requests that declare no protocolVersion: 0.1 or 1.0",
+    )
         .flag("agui-protocol", Some("VERSION"))
         .env("IAC_CODE_AGUI_PROTOCOL")
         .default("0.1"),

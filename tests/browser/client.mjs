@@ -65,7 +65,8 @@ try {
   const t0 = Date.now();
   const app = await appServer();
   const env = { IAC_CODE_AGUI_ALLOWED_CWDS: work, IAC_CODE_AGUI_AUTH_TOKEN: TOKEN };
-  const base = await server(["--demo", "--agui-protocol", "1.0", "--cors-origins", app], env);
+  // No dialect flag: the package's HttpAgent declares 1.0 (issue 57).
+  const base = await server(["--demo", "--cors-origins", app], env);
   browser = await puppeteer.launch({
     executablePath: CHROMIUM,
     headless: true,

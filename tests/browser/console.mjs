@@ -486,9 +486,10 @@ try {
     await idle(page);
   });
 
-  // The kernel's input kinds that have forms of their own, against a server speaking AG-UI
-  // 1.0 (`--agui-protocol 1.0`): a deployment confirmation is raised in that mode only.
-  const base10 = await startDemo(BIN, started, { protocol: "1.0", env: { IAC_CODE_AGUI_ALLOWED_CWDS: work } });
+  // The kernel's input kinds that have forms of their own, on a second server with no dialect
+  // flag: the console declares AG-UI 1.0, so it gets a deployment confirmation (raised in 1.0
+  // only) from a default server (issue 57).
+  const base10 = await startDemo(BIN, started, { env: { IAC_CODE_AGUI_ALLOWED_CWDS: work } });
   const v1 = await browser.newPage();
   await v1.setViewport({ width: 1280, height: 860 });
   listen(v1, new URL(base10).origin);

@@ -17,8 +17,10 @@ export function startServer(bin, started, args, env) {
   });
 }
 
-/** `iac-agui --demo` speaking AG-UI `protocol` (`--agui-protocol`), then `extra` flags: a
- * script needing a second mode starts it here rather than spelling the demo's flags again. */
-export function startDemo(bin, started, { protocol = "0.1", extra = [], env } = {}) {
-  return startServer(bin, started, ["--demo", "--agui-protocol", protocol, ...extra], env);
+/** `iac-agui --demo`, with `--agui-protocol protocol` when one is given (the dialect of requests
+ * that declare none), then `extra` flags: a script needing a second server starts it here
+ * rather than spelling the demo's flags again. */
+export function startDemo(bin, started, { protocol, extra = [], env } = {}) {
+  const dialect = protocol ? ["--agui-protocol", protocol] : [];
+  return startServer(bin, started, ["--demo", ...dialect, ...extra], env);
 }

@@ -4,6 +4,10 @@ fake LLM, every AG-UI event validated with the official `ag_ui` models and the s
 
 Usage: run.py --bin PATH --iac-code PATH [--mode managed|external] [--protocol 0.1|1.0]
 Run it with a Python that has `ag-ui-protocol` (0.1.20, or 1.0.0 for --protocol 1.0).
+iac-agui is started with no dialect flag (issue 57): `--protocol` is the generation of client the
+suite's own requests act as — 1.0 declares `protocolVersion: "1.0"` in every run and subscribe
+body (as the 1.0 SDKs do), 0.1 declares nothing (as CopilotKit 1.75 does) — and every stream
+must be in that dialect, with no dialect warning in the server's log.
 Any failure exits non-zero with "INTEROP FAILED [scenario]: what".
 """
 
@@ -40,6 +44,14 @@ class Failure(Exception):
 
 def fail(scenario, what):
     raise Failure(f"INTEROP FAILED [{scenario}]: {what}")
+
+
+def no_dialect_warning(scenario, path):
+    """The official clients declare a version the server reads: its log has no dialect warning."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        warned = [line for line in f if "is not a version this server reads" in line]
+    if warned:
+        fail(scenario, f"the server warned about a client's protocolVersion: {warned[0].strip()[:300]}")
 
 
 def free_port():
@@ -131,6 +143,10 @@ def check_stream(scenario, events):
                 fail(scenario, f"event {i} {e.get('type')} carries null in {k}")
     if events[0]["type"] != "RUN_STARTED":
         fail(scenario, f"event 0 is {events[0]['type']}, not RUN_STARTED")
+    # Served in the dialect the request declared (the server has no dialect flag).
+    declared = events[0].get("protocolVersion")
+    if declared != ("1.0" if STRICT_V1 else None):
+        fail(scenario, f"RUN_STARTED protocolVersion {declared!r}: not the dialect the request declared")
     terminals = [i for i, e in enumerate(events) if e["type"] in ("RUN_FINISHED", "RUN_ERROR")]
     if len(terminals) != 1 or terminals[0] != len(events) - 1:
         fail(scenario, f"terminal events at {terminals} of {len(events)}")
@@ -169,8 +185,8 @@ class Adapter:
         env["IAC_CODE_AGUI_STATE_DIR"] = os.path.join(work.dir, state)
         env["RUST_LOG"] = "info"
         # --default-cwd: stock clients (the validator) send no iacCode; the scenarios that do are
-        # validated as sent.
-        cmd = [args.bin, "--port", "0", "--agui-protocol", args.protocol, "--log-format", args.log_format,
+        # validated as sent. No dialect flag: each request declares its own (issue 57).
+        cmd = [args.bin, "--port", "0", "--log-format", args.log_format,
                "--default-cwd", work.ws, *extra]
         if kernel_url:
             cmd += ["--a2a-url", kernel_url]
@@ -211,6 +227,9 @@ class Adapter:
             raise Failure("INTEROP FAILED [shutdown]: iac-agui ignored SIGTERM")
         if code != 0:
             raise Failure(f"INTEROP FAILED [shutdown]: iac-agui exited {code}")
+        self.drain.join(10)
+        self.log.flush()
+        no_dialect_warning("shutdown", self.log.name)
         if self.args.check_json_log:
             self.check_json_log()
 
@@ -256,6 +275,8 @@ class Adapter:
         return out
 
     def subscribe(self, scenario, execution_id, body, first_id=0):
+        if STRICT_V1:
+            body = dict(body, protocolVersion="1.0")
         c, r = self.request(f"/extensions/iac-code/v1/executions/{execution_id}/subscribe", body)
         raw = r.read()
         c.close()
@@ -297,6 +318,8 @@ class Work:
              "forwardedProps": {"iacCode": iac}}
         if resume is not None:
             b["resume"] = resume
+        if STRICT_V1:
+            b["protocolVersion"] = "1.0"
         return b
 
 
@@ -737,20 +760,25 @@ def run_node(s, script, url, ok):
 
 
 def stop_demo(demo):
-    """SIGTERM, then SIGKILL past 10 s."""
+    """SIGTERM, then SIGKILL past 10 s; its log must hold no dialect warning."""
     demo.terminate()
     try:
         demo.wait(10)
     except subprocess.TimeoutExpired:
         demo.kill()
         demo.wait(5)
+    time.sleep(0.2)  # the log's drain thread writes the last lines
+    demo.log.flush()
+    no_dialect_warning("demo", demo.log.name)
 
 
 def start_demo(s, args, w, name):
-    """`iac-agui --demo` in 1.0 mode: the process and its URL (with a trailing slash)."""
+    """`iac-agui --demo` with no dialect flag (the 1.0 clients declare theirs): the process and
+    its URL (with a trailing slash)."""
     log = open(os.path.join(w.dir, f"demo-{name}.log"), "w")
-    demo = subprocess.Popen([args.bin, "--demo", "--agui-protocol", "1.0", "--port", "0"],
+    demo = subprocess.Popen([args.bin, "--demo", "--port", "0"],
                             stderr=subprocess.PIPE, stdout=log, text=True)
+    demo.log = log
     url, deadline = None, time.time() + 30
     while not url and time.time() < deadline:
         line = demo.stderr.readline()
@@ -812,10 +840,12 @@ def py_sdk_turn(s, port, body, path):
     """One run posted as the Python SDK 1.0 serializes it, its SSE kept at `path` (for
     ag-ui-validate); each event parsed by the SDK's own models with every warning an error."""
     import warnings
-    from ag_ui.core import RunAgentInput
+    from ag_ui.core import PROTOCOL_VERSION, RunAgentInput
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         try:
+            # The SDK leaves the declaration to its caller (a 1.0 consumer MUST send it).
+            body = dict(body, protocolVersion=PROTOCOL_VERSION)
             raw_body = RunAgentInput.model_validate(body).model_dump_json(by_alias=True, exclude_none=True)
         except Exception as ex:  # noqa: BLE001
             fail(s, f"the SDK refused or warned on its own RunAgentInput: {ex}")
@@ -917,17 +947,20 @@ def scenario_python_sdk_v1(a, w):
     lib = os.environ.get("IAC_AGUI_PY_SDK_V1")
     if not lib:
         fail(s, "IAC_AGUI_PY_SDK_V1 is not set (tests/interop/run.sh installs ag-ui-protocol 1.0)")
+    # A 1.0 client declares its version (the SDK leaves it to its caller); as a 0.1 client, not.
     code = (
         "import json, sys\n"
-        "from ag_ui.core import RunAgentInput, UserMessage\n"
+        "from ag_ui.core import PROTOCOL_VERSION, RunAgentInput, UserMessage\n"
         "thread, run, text, props = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])\n"
         "kw = {'forwarded_props': props} if props is not None else {}\n"
+        "if sys.argv[5] == '1': kw['protocol_version'] = PROTOCOL_VERSION\n"
         "print(RunAgentInput(thread_id=thread, run_id=run, messages=[UserMessage(id=run + '-m', role='user',"
         " content=text)], **kw).model_dump_json(by_alias=True, exclude_none=True))\n"
     )
     iac = {"iacCode": {"schemaVersion": 1, "rosInvocationId": "ros-interop", "cwd": w.ws}}
     for thread, props in (("py-sdk-iac", iac), ("py-sdk-bare", None)):
-        p = subprocess.run([sys.executable, "-c", code, thread, thread + "-r1", "hello", json.dumps(props)],
+        p = subprocess.run([sys.executable, "-c", code, thread, thread + "-r1", "hello", json.dumps(props),
+                            "1" if STRICT_V1 else "0"],
                            capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=lib), timeout=60)
         expect(s, p.returncode == 0, p.stderr[-500:])
         body = json.loads(p.stdout)
@@ -947,6 +980,23 @@ def scenario_validator(a, w):
                        capture_output=True, text=True, timeout=120)
     out = r.stdout + r.stderr
     expect(s, r.returncode == 0 and "no conformance violations" in out, f"exit {r.returncode}: {out[-800:]}")
+    if not STRICT_V1:
+        return
+    # Live mode's own input declares no version (the 0.1 dialect): 1.0 streams, from requests
+    # that declare it, are recorded and validated as files.
+    s = "ag-ui-validate on 1.0 streams"
+    for thread, text in (("validate-v1", "hello there"), ("validate-v1-perm", "please run bash")):
+        c, r = a.request("/", w.body(thread, text))
+        raw = r.read()
+        c.close()
+        expect(s, r.status == 200, f"{thread}: {r.status} {raw[:300]!r}")
+        check_stream(s, parse_sse(raw, s))
+        path = os.path.join(w.dir, f"{thread}.sse")
+        with open(path, "wb") as f:
+            f.write(raw)
+        r = subprocess.run([tool, path, "--no-color"], capture_output=True, text=True, timeout=60)
+        out = r.stdout + r.stderr
+        expect(s, r.returncode == 0 and "no conformance violations" in out, f"{path}: exit {r.returncode}: {out[-800:]}")
 
 
 def scenario_profile_hash(a, w):
@@ -996,7 +1046,10 @@ def scenario_capabilities(a, w):
     expect(s, caps.reasoning.supported and caps.reasoning.streaming, str(caps.reasoning))
     st, ev = a.post(s, w.body("caps-think", "think about it"))
     expect(s, st == 200 and any(e["type"].startswith("REASONING") for e in ev), f"no reasoning streamed: {st}")
-    expect(s, body["custom"]["iacCode"]["contextForwarded"] is True, str(body["custom"]))
+    # A default server: requests that declare nothing get 0.1, a 1.0 client gets 1.0 (issue 57).
+    iac = body["custom"]["iacCode"]
+    expect(s, iac["protocolMode"] == "0.1" and iac["dialects"]["1.0"]["contextForwarded"] is True
+           and iac["dialects"]["0.1"]["contextForwarded"] is False, str(iac))
 
 
 def scenario_history(a, w):

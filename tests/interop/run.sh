@@ -125,10 +125,12 @@ cargo build --quiet
 BIN=target/debug/iac-agui
 KERNEL="$VENV/bin/iac-code"
 passed=0
-# The shipped JS client against --demo in 1.0 mode (its own script: clients/js/test/run.sh).
+# The shipped JS client against --demo, no dialect flag (its own script: clients/js/test/run.sh).
 echo "== the JS client package (clients/js)"
 clients/js/test/run.sh "$BIN"
 passed=$((passed + 1))
+# Every server is started with no dialect flag; the second word is the AG-UI version the suite's
+# own requests declare (1.0: `protocolVersion: "1.0"`, as the 1.0 SDKs send it; 0.1: none).
 for cfg in "managed 0.1" "external 0.1" "external 1.0"; do
   set -- $cfg
   if [ "$2" = "1.0" ]; then export PYTHONPATH="$ROOT/agui10"; else unset PYTHONPATH; fi

@@ -1,5 +1,5 @@
-// AG-UI 1.0's own client, `HttpAgent` from @ag-ui/client 1.0.0, against iac-agui in
-// `--agui-protocol 1.0` mode, as a front-end team uses it: plain, reasoning, permission (a
+// AG-UI 1.0's own client, `HttpAgent` from @ag-ui/client 1.0.0, against iac-agui with no
+// dialect flag (the client declares 1.0 and is served in it), as a front-end team uses it: plain, reasoning, permission (a
 // tool call) → resume, question → answer (a pipeline's clarifying question), an LLM failure,
 // a cancel; after each, the server's stored conversation equals the client's messages.
 //   node ts_agent_v1.mjs URL CWD

@@ -1,5 +1,5 @@
 // Issue 47 with AG-UI 1.0's own client, `HttpAgent` from @ag-ui/client 1.0.0, against
-// `--demo --agui-protocol 1.0`: a cloud resource selection (the demo kernel's `select`, with
+// `--demo` (no dialect flag: the client declares 1.0): a cloud resource selection (the demo kernel's `select`, with
 // the selector capability `/capabilities` gives), a candidate choice (`candidates`) and a
 // deployment confirmation (`pipeline confirm`) each end a run in an interrupt of its own
 // reason, which is parsed with @ag-ui/core 1.0's schema (`.strict()`) and resumed (a value,

@@ -1,4 +1,4 @@
-// Stop with `HttpAgent` from @ag-ui/client 1.0.0 against `iac-agui --demo --agui-protocol 1.0`
+// Stop with `HttpAgent` from @ag-ui/client 1.0.0 against `iac-agui --demo` (no dialect flag)
 // (which keeps a run through a disconnect for 30 s), as docs/clients.md says (issue 46.9):
 // `abortRun()` alone leaves the thread busy (the next turn is 409 THREAD_BUSY); the guide's
 // `stoppable` (its http-agent-stop.mjs block, taken verbatim) frees it at once.

@@ -1,10 +1,13 @@
-// iac-agui-client against the server: `iac-agui --demo --agui-protocol 1.0 --default-cwd DIR`
-// (the demo kernel; a 30 s disconnect grace), with @ag-ui/client 1.0 as installed beside it.
+// iac-agui-client against the server: `iac-agui --demo --default-cwd DIR` (the demo kernel; a
+// 30 s disconnect grace; no dialect flag: the package declares AG-UI 1.0 and is served in it,
+// issue 57), with @ag-ui/client 1.0 as installed beside it.
 //   node client.test.mjs path/to/iac-agui
-// Checks: a run through the package sends no iacCode (and no null) when nothing is set; a
-// second agent on the thread sees the history before it sends, and its new message lands after
-// the history (issue 46.3); iacCode without cwd runs in the server's --default-cwd; Stop
-// cancels and the next turn starts at once; no console.warn/console.error from the client.
+// Checks: a run through the package declares protocolVersion 1.0 and sends no iacCode (and no
+// null) when nothing is set; a second agent on the thread sees the history before it sends, and
+// its new message lands after the history (issue 46.3); iacCode without cwd runs in the
+// server's --default-cwd; a permission's resumed answer is a message of its own after the tool
+// result; Stop cancels and the next turn starts at once; no console.warn/console.error from the
+// client.
 import { spawn } from "node:child_process";
 import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -31,7 +34,7 @@ const user = (text) => ({ id: id("m"), role: "user", content: text });
 const dir = mkdtempSync(join(tmpdir(), "iac-agui-client-"));
 const ws = join(dir, "ws");
 mkdirSync(ws);
-const server = spawn(bin, ["--demo", "--agui-protocol", "1.0", "--port", "0", "--default-cwd", ws], {
+const server = spawn(bin, ["--demo", "--port", "0", "--default-cwd", ws], {
   env: { ...process.env, IAC_CODE_AGUI_ALLOWED_CWDS: dir, IAC_CODE_AGUI_STATE_DIR: join(dir, "state") },
   stdio: ["ignore", "ignore", "pipe"],
 });
@@ -83,6 +86,7 @@ const r1 = await first.a.runAgent({ runId: id("run") });
 if (roles(first.a) !== "user,assistant") fail("first run", `messages ${roles(first.a)}`);
 if (first.sent.length !== 1) fail("first run", `${first.sent.length} run requests`);
 const body1 = JSON.parse(first.sent[0]);
+if (body1.protocolVersion !== "1.0") fail("first run", `protocolVersion ${body1.protocolVersion}: ${first.sent[0]}`);
 if ("iacCode" in (body1.forwardedProps ?? {})) fail("first run", `iacCode sent: ${first.sent[0]}`);
 if (first.sent[0].includes("null")) fail("first run", `a null in the body: ${first.sent[0]}`);
 if (!first.a.threadLoaded) fail("first run", "the thread was not loaded before the run");
@@ -127,7 +131,28 @@ if (built?.cwd !== ws || built.model !== "m" || built.rosInvocationId !== "agui-
 }
 if (new IacCodeAgent({ url, iacCode: { cwd: "/a" }, cwd: ws }).iacCodeFor("t").cwd !== ws) fail("iacCode as built", "cwd option");
 
-// 4. Stop: the run ends cancelled and the next turn on the thread starts at once (the demo
+// 4. A permission, allowed: the resumed answer is a message of its own after the tool result
+// (served in 0.1, it was appended to the interrupted run's message, above the result).
+const asking = agent({ threadId: id("perm") });
+asking.a.addMessage(user("create a file (permission)"));
+let interrupts = [];
+await asking.a.runAgent({ runId: id("run") }, {
+  onRunFinishedEvent(p) { interrupts = p.interrupts ?? []; },
+});
+if (interrupts.length !== 1) fail("permission", `interrupts ${JSON.stringify(interrupts)}`);
+await asking.a.runAgent({
+  runId: id("run"),
+  resume: [{ interruptId: interrupts[0].id, status: "resolved", payload: { decision: "allow_once" } }],
+});
+const kept = asking.a.messages;
+const toolAt = kept.findIndex((m) => m.role === "tool");
+const answers = kept.filter((m) => m.role === "assistant" && typeof m.content === "string" && m.content);
+if (toolAt < 0 || kept.at(-1).role !== "assistant" || kept.length - 1 <= toolAt
+    || new Set(answers.map((m) => m.id)).size !== answers.length) {
+  fail("permission", `the resumed answer is not its own message after the result: ${roles(asking.a)}`);
+}
+
+// 5. Stop: the run ends cancelled and the next turn on the thread starts at once (the demo
 // keeps an aborted run for 30 s: a plain abort would leave the thread busy).
 const stopping = agent({ threadId: id("stop") });
 stopping.a.addMessage(user("slow please"));
@@ -146,4 +171,4 @@ const after = await stopping.a.runAgent({ runId: id("run") }).then(() => "ok", (
 if (after !== "ok") fail("stop", `the next turn: ${after}`);
 
 if (printed.length) fail("console", printed.join(" | "));
-done(0, "client-package ok: run, history before the new message, iacCode without cwd, stop");
+done(0, "client-package ok: run (declared 1.0), history before the new message, iacCode without cwd, resumed answer, stop");

@@ -2,7 +2,7 @@
 # The shipped JS client (clients/js) against the server: packed as `make dist` packs it
 # (npm pack), installed beside the pinned @ag-ui/client 1.0 under target/interop/ts1 (the
 # interop suite's install, the same pin), then clients/js/test/client.test.mjs against
-# `iac-agui --demo --agui-protocol 1.0`, and its types with tsc. Called by tests/interop/run.sh;
+# `iac-agui --demo` (no dialect flag: the package declares 1.0), and its types with tsc. Called by tests/interop/run.sh;
 # `make client-test`.
 #   clients/js/test/run.sh [path/to/iac-agui]   (default: cargo build, target/debug/iac-agui)
 set -euo pipefail

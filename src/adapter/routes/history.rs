@@ -133,8 +133,11 @@ fn entry_json(sh: &Shared, key: &ThreadKey, e: &Entry) -> Value {
             }
             _ => {
                 v["executionId"] = json!(ex.execution_id);
+                // As the run that raised them showed them (issue 57): its dialect while the
+                // thread is remembered, else `--agui-protocol`'s.
+                let dialect = t.dialect.unwrap_or(sh.default_dialect);
                 v["interrupts"] = Value::Array(
-                    crate::adapter::interrupts::pending(ex, &sh.dialect)
+                    crate::adapter::interrupts::pending(ex, &dialect)
                         .into_iter()
                         .map(with_summary)
                         .collect(),

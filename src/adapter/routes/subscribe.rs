@@ -6,6 +6,11 @@
 //!   it byte for byte (same ids), then the live tail, then the run's one terminal event;
 //! - **snapshot** — otherwise: a fresh observation (ids from 0) of the execution through the
 //!   kernel's `GetTask`/`SubscribeToTask`, ending like a run (one terminal event).
+//!
+//! Dialect (issue 57): a replay is the run's own events, so it is framed as its run was; a
+//! snapshot is built for this subscriber, in the dialect it declares, else its run's (the
+//! log's, or the thread's latest run's while the server remembers it), else
+//! `--agui-protocol`'s.
 
 use std::sync::Arc;
 
@@ -18,6 +23,7 @@ use crate::adapter::ending::{Ending, SessionFacts};
 use crate::adapter::interrupts;
 use crate::adapter::projection::Mapper;
 use crate::adapter::replay::{Read, RunLog};
+use crate::agui::dialect::Dialect;
 use crate::agui::events::{Event, Stamped};
 use crate::app::{RunStream, SubscribeRequest};
 use crate::catalog::Msg;
@@ -38,11 +44,13 @@ struct Facts {
     ros: String,
     pending: Vec<Value>,
     current: bool,
+    /// The dialect a snapshot is built in.
+    dialect: Dialect,
 }
 
 pub(crate) fn subscribe(sh: &Shared, req: SubscribeRequest, stream: &mut RunStream<'_>) {
     let lang = req.lang;
-    stream.set_dialect(sh.dialect);
+    stream.set_dialect(req.declared.dialect_or(sh.default_dialect));
     let err = |code, msg: Msg| ApiError::new(code, msg).response(lang);
     let key = crate::principal::ThreadKey::new(&req.caller, &req.thread_id);
     let log = sh.replay.get(&key, &req.run_id);
@@ -87,6 +95,7 @@ pub(crate) fn subscribe(sh: &Shared, req: SubscribeRequest, stream: &mut RunStre
     let Some(facts) = facts.filter(|f| f.current) else {
         return stream.reject(err(Code::ExecutionNotFound, Msg::ExecutionNotFound));
     };
+    stream.set_dialect(facts.dialect);
     crate::metrics::M.subscriptions.inc("snapshot");
     Snapshot {
         sh,
@@ -144,7 +153,13 @@ fn facts(
     if !current {
         return Ok(None);
     }
-    let pending = interrupts::pending(&doc.execution, &sh.dialect);
+    let dialect = req
+        .declared
+        .dialect()
+        .or(log.map(|l| l.dialect))
+        .or(t.dialect)
+        .unwrap_or(sh.default_dialect);
+    let pending = interrupts::pending(&doc.execution, &dialect);
     Ok(Some(Facts {
         context_id: doc.context_id.clone(),
         session_id: doc.session_id.clone(),
@@ -152,10 +167,13 @@ fn facts(
         ros: doc.execution.ros_invocation_id.clone(),
         pending,
         current,
+        dialect,
     }))
 }
 
 fn replay(sh: &Shared, log: &Arc<RunLog>, from: u64, stream: &mut RunStream<'_>, lang: Lang) {
+    // The run's events as they were sent; an ending written here speaks their dialect.
+    stream.set_dialect(log.dialect);
     if !log.attach() {
         return stream.reject(ApiError::new(Code::ServerBusy, Msg::ServerBusy).response(lang));
     }
@@ -271,7 +289,7 @@ impl Snapshot<'_> {
             Default::default(),
             Default::default(),
         );
-        if self.sh.dialect.run_scoped_messages {
+        if self.facts.dialect.run_scoped_messages {
             mapper = mapper.with_run_scoped_messages(&self.req.run_id);
         }
         let end = match first {
@@ -289,7 +307,7 @@ impl Snapshot<'_> {
             &self.req.thread_id,
             &self.req.run_id,
             mapper.usage(),
-            &self.sh.dialect,
+            &self.facts.dialect,
         );
         let _ = stream.terminal(&self.stamp(event).to_json());
     }
@@ -298,9 +316,9 @@ impl Snapshot<'_> {
     fn open(&self, stream: &mut RunStream<'_>) -> Result<(), Stopped> {
         stream.start()?;
         let r = self.req;
-        let protocol_version = self.sh.dialect.protocol_version;
+        let protocol_version = self.facts.dialect.protocol_version;
         let f = &self.facts;
-        let trace = crate::adapter::ending::trace_id(&self.sh.dialect);
+        let trace = crate::adapter::ending::trace_id(&self.facts.dialect);
         let events = [
             Event::RunStarted {
                 thread_id: r.thread_id.clone(),
@@ -408,15 +426,15 @@ impl Snapshot<'_> {
         let pending: Vec<Value> = lock(&slot)
             .as_ref()
             .filter(|t| t.doc.execution.execution_id == self.req.execution_id)
-            .map(|t| interrupts::pending(&t.doc.execution, &self.sh.dialect))
+            .map(|t| interrupts::pending(&t.doc.execution, &self.facts.dialect))
             .unwrap_or_default();
         if !pending.is_empty() {
             return pending;
         }
-        interrupts::inputs_in(ev, &self.sh.dialect)
+        interrupts::inputs_in(ev, &self.facts.dialect)
             .unwrap_or_default()
             .iter()
-            .map(|f| interrupts::interrupt_in(&f.id, &f.value, &self.sh.dialect))
+            .map(|f| interrupts::interrupt_in(&f.id, &f.value, &self.facts.dialect))
             .collect()
     }
 }

@@ -3,6 +3,7 @@
 //! it only if the write succeeds (rollback is simply not committing).
 
 use crate::adapter::env::Env;
+use crate::agui::dialect::Dialect;
 use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
 use crate::store::document::{Execution, ThreadDoc};
@@ -24,6 +25,9 @@ pub(crate) struct Thread {
     pub(crate) doc: ThreadDoc,
     /// The non-guidance run streaming on this thread, if any (never persisted).
     pub(crate) active_run: Option<String>,
+    /// The dialect of the thread's latest non-guidance run (never persisted; `None` once
+    /// reloaded from its file): its interrupts are listed as that run showed them.
+    pub(crate) dialect: Option<Dialect>,
 }
 
 #[derive(Debug, Clone)]
@@ -42,6 +46,8 @@ pub(crate) struct Request<'a> {
     /// has no such interrupt (the spec: "`resume[].interruptId` must reference an `id` from
     /// the interrupted run's `interrupts[]`"). `None`: the reference's in-stream checks only.
     pub(crate) resume_ids: Option<&'a [&'a str]>,
+    /// The dialect the request is served in.
+    pub(crate) dialect: Dialect,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -90,6 +96,7 @@ pub(crate) fn admit(
                     ..Default::default()
                 },
                 active_run: None,
+                dialect: None,
             }
         }
     };
@@ -141,6 +148,7 @@ pub(crate) fn admit(
     };
     if !req.guidance {
         t.active_run = Some(req.run_id.into());
+        t.dialect = Some(req.dialect);
     }
     t.doc.record_run(req.run_id, req.digest);
     Ok(Admitted {
@@ -185,6 +193,7 @@ mod tests {
             resume: false,
             guidance: false,
             resume_ids: None,
+            dialect: Dialect::V0_1,
         }
     }
 

@@ -62,6 +62,8 @@ struct Held {
 pub(crate) struct RunLog {
     pub(crate) execution_id: String,
     pub(crate) ros_invocation_id: String,
+    /// The dialect its run was served in: a subscriber gets the run's framing (issue 57).
+    pub(crate) dialect: crate::agui::dialect::Dialect,
     seq: u64,
     held: Mutex<Held>,
     changed: Condvar,
@@ -320,7 +322,13 @@ impl ReplayLogs {
     }
 
     /// A new log for a run (replacing an older one of the same thread and run id).
-    pub(crate) fn open(&self, key: RunKey, execution_id: &str, ros: &str) -> Arc<RunLog> {
+    pub(crate) fn open(
+        &self,
+        key: RunKey,
+        execution_id: &str,
+        ros: &str,
+        dialect: crate::agui::dialect::Dialect,
+    ) -> Arc<RunLog> {
         let this = &self.inner;
         let mut idx = lock(&this.runs);
         let now = this.clock.now();
@@ -335,6 +343,7 @@ impl ReplayLogs {
         let log = Arc::new(RunLog {
             execution_id: execution_id.to_string(),
             ros_invocation_id: ros.to_string(),
+            dialect,
             seq,
             held: Mutex::new(Held {
                 events: VecDeque::new(),
@@ -449,6 +458,7 @@ fn is_terminal(frame: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    const V0_1: crate::agui::dialect::Dialect = crate::agui::dialect::Dialect::V0_1;
 
     fn key(r: &str) -> RunKey {
         RunKey {
@@ -473,7 +483,7 @@ mod tests {
     #[test]
     fn a_reader_gets_events_from_its_id_then_the_end() {
         let logs = ReplayLogs::default();
-        let log = logs.open(key("r"), "e", "ros");
+        let log = logs.open(key("r"), "e", "ros", V0_1);
         for i in 0..3 {
             log.append(ev(i));
         }
@@ -495,7 +505,7 @@ mod tests {
     #[test]
     fn an_overflowing_log_keeps_its_newest_events_and_knows_its_first_id() {
         let logs = ReplayLogs::new(bounds(1 << 20, 2, 1 << 30), Arc::new(SystemClock));
-        let log = logs.open(key("r"), "e", "ros");
+        let log = logs.open(key("r"), "e", "ros", V0_1);
         for i in 0..5 {
             log.append(ev(i));
         }
@@ -508,7 +518,7 @@ mod tests {
         );
         // A single event larger than the byte bound is still held.
         let small = ReplayLogs::new(bounds(4, 100, 1 << 30), Arc::new(SystemClock));
-        let l = small.open(key("r"), "e", "ros");
+        let l = small.open(key("r"), "e", "ros", V0_1);
         l.append(ev(0));
         assert!(l.holds(0));
     }
@@ -517,8 +527,8 @@ mod tests {
     fn the_total_bound_empties_the_oldest_runs_first() {
         let one = ev(0).len();
         let logs = ReplayLogs::new(bounds(1 << 20, 1000, one * 3), Arc::new(SystemClock));
-        let a = logs.open(key("a"), "e", "ros");
-        let b = logs.open(key("b"), "e2", "ros");
+        let a = logs.open(key("a"), "e", "ros", V0_1);
+        let b = logs.open(key("b"), "e2", "ros", V0_1);
         a.append(ev(0));
         a.append(ev(1));
         b.append(ev(0));
@@ -534,7 +544,7 @@ mod tests {
     #[test]
     fn subscribers_are_bounded() {
         let logs = ReplayLogs::default();
-        let log = logs.open(key("r"), "e", "ros");
+        let log = logs.open(key("r"), "e", "ros", V0_1);
         for _ in 0..limits::MAX_SUBSCRIBERS_PER_RUN {
             assert!(log.attach());
         }
@@ -550,7 +560,7 @@ mod tests {
         b.retention = Duration::from_secs(600);
         let clock = Arc::new(crate::clock::ManualClock::new());
         let logs = ReplayLogs::new(b, clock.clone());
-        let log = logs.open(key("r"), "e", "ros");
+        let log = logs.open(key("r"), "e", "ros", V0_1);
         clock.advance(Duration::from_secs(3600));
         assert!(
             logs.get(&crate::principal::ThreadKey::shared("t"), "r")
@@ -570,7 +580,7 @@ mod tests {
                 .is_none()
         );
         // The timer's purge drops them too, without a request.
-        let log = logs.open(key("r2"), "e", "ros");
+        let log = logs.open(key("r2"), "e", "ros", V0_1);
         log.end();
         clock.advance(Duration::from_secs(601));
         logs.purge_expired();
@@ -580,7 +590,7 @@ mod tests {
     #[test]
     fn a_waiting_reader_wakes_on_append() {
         let logs = ReplayLogs::default();
-        let log = logs.open(key("r"), "e", "ros");
+        let log = logs.open(key("r"), "e", "ros", V0_1);
         let l2 = log.clone();
         let t = std::thread::spawn(move || l2.read_from(0, Duration::from_secs(10)));
         std::thread::sleep(Duration::from_millis(50));

@@ -25,8 +25,9 @@ pub struct Shared {
     pub(crate) env: Arc<dyn Env>,
     pub(crate) roots: Vec<PathBuf>,
     pub(crate) home: Option<String>,
-    /// What the spoken AG-UI version changes (`--agui-protocol`, chosen once).
-    pub(crate) dialect: Dialect,
+    /// The dialect of a request that declares no `protocolVersion` (`--agui-protocol`); one
+    /// that declares a version gets its own (`Declared`), which then travels with its run.
+    pub(crate) default_dialect: Dialect,
     /// Running executions' life cells, so the cancel route can stop them: registered under
     /// the thread's lock with the admission that makes the execution findable.
     pub(in crate::adapter) runs: Mutex<HashMap<String, Arc<Cell>>>,
@@ -87,7 +88,7 @@ impl Shared {
             env,
             roots,
             home,
-            dialect: Dialect::of(protocol),
+            default_dialect: Dialect::of(protocol),
             default_cwd: None,
             server_key: {
                 let mut k = vec![0u8; 32];

@@ -170,6 +170,7 @@ impl Registry {
         let slot: Slot = Arc::new(Mutex::new(loaded.map(|doc| Thread {
             doc,
             active_run: None,
+            dialect: None,
         })));
         map.insert(key.clone(), slot.clone());
         if map.len() > self.max_cached {
@@ -663,6 +664,7 @@ mod tests {
             let t = Thread {
                 doc,
                 active_run: None,
+                dialect: None,
             };
             Some((Box::new(t), 7))
         });

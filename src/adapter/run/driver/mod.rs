@@ -110,6 +110,9 @@ pub(crate) struct RunArgs {
     pub(crate) ticket: Option<crate::quota::Ticket>,
     /// Where the run came from: its end's audit record says so too.
     pub(crate) origin: crate::audit::Origin,
+    /// The dialect its request declared (or `--agui-protocol`'s): every event of the run,
+    /// its terminal one included, is framed in it.
+    pub(crate) dialect: crate::agui::dialect::Dialect,
 }
 
 /// What a run reads only as it starts, each part taken once. Boxed and dropped when spent:
@@ -187,7 +190,7 @@ impl<'a, 's> Run<'a, 's> {
             )
         };
         let mut mapper = Mapper::new(&*sh.env, &a.thread.id, &a.run_id, steps, digests);
-        if sh.dialect.run_scoped_messages {
+        if a.dialect.run_scoped_messages {
             mapper = mapper.with_run_scoped_messages(&a.run_id);
         }
         Run {
@@ -477,7 +480,7 @@ impl<'a, 's> Run<'a, 's> {
     }
 
     fn run_started(&mut self) -> Step<()> {
-        let protocol_version = self.sh.dialect.protocol_version;
+        let protocol_version = self.a.dialect.protocol_version;
         let ev = self.stamp(Event::RunStarted {
             thread_id: self.a.thread.id.clone(),
             run_id: self.a.run_id.clone(),
@@ -535,7 +538,7 @@ impl<'a, 's> Run<'a, 's> {
                 )
             })
             .unwrap_or((None, None, self.a.props.ros_invocation_id.clone()));
-        let trace = crate::adapter::ending::trace_id(&self.sh.dialect);
+        let trace = crate::adapter::ending::trace_id(&self.a.dialect);
         let facts = crate::adapter::ending::SessionFacts {
             thread_id: &self.a.thread.id,
             run_id: &self.a.run_id,
@@ -730,7 +733,7 @@ impl<'a, 's> Run<'a, 's> {
             &self.a.thread.id,
             &self.a.run_id,
             usage.clone(),
-            &self.sh.dialect,
+            &self.a.dialect,
         );
         let interrupt = matches!(
             &event,
@@ -746,7 +749,7 @@ impl<'a, 's> Run<'a, 's> {
                 Msg::PersistTerminal,
                 self.lang(),
             )
-            .terminal(&self.a.thread.id, &self.a.run_id, usage, &self.sh.dialect);
+            .terminal(&self.a.thread.id, &self.a.run_id, usage, &self.a.dialect);
         }
         let outcome = crate::adapter::ending::outcome_label(&event);
         crate::adapter::audited::run_end(self.sh, &self.a, &self.execution_id, outcome, used);

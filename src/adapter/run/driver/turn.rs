@@ -151,7 +151,7 @@ impl Run<'_, '_> {
         }) {
             return Ok(Vec::new());
         }
-        let found = interrupts::inputs_in(ev, &self.sh.dialect).map_err(|_| {
+        let found = interrupts::inputs_in(ev, &self.a.dialect).map_err(|_| {
             self.fail(
                 Code::A2aProtocolError,
                 Msg::InterruptWithoutId,
@@ -196,7 +196,7 @@ impl Run<'_, '_> {
     }
 
     pub(super) fn pending_interrupts(&self) -> Vec<Value> {
-        self.with_thread(|t| interrupts::pending(&t.doc.execution, &self.sh.dialect))
+        self.with_thread(|t| interrupts::pending(&t.doc.execution, &self.a.dialect))
             .unwrap_or_default()
     }
 
@@ -424,7 +424,7 @@ impl Run<'_, '_> {
             &self.a.thread.id,
             &self.a.run_id,
             Vec::new(),
-            self.sh.dialect.error_ids,
+            self.a.dialect.error_ids,
         ));
         self.stream.log_terminal(&left.to_json());
         self.stream
