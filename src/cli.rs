@@ -736,7 +736,7 @@ fn housekeeping(shared: &Arc<Shared>, cfg: &Config) -> Vec<crate::chores::Chore>
         let Some(sh) = weak.upgrade() else {
             return false;
         };
-        sh.replay.purge_expired();
+        sh.retention.replay.purge_expired();
         if sh.thread_expiry_due() {
             sh.expire_threads();
         }
@@ -750,7 +750,7 @@ fn housekeeping(shared: &Arc<Shared>, cfg: &Config) -> Vec<crate::chores::Chore>
             let Some(sh) = weak.upgrade() else {
                 return false;
             };
-            sh.quotas.flush();
+            sh.policies.quotas.flush();
             true
         })
     }))

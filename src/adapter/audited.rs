@@ -20,7 +20,8 @@ fn write(
     subject: &Subject<'_>,
     action: &Action,
 ) -> Result<(), ApiError> {
-    sh.audit
+    sh.policies
+        .audit
         .write(sh.env.wall(), origin, subject, action)
         .map_err(|_| {
             crate::metrics::M.audit_failures.inc();

@@ -53,8 +53,8 @@ pub(crate) fn threads(sh: &Shared, req: ThreadsRequest) -> Response {
 
 /// `GET /usage`: the calling caller's own totals and days, and its quotas (issue 44).
 fn usage(sh: &Shared, caller: &crate::principal::Caller, days: usize) -> Response {
-    let list = sh.quotas.days(caller, days);
-    let limits = sh.limits_of(caller);
+    let list = sh.policies.quotas.days(caller, days);
+    let limits = sh.policies.limits_of(caller);
     let mut quotas = serde_json::Map::new();
     if let Some(n) = limits.max_runs {
         quotas.insert("maxRuns".into(), n.into());
@@ -64,7 +64,7 @@ fn usage(sh: &Shared, caller: &crate::principal::Caller, days: usize) -> Respons
     }
     let body = serde_json::json!({
         "caller": caller.name().unwrap_or("shared"),
-        "running": sh.quotas.running(caller),
+        "running": sh.policies.quotas.running(caller),
         "quotas": quotas,
         "total": crate::quota::total_json(&list),
         "days": list
@@ -327,7 +327,7 @@ fn delete(sh: &Shared, key: &ThreadKey, origin: &crate::audit::Origin, lang: Lan
             }
             return match sh.registry.delete_files(key) {
                 Ok(()) => {
-                    sh.replay.forget_thread(key);
+                    sh.retention.replay.forget_thread(key);
                     Response::new(204, "", Vec::new())
                 }
                 Err(e) => {
@@ -362,7 +362,7 @@ fn delete(sh: &Shared, key: &ThreadKey, origin: &crate::audit::Origin, lang: Lan
         }),
         Ok(Ok(true)) => {
             // What was deleted is not served again: its runs' replay logs go too.
-            sh.replay.forget_thread(key);
+            sh.retention.replay.forget_thread(key);
             Response::new(204, "", Vec::new())
         }
         Ok(Ok(false)) => crate::adapter::busy(&slot, lang),

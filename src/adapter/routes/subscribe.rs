@@ -53,7 +53,7 @@ pub(crate) fn subscribe(sh: &Shared, req: SubscribeRequest, stream: &mut RunStre
     stream.set_dialect(req.declared.dialect_or(sh.default_dialect));
     let err = |code, msg: Msg| ApiError::new(code, msg).response(lang);
     let key = crate::principal::ThreadKey::new(&req.caller, &req.thread_id);
-    let log = sh.replay.get(&key, &req.run_id);
+    let log = sh.retention.replay.get(&key, &req.run_id);
     let facts = match facts(sh, &key, &req, log.as_deref()) {
         Ok(f) => f,
         Err((code, msg)) => return stream.reject(err(code, msg)),

@@ -1,5 +1,7 @@
-//! What every adapter worker shares: the thread registry, the kernel, the clock and ids, the
-//! workspace roots, and the running executions (so the cancel route can stop them).
+//! What every adapter worker shares, in three parts: the run core (the thread registry, the
+//! kernel, the clock and ids, the workspace roots, the running executions so the cancel route
+//! can stop them), the policies (`policies.rs`: admission's gates, the decisions' record) and
+//! retention (what is kept of runs and threads, and for how long).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -8,6 +10,7 @@ use std::time::Duration;
 
 use crate::a2a::client::A2aClient;
 use crate::adapter::env::Env;
+pub(crate) use crate::adapter::policies::Policies;
 use crate::adapter::replay::{ReplayBounds, ReplayLogs};
 use crate::adapter::threads::Registry;
 use crate::adapter::upstream::Kernel;
@@ -18,9 +21,13 @@ use crate::config::AguiProtocol;
 use crate::life::Cell;
 use crate::sync::lock;
 
-/// Everything the adapter's workers share.
+/// Everything the adapter's workers share: the run core here, the policies and retention in
+/// their own parts.
 pub struct Shared {
     pub(crate) registry: Registry,
+    /// The kernel client's call threads: admission runs there (its depth and the chunks it
+    /// frees stay off the run's worker), and the registry's saves (`CallThreads`).
+    pub(crate) calls: crate::a2a::calls::CallPool,
     pub(crate) kernel: Arc<dyn Kernel>,
     pub(crate) env: Arc<dyn Env>,
     pub(crate) roots: Vec<PathBuf>,
@@ -40,10 +47,6 @@ pub struct Shared {
     pub(crate) wind_down_bound: Duration,
     /// How long the cancel route waits for the kernel's `CancelTask` answer.
     pub(crate) cancel_answer_bound: Duration,
-    /// The events of live and recently ended runs, for re-attaching.
-    pub replay: ReplayLogs,
-    /// How long a run goes on after its producer's client left (`--disconnect-grace`).
-    pub(crate) disconnect_grace: Duration,
     /// Kernel readiness: runs kick a probe when a kernel call failed.
     pub readiness: Arc<dyn Readiness>,
     /// `--default-cwd`: the workspace of requests that carry no `iacCode` properties.
@@ -51,17 +54,10 @@ pub struct Shared {
     /// Keys the `rosInvocationId` the server supplies with `default_cwd`
     /// (`ThreadKey::default_ros`); random per process unless the state directory's is given.
     pub(crate) server_key: Vec<u8>,
-    /// The bounds of each thread's stored conversation.
-    pub(crate) history_bounds: crate::history::Bounds,
-    /// `--thread-retention` (zero: threads are kept), and when expiry last ran.
-    pub(crate) thread_retention: std::time::Duration,
-    expired_at: Mutex<Option<std::time::Instant>>,
-    /// Per-caller quotas and usage (issue 44), and the tokens file whose lines may set a
-    /// principal's own quotas.
-    pub(crate) quotas: Arc<crate::quota::Quotas>,
-    pub(crate) token_file: Option<Arc<crate::auth::TokenFile>>,
-    /// `--audit-log`: every decision's record, written before it is acknowledged.
-    pub(crate) audit: crate::audit::Audit,
+    /// Admission's gates and the decisions' record.
+    pub(crate) policies: Policies,
+    /// What is kept of runs and threads, and for how long.
+    pub retention: Retention,
     /// Where a test stops a thread to order it against another (tests only).
     #[cfg(test)]
     pub(crate) points: crate::sync::Points,
@@ -77,14 +73,22 @@ impl Shared {
         protocol: AguiProtocol,
     ) -> Shared {
         let mut registry = registry;
-        registry.set_calls(client.calls());
+        let calls = client.calls();
+        registry.set_offload(Arc::new(CallThreads(calls.clone())));
         registry.set_clock(env.clone());
         let kernel: Arc<dyn Kernel> = Arc::new(client);
         Shared {
             registry,
+            calls,
             kernel,
             wind_downs: Arc::new(WindDowns::new(env.clone())),
-            replay: ReplayLogs::new(ReplayBounds::default(), env.clone()),
+            retention: Retention {
+                replay: ReplayLogs::new(ReplayBounds::default(), env.clone()),
+                disconnect_grace: crate::limits::DISCONNECT_GRACE,
+                history_bounds: Default::default(),
+                thread_retention: Duration::ZERO,
+                expired_at: Mutex::new(None),
+            },
             env,
             roots,
             home,
@@ -97,17 +101,11 @@ impl Shared {
                 let _ = crate::ids::fill(&mut k);
                 k
             },
-            history_bounds: Default::default(),
-            thread_retention: std::time::Duration::ZERO,
-            expired_at: Mutex::new(None),
-            quotas: Arc::default(),
-            token_file: None,
-            audit: Default::default(),
+            policies: Policies::default(),
             runs: Mutex::new(HashMap::new()),
             run_left: std::sync::Condvar::new(),
             wind_down_bound: crate::limits::WIND_DOWN_BOUND,
             cancel_answer_bound: crate::limits::CANCEL_ANSWER_BOUND,
-            disconnect_grace: crate::limits::DISCONNECT_GRACE,
             readiness: Arc::new(crate::app::AlwaysReady),
             #[cfg(test)]
             points: Default::default(),
@@ -116,7 +114,7 @@ impl Shared {
 
     /// Record each decision in the audit log (issue 44).
     pub fn with_audit(mut self, audit: crate::audit::Audit) -> Shared {
-        self.audit = audit;
+        self.policies.set_audit(audit);
         self
     }
 
@@ -146,21 +144,8 @@ impl Shared {
         quotas: Arc<crate::quota::Quotas>,
         token_file: Option<Arc<crate::auth::TokenFile>>,
     ) -> Shared {
-        self.quotas = quotas;
-        self.token_file = token_file;
+        self.policies.set_quotas(quotas, token_file);
         self
-    }
-
-    /// The quotas `caller` is held to: the options, with its tokens-file line's over them.
-    pub(crate) fn limits_of(&self, caller: &crate::principal::Caller) -> crate::quota::Limits {
-        let own = match self.token_file.as_ref().map(|f| f.tokens()) {
-            Some(t) => match &*t {
-                crate::auth::Tokens::Table(t) => t.limits(caller),
-                crate::auth::Tokens::Down(_) => Default::default(),
-            },
-            None => Default::default(),
-        };
-        self.quotas.defaults().over(own)
     }
 
     /// Bound each thread's stored conversation (`--history-max-messages`/`-bytes`), and
@@ -170,9 +155,9 @@ impl Shared {
         b: crate::history::Bounds,
         retention: std::time::Duration,
     ) -> Shared {
-        self.history_bounds = b;
+        self.retention.history_bounds = b;
         self.registry.set_history_bounds(b);
-        self.thread_retention = retention;
+        self.retention.thread_retention = retention;
         self
     }
 
@@ -180,12 +165,13 @@ impl Shared {
     /// `--thread-retention`, at most every half retention and at most once a minute (the
     /// caller's timer ticks more often). Cheap: the chores thread asks it at every tick.
     pub fn thread_expiry_due(&self) -> bool {
-        if self.thread_retention.is_zero() {
+        let r = &self.retention;
+        if r.thread_retention.is_zero() {
             return false;
         }
         let now = self.env.now();
-        let mut last = lock(&self.expired_at);
-        let every = (self.thread_retention / 2).clamp(
+        let mut last = lock(&r.expired_at);
+        let every = (r.thread_retention / 2).clamp(
             std::time::Duration::from_secs(1),
             crate::limits::THREAD_EXPIRY_EVERY,
         );
@@ -202,14 +188,14 @@ impl Shared {
         let cutoff = self
             .env
             .now_ms()
-            .saturating_sub(self.thread_retention.as_millis() as u64);
+            .saturating_sub(self.retention.thread_retention.as_millis() as u64);
         // Each deletion is in the audit log first; one that cannot be recorded is kept.
         let record =
             |k: &crate::principal::ThreadKey| crate::adapter::audited::expire(self, k).is_ok();
         let gone = self.registry.expire(cutoff, &record);
         // What was deleted is not served again: its runs' replay logs go too.
         for key in &gone {
-            self.replay.forget_thread(key);
+            self.retention.replay.forget_thread(key);
         }
         if !gone.is_empty() {
             log::info!(
@@ -227,8 +213,8 @@ impl Shared {
     }
 
     pub fn with_detach(mut self, grace: Duration, replay: ReplayBounds) -> Shared {
-        self.disconnect_grace = grace;
-        self.replay = ReplayLogs::new(replay, self.env.clone());
+        self.retention.disconnect_grace = grace;
+        self.retention.replay = ReplayLogs::new(replay, self.env.clone());
         self
     }
 
@@ -291,5 +277,28 @@ impl Shared {
     pub(in crate::adapter) fn point(&self, _name: &'static str) {
         #[cfg(test)]
         self.points.at(_name);
+    }
+}
+
+/// What is kept of runs and threads, and for how long: the replay logs and a departed
+/// client's grace (re-attaching), each thread's stored conversation and its expiry.
+pub struct Retention {
+    /// The events of live and recently ended runs, for re-attaching.
+    pub replay: ReplayLogs,
+    /// How long a run goes on after its producer's client left (`--disconnect-grace`).
+    pub(crate) disconnect_grace: Duration,
+    /// The bounds of each thread's stored conversation.
+    pub(crate) history_bounds: crate::history::Bounds,
+    /// `--thread-retention` (zero: threads are kept), and when expiry last ran.
+    pub(crate) thread_retention: Duration,
+    expired_at: Mutex<Option<std::time::Instant>>,
+}
+
+/// The registry's file work on the kernel client's call threads (`threads::Offload`).
+struct CallThreads(crate::a2a::calls::CallPool);
+
+impl crate::adapter::threads::Offload for CallThreads {
+    fn run(&self, job: Box<dyn FnOnce() + Send>) {
+        self.0.run(job)
     }
 }

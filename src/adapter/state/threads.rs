@@ -49,8 +49,34 @@ pub(crate) struct TurnOf<'a> {
 /// `None` inside the mutex: the thread does not exist (yet).
 pub(crate) type Slot = Arc<Mutex<Option<Thread>>>;
 
-use crate::a2a::calls::CallPool;
 use crate::sync::lock;
+
+/// Where the registry's file work runs: a trait of its own (the registry is the thread
+/// store's, not the kernel client's). A run's worker lives as long as its stream and keeps
+/// the deepest stack it ever had, so saves (serialise, write, fsync, rename) go elsewhere.
+pub(crate) trait Offload: Send + Sync {
+    /// Run `job` off the caller's stack and return once it has run (a panic in it is
+    /// resumed here).
+    fn run(&self, job: Box<dyn FnOnce() + Send>);
+}
+
+/// Right where it is asked (a registry nobody gave threads to: tests).
+struct InPlace;
+
+impl Offload for InPlace {
+    fn run(&self, job: Box<dyn FnOnce() + Send>) {
+        job()
+    }
+}
+
+/// `f` through `o`, its result handed back.
+fn offloaded<T: Send + 'static>(o: &dyn Offload, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let out = Arc::new(Mutex::new(None));
+    let put = out.clone();
+    o.run(Box::new(move || *lock(&put) = Some(f())));
+    let taken = lock(&out).take();
+    taken.unwrap_or_else(|| unreachable!("Offload::run returns once its job ran"))
+}
 
 pub struct Registry {
     store: Arc<dyn ThreadStore>,
@@ -63,9 +89,9 @@ pub struct Registry {
     max_cached: usize,
     /// Idle time (`--idle-shutdown`); the adapter's `Env` once `Shared` owns the registry.
     clock: Arc<dyn Clock>,
-    /// Saves run on a call thread: a run's worker lives as long as its stream, and the
+    /// Saves run off the caller's stack: a run's worker lives as long as its stream, and the
     /// write path (serialise, write, fsync, rename) would stay in its resident stack.
-    calls: CallPool,
+    offload: Arc<dyn Offload>,
 }
 
 /// Drop cached threads nobody holds and that have no active run, until `target` remain (or
@@ -98,7 +124,7 @@ impl Registry {
             last_activity: Mutex::new(SystemClock.now()),
             max_cached: crate::limits::MAX_CACHED_THREADS,
             clock: Arc::new(SystemClock),
-            calls: CallPool::default(),
+            offload: Arc::new(InPlace),
         }
     }
 
@@ -120,14 +146,9 @@ impl Registry {
         }
     }
 
-    /// Save on these call threads (the kernel client's).
-    pub(crate) fn set_calls(&mut self, calls: CallPool) {
-        self.calls = calls;
-    }
-
-    /// The call threads saves run on; admission runs there too.
-    pub(crate) fn calls(&self) -> &CallPool {
-        &self.calls
+    /// Do the file work through `o` from now on.
+    pub(crate) fn set_offload(&mut self, o: Arc<dyn Offload>) {
+        self.offload = o;
     }
 
     /// Take the time from `clock` from now on.
@@ -218,7 +239,7 @@ impl Registry {
         t: Box<Thread>,
     ) -> Result<(), StoreError> {
         let store = self.store.clone();
-        let (t, saved) = self.calls.run(move || {
+        let (t, saved) = offloaded(&*self.offload, move || {
             let saved = store.save(&t.doc);
             (t, saved)
         });
@@ -330,9 +351,9 @@ impl Registry {
         let status_of = Self::status_of(&self.store);
         let key = key.clone();
         let run_id = run_id.to_string();
-        let r = self
-            .calls
-            .run(move || c.end_turn(&key, now_ms, &run_id, &ops, status, &status_of));
+        let r = offloaded(&*self.offload, move || {
+            c.end_turn(&key, now_ms, &run_id, &ops, status, &status_of)
+        });
         drop(held);
         r
     }
@@ -356,7 +377,7 @@ impl Registry {
         };
         let status_of = Self::status_of(&self.store);
         let key = key.clone();
-        self.calls.run(move || c.transcript(&key, &status_of))
+        offloaded(&*self.offload, move || c.transcript(&key, &status_of))
     }
 
     /// The thread's index entry (`None`: the caller has no such thread, as far as the
@@ -367,7 +388,7 @@ impl Registry {
         };
         let status_of = Self::status_of(&self.store);
         let key = key.clone();
-        self.calls.run(move || c.entry(&key, &status_of))
+        offloaded(&*self.offload, move || c.entry(&key, &status_of))
     }
 
     /// A listing page of `caller`'s threads, newest activity first, and whether more follow.
@@ -383,7 +404,7 @@ impl Registry {
         };
         let status_of = Self::status_of(&self.store);
         let caller = caller.clone();
-        self.calls.run(move || {
+        offloaded(&*self.offload, move || {
             let after: Option<After<'_>> = after.as_ref().map(|(t, id)| (*t, id.as_str()));
             c.page(&caller, after, limit, &|e| filter.keeps(e), &status_of)
         })
@@ -403,9 +424,9 @@ impl Registry {
         let held = lock(slot);
         let status_of = Self::status_of(&self.store);
         let key = key.clone();
-        let r = self
-            .calls
-            .run(move || c.rename(&key, title.as_deref(), &status_of));
+        let r = offloaded(&*self.offload, move || {
+            c.rename(&key, title.as_deref(), &status_of)
+        });
         drop(held);
         r
     }
@@ -454,7 +475,7 @@ impl Registry {
             return Vec::new();
         };
         let status_of = Self::status_of(&self.store);
-        let old = self.calls.run(move || c.idle_before(cutoff_ms, &status_of));
+        let old = offloaded(&*self.offload, move || c.idle_before(cutoff_ms, &status_of));
         self.expire_keys(old, cutoff_ms, record)
     }
 
@@ -497,7 +518,7 @@ impl Registry {
         let store = self.store.clone();
         let c = self.conversations.clone();
         let k = key.clone();
-        self.calls.run(move || {
+        offloaded(&*self.offload, move || {
             if let Some(c) = &c {
                 c.delete(&k, &Self::status_of(&store))?;
             }
@@ -652,9 +673,18 @@ mod tests {
     }
 
     #[test]
-    fn saves_run_on_a_call_thread_not_the_runs_worker() {
+    fn saves_run_through_the_registrys_offload_not_on_the_caller() {
+        /// Each job on a thread of its own, named so the store can tell.
+        struct Elsewhere;
+        impl Offload for Elsewhere {
+            fn run(&self, job: Box<dyn FnOnce() + Send>) {
+                let t = std::thread::Builder::new().name("offloaded".into());
+                t.spawn(job).unwrap().join().unwrap();
+            }
+        }
         let store = Arc::new(Where(Mutex::new(Vec::new())));
-        let reg = Registry::new(store.clone());
+        let mut reg = Registry::new(store.clone());
+        reg.set_offload(Arc::new(Elsewhere));
         let slot = reg.slot(&k("t")).unwrap();
         let doc = ThreadDoc {
             thread_id: "t".into(),
@@ -671,7 +701,7 @@ mod tests {
         assert_eq!(saved.unwrap(), Some(7));
         assert_eq!(
             lock(&store.0).as_slice(),
-            [Some("iac-agui-call".to_string())]
+            [Some("offloaded".to_string())]
         );
         assert_eq!(
             lock(&slot).as_ref().unwrap().doc.thread_id,

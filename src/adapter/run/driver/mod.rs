@@ -105,9 +105,9 @@ pub(crate) struct RunArgs {
     pub(crate) opening: Option<Box<Opening>>,
     /// The run's life (its job's cell, registered by admission).
     pub(crate) cell: Arc<Cell>,
-    /// The caller's concurrent-run quota, held for the run's life; its usage is counted
-    /// when it goes (issue 44).
-    pub(crate) ticket: Option<crate::quota::Ticket>,
+    /// What admission's gates hold for the run's life (a caller's quota place), told what
+    /// it used when it ends (`adapter::policies`).
+    pub(crate) holds: Vec<Box<dyn crate::adapter::policies::Hold>>,
     /// Where the run came from: its end's audit record says so too.
     pub(crate) origin: crate::audit::Origin,
     /// The dialect its request declared (or `--agui-protocol`'s): every event of the run,
@@ -726,8 +726,9 @@ impl<'a, 's> Run<'a, 's> {
         };
         let used = crate::quota::Used::of(&usage);
         crate::trace::note_usage(used.input_tokens, used.output_tokens);
-        if let Some(t) = self.a.ticket.as_mut() {
-            t.used(self.sh.env.now_ms(), used);
+        let now = self.sh.env.now_ms();
+        for h in &mut self.a.holds {
+            h.ended(now, used);
         }
         let mut event = end.terminal(
             &self.a.thread.id,
