@@ -94,7 +94,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         args.next();
         return crate::healthcheck::main(args, &env);
     }
-    let cfg = match config::parse(args, &env) {
+    let cfg = match config::parse(args, &env, crate::extras::EXTRAS) {
         Ok(Command::Serve(c)) => {
             if c.demo_kernel_only.is_none() {
                 crate::malloc::tune_once(|k| env.get_os(k));
@@ -102,13 +102,21 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             *c
         }
         Ok(Command::Help) => {
-            print!("{}", config::help());
+            print!("{}", config::help(crate::extras::EXTRAS));
             return ExitCode::SUCCESS;
         }
         Ok(Command::Version) => {
             println!("iac-agui {VERSION}");
             return ExitCode::SUCCESS;
         }
+        Err(e) => {
+            eprintln!("iac-agui: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    // Each extra reads its own settings (an error in one is a usage error too).
+    let extras = match crate::extras::configure(&cfg.sources) {
+        Ok(x) => x,
         Err(e) => {
             eprintln!("iac-agui: {e}");
             return ExitCode::from(EXIT_USAGE);
@@ -138,7 +146,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             }
         };
     }
-    match serve(cfg) {
+    match serve(cfg, extras) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             crate::logging::fatal(&e);
@@ -190,7 +198,11 @@ fn serve_demo_kernel(port: u16, env: &config::Environ) -> Result<(), StartError>
 
 /// `GET /capabilities`: an AG-UI 1.0 `AgentCapabilities` object (the discovery convention of
 /// the AG-UI docs and ag-ui-adk), with iac-code's own facts under `custom.iacCode`.
-pub(crate) fn capabilities_body(cfg: &Config, default_cwd: Option<&str>) -> Vec<u8> {
+pub(crate) fn capabilities_body(
+    cfg: &Config,
+    extras: &crate::extras::Settings,
+    default_cwd: Option<&str>,
+) -> Vec<u8> {
     use crate::agui::dialect::Dialect;
     let dialect = Dialect::of(cfg.agui_protocol);
     // What each dialect changes for a client: a request gets the one its `protocolVersion`
@@ -283,6 +295,9 @@ pub(crate) fn capabilities_body(cfg: &Config, default_cwd: Option<&str>) -> Vec<
     // The server's workspace, for the console: only behind the same auth as this route.
     if let Some(cwd) = default_cwd {
         v["custom"]["iacCode"]["defaultCwd"] = cwd.into();
+    }
+    if let Some(iac) = v["custom"]["iacCode"].as_object_mut() {
+        crate::extras::capabilities(extras, iac);
     }
     serde_json::to_vec(&v).unwrap_or_default()
 }
@@ -392,7 +407,7 @@ fn start_kernel(cfg: &Config) -> Result<(Kernel, A2aClient), StartError> {
     Ok((kernel, A2aClient::new(a2a)))
 }
 
-fn serve(cfg: Config) -> Result<(), StartError> {
+fn serve(cfg: Config, extras: crate::extras::Settings) -> Result<(), StartError> {
     // Signals first: one during the kernel's start-up must stop the child too.
     let signals = crate::signals::install().map_err(StartError::io("install signal handlers"))?;
     crate::ids::check().map_err(StartError::Random)?;
@@ -422,7 +437,7 @@ fn serve(cfg: Config) -> Result<(), StartError> {
         crate::limits::KERNEL_PROBE_INTERVAL,
     )
     .map_err(StartError::io("start the kernel watcher"))?;
-    let result = serve_with(cfg, addr, client, ready.clone(), &signals);
+    let result = serve_with(cfg, &extras, addr, client, ready.clone(), &signals);
     // The watcher must not restart what is being stopped.
     ready.shutdown();
     if let Kernel::Managed(m) = &kernel {
@@ -575,6 +590,7 @@ fn metrics_access(cfg: &Config, identity: &crate::auth::Identity) -> crate::auth
 
 fn serve_with(
     cfg: Config,
+    extras: &crate::extras::Settings,
     addr: SocketAddr,
     client: A2aClient,
     ready: Arc<crate::kernel::watch::Readiness>,
@@ -626,52 +642,54 @@ fn serve_with(
         crate::quota::Quotas::new(cfg.caller_limits, Some(usage_files))
             .with_named_metrics(token_file.is_some()),
     );
-    let shared = Arc::new(
-        Shared::new(
-            Registry::files(store),
-            client,
-            Arc::new(SystemEnv),
-            cfg.allowed_roots.clone(),
-            env_get("HOME"),
-            cfg.agui_protocol,
-        )
-        .with_detach(
-            cfg.disconnect_grace,
-            crate::adapter::replay::ReplayBounds {
-                retention: cfg.replay_retention,
-                ..Default::default()
-            },
-        )
-        .with_readiness(ready.clone())
-        .with_default_cwd(cfg.default_cwd.clone())
-        .with_server_key(server_key)
-        .with_history(cfg.history, cfg.thread_retention)
-        .with_quotas(quotas.clone(), token_file)
-        .with_audit(audit_log(&cfg)?),
-    );
+    let ctx = crate::extras::Context {
+        store: &store,
+        addr,
+        signals,
+        env: &cfg.env,
+    };
+    let shared = Shared::new(
+        Registry::files(store.clone()),
+        client,
+        Arc::new(SystemEnv),
+        cfg.allowed_roots.clone(),
+        env_get("HOME"),
+        cfg.agui_protocol,
+    )
+    .with_detach(
+        cfg.disconnect_grace,
+        crate::adapter::replay::ReplayBounds {
+            retention: cfg.replay_retention,
+            ..Default::default()
+        },
+    )
+    .with_readiness(ready.clone())
+    .with_default_cwd(cfg.default_cwd.clone())
+    .with_server_key(server_key)
+    .with_history(cfg.history, cfg.thread_retention)
+    .with_quotas(quotas.clone(), token_file)
+    .with_audit(audit_log(&cfg)?);
+    let shared = Arc::new(crate::extras::shared(extras, shared, &ctx)?);
     let backend: Arc<dyn Backend> = Arc::new(AguiBackend {
         shared: shared.clone(),
     });
     let mut routes = RouteConfig::new(cfg.auth_token.clone(), health_body(cfg.agui_protocol));
     routes.identity = identity;
     routes.metrics = metrics_access(&cfg, &routes.identity);
-    routes.capabilities_body = capabilities_body(&cfg, cfg.default_cwd.as_deref());
+    routes.capabilities_body = capabilities_body(&cfg, extras, cfg.default_cwd.as_deref());
     routes.hosts = HostRule::for_listener(addr.ip().is_loopback(), cfg.allowed_hosts.as_deref());
     if cfg.console {
         routes.console = Some(crate::console::Console::new());
     }
     routes.cors = crate::cors::Cors::configured(&cfg.cors_origins, &routes.identity);
+    crate::extras::routes(extras, &mut routes, &ctx)?;
     if !addr.ip().is_loopback() && !routes.identity.authenticates() {
         log::warn!(
             "listening on the non-loopback address {addr} with authentication off: anyone who \
              can reach it can run the agent (set IAC_CODE_AGUI_AUTH_TOKEN)"
         );
     }
-    if let Some(url) = &cfg.otlp_endpoint {
-        crate::trace::otlp::start(url.clone())
-            .map_err(StartError::io("start the OTLP exporter's thread"))?;
-        log::info!("spans are exported to {url}/v1/traces (OTLP/HTTP JSON)");
-    }
+    crate::extras::start(extras).map_err(StartError::io("start an extra's thread"))?;
     let app = App::new(routes, backend, cfg.max_runs).with_readiness(ready);
     let jobs = app.active_jobs();
     let server_cfg = ServerConfig {
@@ -696,11 +714,12 @@ fn serve_with(
     let local = server.local_addr();
     signals.set(server.shutdown_handle());
     let mut chores = housekeeping(&shared, &cfg);
+    chores.extend(crate::extras::chores(extras, &shared));
     if !cfg.idle_shutdown.is_zero() {
         chores.push(idle_monitor(
             server.shutdown_handle(),
             cfg.idle_shutdown,
-            shared,
+            shared.clone(),
             jobs,
         ));
     }
@@ -717,6 +736,7 @@ fn serve_with(
     chores_stop.store(true, std::sync::atomic::Ordering::SeqCst);
     // What the last flush period counted.
     quotas.flush();
+    crate::extras::stop(extras, &shared);
     served.map_err(StartError::io("serve"))?;
     log::info!("stopped");
     Ok(())

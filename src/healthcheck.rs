@@ -12,7 +12,7 @@ use crate::config::{self, Command};
 /// The health URL of the server that `args` (the server's own options: flags, environment,
 /// `--config`) describe: its port on loopback, or on its address when it listens on one.
 fn health_url(args: Vec<OsString>, env: &config::Environ) -> Result<String, String> {
-    let cfg = match config::parse(args, env) {
+    let cfg = match config::parse(args, env, crate::extras::EXTRAS) {
         Ok(Command::Serve(c)) => c,
         Ok(_) => return Err("options only, no --help or --version".into()),
         Err(e) => return Err(e.to_string()),

@@ -18,6 +18,7 @@ pub mod config;
 pub(crate) mod console;
 pub mod cors;
 pub mod errors;
+pub(crate) mod extras;
 pub(crate) mod healthcheck;
 pub mod history;
 pub mod i18n;

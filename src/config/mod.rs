@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::limits;
 use crate::yaml::{self, Scalar};
-pub(crate) use options::{OPTIONS, help};
+pub(crate) use options::{Extra, Opt, help, opt};
 
 /// AG-UI wire dialect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,8 +123,8 @@ pub(crate) struct Config {
     pub(crate) allowed_hosts: Option<Vec<String>>,
     /// `--cors-origins`: browser origins allowed to call (normalised); empty: no CORS.
     pub(crate) cors_origins: Vec<String>,
-    /// `--otlp-endpoint`: the collector's base URL (checked: loopback unless allowed).
-    pub(crate) otlp_endpoint: Option<String>,
+    /// Where every setting came from: each extra reads its own there (`crate::extras`).
+    pub(crate) sources: Sources,
     /// `--log-format text|json`.
     pub(crate) log_format: crate::logging::LogFormat,
     /// How long a run goes on after its client disconnected (0: stop at once).
@@ -182,7 +182,7 @@ impl Default for Config {
             demo_kernel_only: None,
             allowed_hosts: None,
             cors_origins: Vec::new(),
-            otlp_endpoint: None,
+            sources: Sources::default(),
             log_format: crate::logging::LogFormat::Text,
             disconnect_grace: limits::DISCONNECT_GRACE,
             replay_retention: limits::REPLAY_RETENTION,
@@ -216,10 +216,105 @@ impl std::fmt::Display for ConfigError {
     }
 }
 
-/// Parse everything from the arguments, the environment and the config file.
+/// Where each setting can come from, read once: the flags, the environment and the config
+/// file, with the reference's precedence (flag > variable > file, per key). The core's
+/// settings and each extra's (`crate::extras::configure`) are read through it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Sources {
+    flags: BTreeMap<&'static str, String>,
+    switches: BTreeSet<&'static str>,
+    file: BTreeMap<String, yaml::Entry>,
+    config_path: Option<PathBuf>,
+    environ: Environ,
+    extras: &'static [Extra],
+}
+
+impl Sources {
+    /// A variable that is set and not empty.
+    fn env(&self, name: &str) -> Option<String> {
+        self.environ.get(name).filter(|v| !v.is_empty())
+    }
+
+    /// `key`'s variable, its name with its value: an error names the variable, not the flag.
+    fn env_of_key(&self, key: &str) -> Option<(&'static str, String)> {
+        let name = options::option(self.extras, key).and_then(|o| o.env)?;
+        Some((name, self.env(name)?))
+    }
+
+    /// `key` as the config file has it.
+    pub(crate) fn in_file(&self, key: &str) -> Option<Given> {
+        let e = self.file.get(key).filter(|e| e.value != Scalar::Null)?;
+        let path = self
+            .config_path
+            .as_deref()
+            .unwrap_or(std::path::Path::new(""));
+        Some(Given {
+            value: e.value.clone(),
+            written: e.raw.clone(),
+            origin: format!("{key} (config file {}, line {})", path.display(), e.line),
+            in_file: true,
+        })
+    }
+
+    /// `key`'s value: flag > variable > config file.
+    pub(crate) fn pick(&self, key: &str) -> Option<Given> {
+        if let Some(v) = self.flags.get(key) {
+            return Some(Given::text(flag_name(key), v));
+        }
+        if let Some((name, v)) = self.env_of_key(key) {
+            return Some(Given::text(name.to_string(), &v));
+        }
+        self.in_file(key)
+    }
+
+    /// A switch: given as a flag, or `true` in the config file (switches have no variable).
+    pub(crate) fn switch(&self, key: &str) -> Result<bool, ConfigError> {
+        Ok(self.switches.contains(key) || file_bool(self.in_file(key))?.unwrap_or(false))
+    }
+
+    /// Where a switch or setting that is set came from, for errors about combinations.
+    pub(crate) fn origin(&self, key: &str) -> String {
+        if self.switches.contains(key) {
+            return flag_name(key);
+        }
+        self.pick(key).map_or_else(|| flag_name(key), |g| g.origin)
+    }
+
+    /// A secret: the environment first, then the file; never a flag (flags show up in `ps`).
+    pub(crate) fn secret(&self, key: &str) -> Result<Option<String>, ConfigError> {
+        self.env_of_key(key)
+            .map(|(_, v)| Ok(v))
+            .or_else(|| self.in_file(key).map(|v| as_string(&v)))
+            .transpose()
+    }
+
+    /// A setting of an extra this build lacks, given anyhow: never silently ignored (an
+    /// operator who asked for an audit log must not run without one).
+    fn lacking(&self) -> Option<ConfigError> {
+        let refuse = |given: String, feature: &str| {
+            ConfigError(format!(
+                "{given} needs the `{feature}` feature, which this build of iac-agui lacks."
+            ))
+        };
+        if let Some((o, feature)) = options::lacking(self.extras, |o| {
+            o.env.is_some_and(|e| self.env(e).is_some())
+        }) {
+            return Some(refuse(o.env.unwrap_or(o.key).to_string(), feature));
+        }
+        self.file.keys().find_map(|key| {
+            let (_, feature) = options::lacking(self.extras, |o| o.file && o.key == key.as_str())?;
+            let origin = self.in_file(key).map_or_else(|| key.clone(), |g| g.origin);
+            Some(refuse(origin, feature))
+        })
+    }
+}
+
+/// Parse everything from the arguments, the environment and the config file: the core's
+/// settings, and the sources each of `extras` reads its own from (`Config::sources`).
 pub(crate) fn parse(
     args: impl IntoIterator<Item = OsString>,
     environ: &Environ,
+    extras: &'static [Extra],
 ) -> Result<Command, ConfigError> {
     let env = |k: &str| environ.get(k);
     use lexopt::prelude::*;
@@ -236,11 +331,18 @@ pub(crate) fn parse(
                 log_stdout = Some(false);
                 continue;
             }
-            Short(c) => OPTIONS.iter().find(|o| o.short == Some(*c)),
-            Long(name) => OPTIONS.iter().find(|o| o.flag == Some(*name)),
+            Short(c) => options::all(extras).find(|o| o.short == Some(*c)),
+            Long(name) => options::all(extras).find(|o| o.flag == Some(*name)),
             Value(_) => None,
         };
         let Some(o) = found else {
+            if let Long(name) = &arg
+                && let Some((_, feature)) = options::lacking(extras, |o| o.flag == Some(*name))
+            {
+                return Err(ConfigError(format!(
+                    "--{name} needs the `{feature}` feature, which this build of iac-agui lacks."
+                )));
+            }
             return Err(err(arg.unexpected()));
         };
         if o.value.is_none() {
@@ -257,55 +359,32 @@ pub(crate) fn parse(
         flags.insert(o.key, value);
     }
     let config_path = flags.get("config").map(PathBuf::from);
-    let (debug, demo, console) = (
-        switches.contains("debug"),
-        switches.contains("demo"),
-        switches.contains("console"),
-    );
-    let trust_identity_header = switches.contains("trust_identity_header");
-
     let file = match &config_path {
         Some(path) => load_file(path)?,
         None => BTreeMap::new(),
     };
-    let env_of = |k: &str| env(k).filter(|v| !v.is_empty());
-    // The variable's name with its value: an error names the variable, not the flag.
-    let env_of_key = |key: &str| {
-        let name = options::option(key).and_then(|o| o.env)?;
-        Some((name, env_of(name)?))
+    let sources = Sources {
+        flags,
+        switches,
+        file,
+        config_path,
+        environ: environ.clone(),
+        extras,
     };
-    let in_file = |key: &str| -> Option<Given> {
-        let e = file.get(key).filter(|e| e.value != Scalar::Null)?;
-        let path = config_path.as_deref().unwrap_or(std::path::Path::new(""));
-        Some(Given {
-            value: e.value.clone(),
-            written: e.raw.clone(),
-            origin: format!("{key} (config file {}, line {})", path.display(), e.line),
-            in_file: true,
-        })
-    };
-    // flag > env > config > default, per key.
-    let pick = |key: &str| -> Option<Given> {
-        if let Some(v) = flags.get(key) {
-            return Some(Given::text(flag_name(key), v));
-        }
-        if let Some((name, v)) = env_of_key(key) {
-            return Some(Given::text(name.to_string(), &v));
-        }
-        in_file(key)
-    };
-    // Where a switch or setting that is set came from, for errors about combinations.
-    let origin = |key: &str| {
-        if switches.contains(key) {
-            return flag_name(key);
-        }
-        pick(key).map_or_else(|| flag_name(key), |g| g.origin)
-    };
+    if let Some(e) = sources.lacking() {
+        return Err(e);
+    }
+    let (flags, switches, file) = (&sources.flags, &sources.switches, &sources.file);
+    let console = switches.contains("console");
+    let env_of_key = |key: &str| sources.env_of_key(key);
+    let in_file = |key: &str| sources.in_file(key);
+    let pick = |key: &str| sources.pick(key);
+    let origin = |key: &str| sources.origin(key);
 
     let mut c = Config::default();
     for key in file
         .keys()
-        .filter(|k| !options::file_keys().any(|f| f == k.as_str()))
+        .filter(|k| !options::file_keys(extras).any(|f| f == k.as_str()))
     {
         c.warnings.push(format!(
             "unknown config file key {} ignored",
@@ -353,15 +432,6 @@ pub(crate) fn parse(
         if c.cors_origins.is_empty() {
             return Err(v.err("needs at least one origin such as http://localhost:5173."));
         }
-    }
-    if let Some(v) = pick("otlp_endpoint") {
-        let allow = switches.contains("otlp_allow_remote")
-            || file_bool(in_file("otlp_allow_remote"))?.unwrap_or(false);
-        let url = as_string(&v)?;
-        let url = crate::trace::otlp::endpoint(&url, allow)
-            // Not quoted: a URL may carry credentials.
-            .map_err(|e| v.err(format_args!("{e}.")))?;
-        c.otlp_endpoint = Some(url);
     }
     if let Some(v) = pick("host") {
         c.host = as_string(&v)?;
@@ -475,8 +545,7 @@ pub(crate) fn parse(
         }
         c.identity_header = Some(name);
     }
-    c.trust_identity_header =
-        trust_identity_header || file_bool(in_file("trust_identity_header"))?.unwrap_or(false);
+    c.trust_identity_header = sources.switch("trust_identity_header")?;
     if let Some(v) = pick("metrics_principals") {
         let s = as_string(&v)?;
         for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
@@ -500,13 +569,7 @@ pub(crate) fn parse(
     if let Some(v) = flags.get("demo_kernel_only") {
         c.demo_kernel_only = Some(as_port(&Given::text(flag_name("demo_kernel_only"), v))?);
     }
-    // Secrets: environment first, then the file; never a flag (flags show up in `ps`).
-    let secret = |key: &str| {
-        env_of_key(key)
-            .map(|(_, v)| Ok(v))
-            .or_else(|| in_file(key).map(|v| as_string(&v)))
-            .transpose()
-    };
+    let secret = |key: &str| sources.secret(key);
     c.auth_token = secret("auth_token")?;
     if c.auth_tokens_file.is_some() && c.identity_header.is_some() {
         return Err(ConfigError(format!(
@@ -528,12 +591,12 @@ pub(crate) fn parse(
     }
     c.a2a_token = secret("a2a_token")?;
     c.metrics_token = secret("metrics_token")?;
-    c.debug = debug || file_bool(in_file("debug"))?.unwrap_or(false);
+    c.debug = sources.switch("debug")?;
     c.log_stdout = match log_stdout {
         Some(b) => b,
         None => file_bool(in_file("log_stdout"))?.unwrap_or(false),
     };
-    c.demo = demo || file_bool(in_file("demo"))?.unwrap_or(false);
+    c.demo = sources.switch("demo")?;
     // A config file's `state_dir` is the real server's: a demo run with that file keeps its
     // threads in its private temporary directory, unless the command line or the
     // environment names a directory for them.
@@ -571,6 +634,7 @@ pub(crate) fn parse(
     c.default_lang = crate::i18n::server_default(env);
     c.allowed_roots = crate::agui::cwd::allowed_roots(env);
     c.env = environ.clone();
+    c.sources = sources;
     Ok(Command::Serve(Box::new(c)))
 }
 
@@ -596,13 +660,13 @@ fn flag_name(key: &str) -> String {
 /// A setting's value as written and where: errors about it name that place (the flag, the
 /// variable, or the config file and line) and quote the value as it was written.
 #[derive(Debug, Clone)]
-struct Given {
+pub(crate) struct Given {
     value: Scalar,
     /// The flag's or variable's text, or the config file's text after `key:`.
     written: String,
     /// `--port`, `IAC_CODE_AGUI_PORT`, or `port (config file PATH, line N)`.
-    origin: String,
-    in_file: bool,
+    pub(crate) origin: String,
+    pub(crate) in_file: bool,
 }
 
 impl Given {
@@ -617,7 +681,7 @@ impl Given {
     }
 
     /// The value for a message: as the file has it (`2.0`), a flag's or variable's quoted.
-    fn shown(&self) -> String {
+    pub(crate) fn shown(&self) -> String {
         if self.in_file {
             crate::logging::escape(&self.written).into_owned()
         } else {
@@ -625,13 +689,13 @@ impl Given {
         }
     }
 
-    fn err(&self, what: impl std::fmt::Display) -> ConfigError {
+    pub(crate) fn err(&self, what: impl std::fmt::Display) -> ConfigError {
         ConfigError(format!("{} {what}", self.origin))
     }
 }
 
 /// Never quotes the value: secrets come this way.
-fn as_string(v: &Given) -> Result<String, ConfigError> {
+pub(crate) fn as_string(v: &Given) -> Result<String, ConfigError> {
     match &v.value {
         Scalar::Str(s) => Ok(s.clone()),
         // A number in the file is the text it was written as (`0123`, `1.50` stay so).
@@ -640,7 +704,7 @@ fn as_string(v: &Given) -> Result<String, ConfigError> {
     }
 }
 
-fn as_int(v: &Given) -> Result<i64, ConfigError> {
+pub(crate) fn as_int(v: &Given) -> Result<i64, ConfigError> {
     let n = match &v.value {
         Scalar::Int(i) => Some(*i),
         Scalar::Str(s) => s.trim().parse::<i64>().ok(),
@@ -649,7 +713,7 @@ fn as_int(v: &Given) -> Result<i64, ConfigError> {
     n.ok_or_else(|| v.err(format_args!("must be an integer, not {}.", v.shown())))
 }
 
-fn as_port(v: &Given) -> Result<u16, ConfigError> {
+pub(crate) fn as_port(v: &Given) -> Result<u16, ConfigError> {
     u16::try_from(as_int(v)?).map_err(|_| {
         v.err(format_args!(
             "must be a port from 0 to 65535, not {}.",
@@ -659,7 +723,7 @@ fn as_port(v: &Given) -> Result<u16, ConfigError> {
 }
 
 /// A quota: 0 is none; at most `limits::MAX_QUOTA_VALUE`.
-fn as_quota(v: &Given) -> Result<Option<u32>, ConfigError> {
+pub(crate) fn as_quota(v: &Given) -> Result<Option<u32>, ConfigError> {
     let n = as_int(v)?;
     if !(0..=i64::from(crate::limits::MAX_QUOTA_VALUE)).contains(&n) {
         return Err(v.err(format_args!(
@@ -671,7 +735,7 @@ fn as_quota(v: &Given) -> Result<Option<u32>, ConfigError> {
     Ok(u32::try_from(n).ok().filter(|&n| n > 0))
 }
 
-fn as_count(v: &Given) -> Result<usize, ConfigError> {
+pub(crate) fn as_count(v: &Given) -> Result<usize, ConfigError> {
     let n = as_int(v)?;
     if n < 1 {
         return Err(v.err(format_args!("must be at least 1, not {}.", v.shown())));
@@ -679,7 +743,7 @@ fn as_count(v: &Given) -> Result<usize, ConfigError> {
     usize::try_from(n).map_err(|_| v.err(format_args!("is too large: {}.", v.shown())))
 }
 
-fn as_seconds(v: &Given, zero_ok: bool) -> Result<Duration, ConfigError> {
+pub(crate) fn as_seconds(v: &Given, zero_ok: bool) -> Result<Duration, ConfigError> {
     let f = match &v.value {
         Scalar::Int(i) => Some(*i as f64),
         Scalar::Float(f) => Some(*f),
@@ -703,7 +767,7 @@ fn as_seconds(v: &Given, zero_ok: bool) -> Result<Duration, ConfigError> {
 }
 
 /// A switch's config-file key (switches have no variable).
-fn file_bool(v: Option<Given>) -> Result<Option<bool>, ConfigError> {
+pub(crate) fn file_bool(v: Option<Given>) -> Result<Option<bool>, ConfigError> {
     match v {
         None => Ok(None),
         Some(Given {

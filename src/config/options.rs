@@ -1,5 +1,7 @@
 //! Every option in one table: the flag parser, the config-file keys, the environment names and
-//! the help text are all read from it (and a test holds the README's table to it).
+//! the help text are all read from it (and a test holds the README's table to it). The core's
+//! rows are here; each extra's rows live with the extra (`crate::extras`), and are in every
+//! build, so a build without the extra can name what it refuses.
 
 /// One setting and every way to give it.
 #[derive(Debug, Clone, Copy)]
@@ -19,7 +21,7 @@ pub(crate) struct Opt {
     pub(crate) default: &'static str,
 }
 
-const fn opt(key: &'static str, help: &'static str) -> Opt {
+pub(crate) const fn opt(key: &'static str, help: &'static str) -> Opt {
     Opt {
         key,
         flag: None,
@@ -33,31 +35,31 @@ const fn opt(key: &'static str, help: &'static str) -> Opt {
 }
 
 impl Opt {
-    const fn flag(mut self, flag: &'static str, value: Option<&'static str>) -> Opt {
+    pub(crate) const fn flag(mut self, flag: &'static str, value: Option<&'static str>) -> Opt {
         self.flag = Some(flag);
         self.value = value;
         self
     }
-    const fn short(mut self, c: char) -> Opt {
+    pub(crate) const fn short(mut self, c: char) -> Opt {
         self.short = Some(c);
         self
     }
-    const fn env(mut self, name: &'static str) -> Opt {
+    pub(crate) const fn env(mut self, name: &'static str) -> Opt {
         self.env = Some(name);
         self
     }
-    const fn no_file(mut self) -> Opt {
+    pub(crate) const fn no_file(mut self) -> Opt {
         self.file = false;
         self
     }
-    const fn default(mut self, d: &'static str) -> Opt {
+    pub(crate) const fn default(mut self, d: &'static str) -> Opt {
         self.default = d;
         self
     }
 }
 
-/// Every option, in the order of the help.
-pub(crate) const OPTIONS: &[Opt] = &[
+/// The core's options, in the order of the help (the extras' follow).
+pub(crate) const CORE: &[Opt] = &[
     opt("host", "Address to listen on")
         .flag("host", Some("HOST"))
         .env("IAC_CODE_AGUI_HOST")
@@ -113,19 +115,6 @@ pub(crate) const OPTIONS: &[Opt] = &[
     .flag("cors-origins", Some("ORIGINS"))
     .env("IAC_CODE_AGUI_CORS_ORIGINS")
     .default("none: no CORS headers, preflights get 405"),
-    opt(
-        "otlp_endpoint",
-        "Send spans (request, run, kernel calls) to this OpenTelemetry collector over OTLP/HTTP \
-         JSON (POST URL/v1/traces); loopback only unless --otlp-allow-remote",
-    )
-    .flag("otlp-endpoint", Some("URL"))
-    .env("IAC_CODE_AGUI_OTLP_ENDPOINT")
-    .default("none: no export (trace context is still passed on and logged)"),
-    opt(
-        "otlp_allow_remote",
-        "Let --otlp-endpoint name a non-loopback collector (spans name callers and runs)",
-    )
-    .flag("otlp-allow-remote", None),
     opt(
         "interrupt_ttl",
         "Accepted for compatibility and ignored: interrupts have no adapter deadline",
@@ -330,14 +319,53 @@ pub(crate) const OPTIONS: &[Opt] = &[
         .default("iac-code beside this binary, else from PATH"),
 ];
 
-/// The option `key` (every key the parser asks for is in the table).
-pub(crate) fn option(key: &str) -> Option<&'static Opt> {
-    OPTIONS.iter().find(|o| o.key == key)
+/// An extra's place in the option table: its cargo feature, its rows (which live with the
+/// extra, `crate::extras`, and are in every build), and whether this build has it. The list
+/// is given to [`parse`](super::parse) by its caller: the configuration names no extra.
+#[derive(Debug)]
+pub(crate) struct Extra {
+    pub(crate) feature: &'static str,
+    pub(crate) options: &'static [Opt],
+    pub(crate) built: bool,
+}
+
+/// Every option of this build: the core's, then each built extra's.
+pub(crate) fn all(extras: &'static [Extra]) -> impl Iterator<Item = &'static Opt> {
+    CORE.iter().chain(
+        extras
+            .iter()
+            .filter(|e| e.built)
+            .flat_map(|e| e.options.iter()),
+    )
+}
+
+/// Every option of every build: the core's, then each extra's, built or not (the README's
+/// table lists them all).
+#[cfg(test)]
+pub(crate) fn every(extras: &'static [Extra]) -> impl Iterator<Item = &'static Opt> {
+    CORE.iter()
+        .chain(extras.iter().flat_map(|e| e.options.iter()))
+}
+
+/// The option `key` of this build.
+pub(crate) fn option(extras: &'static [Extra], key: &str) -> Option<&'static Opt> {
+    all(extras).find(|o| o.key == key)
+}
+
+/// An option of an extra this build lacks that `given` picks out, and that extra's feature.
+pub(crate) fn lacking(
+    extras: &'static [Extra],
+    given: impl Fn(&Opt) -> bool,
+) -> Option<(&'static Opt, &'static str)> {
+    extras
+        .iter()
+        .filter(|e| !e.built)
+        .find_map(|e| e.options.iter().find(|o| given(o)).map(|o| (o, e.feature)))
 }
 
 /// The keys a config file may hold.
-pub(crate) fn file_keys() -> impl Iterator<Item = &'static str> {
-    OPTIONS.iter().filter(|o| o.file).map(|o| o.key)
+pub(crate) fn file_keys(extras: &'static [Extra]) -> impl Iterator<Item = &'static str> {
+    all(extras).filter(|o| o.file).map(|o| o.key)
 }
 
 const WIDTH: usize = 104;
@@ -365,7 +393,7 @@ fn wrap(out: &mut String, first: &str, text: &str, indent: usize) {
 }
 
 /// The `--help` text.
-pub(crate) fn help() -> String {
+pub(crate) fn help(extras: &'static [Extra]) -> String {
     let mut out = String::from(
         "iac-agui — AG-UI (HTTP + SSE) adapter for the iac-code A2A kernel\n\nUSAGE:\n    \
          iac-agui [OPTIONS]\n",
@@ -379,7 +407,7 @@ pub(crate) fn help() -> String {
         COLUMN,
     );
     out.push_str("\nOPTIONS:\n");
-    for o in OPTIONS {
+    for o in all(extras) {
         let Some(flag) = o.flag else { continue };
         let mut name = match o.short {
             Some(c) => format!("    -{c}, --{flag}"),
@@ -403,7 +431,7 @@ pub(crate) fn help() -> String {
     wrap(&mut out, "    -V, --version", "Print the version", COLUMN);
     wrap(&mut out, "    -h, --help", "Print this help", COLUMN);
     out.push_str("\nENVIRONMENT (no flag):\n");
-    for o in OPTIONS.iter().filter(|o| o.flag.is_none()) {
+    for o in all(extras).filter(|o| o.flag.is_none()) {
         let mut text = o.help.to_string();
         if !o.default.is_empty() {
             text += &format!(" (default {})", o.default);
@@ -422,7 +450,7 @@ pub(crate) fn help() -> String {
         COLUMN,
     );
     out.push_str("\nCONFIG FILE KEYS:\n");
-    let keys: Vec<&str> = file_keys().collect();
+    let keys: Vec<&str> = file_keys(extras).collect();
     wrap(&mut out, "   ", &keys.join(", "), 4);
     out
 }

@@ -4,8 +4,9 @@ fn run(args: &[&str], env: &[(&str, &str)]) -> Result<Config, ConfigError> {
     let env = Environ::from_pairs(env.iter().copied());
     let mut argv = vec![OsString::from("iac-agui")];
     argv.extend(args.iter().map(OsString::from));
-    match parse(argv.into_iter().skip(1), &env)? {
-        Command::Serve(c) => Ok(*c),
+    match parse(argv.into_iter().skip(1), &env, crate::extras::EXTRAS)? {
+        // What `cli::main` does next: each extra reads its own settings.
+        Command::Serve(c) => crate::extras::configure(&c.sources).map(|_| *c),
         other => panic!("unexpected {other:?}"),
     }
 }
@@ -128,13 +129,14 @@ fn the_readme_option_table_matches_the_option_table() {
             .find(|t| pick(t))
             .map(str::to_string)
     };
-    let mut rows: Vec<(Option<String>, Option<String>, Option<String>)> = readme[start..]
+    type Row = (Option<String>, Option<String>, Option<String>, String);
+    let mut rows: Vec<Row> = readme[start..]
         .lines()
         .skip(2)
         .take_while(|l| l.starts_with('|'))
         .map(|l| {
             let cells: Vec<&str> = l.split(" | ").collect();
-            assert!(cells.len() >= 4, "{l}");
+            assert!(cells.len() >= 5, "{l}");
             (
                 token(cells[0], &|t| t.starts_with("--")).map(|f| {
                     f.split_whitespace()
@@ -145,16 +147,28 @@ fn the_readme_option_table_matches_the_option_table() {
                 }),
                 token(cells[1], &|t| t.starts_with("IAC_")),
                 token(cells[2], &|t| !t.is_empty()),
+                cells[cells.len() - 1]
+                    .trim_end_matches(" |")
+                    .trim()
+                    .to_string(),
             )
         })
         .collect();
-    let mut table: Vec<(Option<String>, Option<String>, Option<String>)> = OPTIONS
-        .iter()
+    // Each option's feature: `core`, or the extra whose rows hold it.
+    let feature = |o: &Opt| {
+        crate::extras::EXTRAS
+            .iter()
+            .find(|e| e.options.iter().any(|x| x.key == o.key))
+            .map_or("core", |e| e.feature)
+            .to_string()
+    };
+    let mut table: Vec<Row> = options::every(crate::extras::EXTRAS)
         .map(|o| {
             (
                 o.flag.map(str::to_string),
                 o.env.map(str::to_string),
                 o.file.then(|| o.key.to_string()),
+                feature(o),
             )
         })
         .collect();
@@ -165,8 +179,8 @@ fn the_readme_option_table_matches_the_option_table() {
 
 #[test]
 fn every_flag_in_the_table_parses_and_the_help_names_it() {
-    let help = help();
-    for o in OPTIONS {
+    let help = help(crate::extras::EXTRAS);
+    for o in options::all(crate::extras::EXTRAS) {
         if let Some(f) = o.flag {
             assert!(help.contains(&format!("--{f}")), "{f} is not in the help");
         }
@@ -358,10 +372,15 @@ fn the_audit_log_options_come_from_a_flag_the_environment_or_the_file() {
     assert!(run(&[], &[("IAC_CODE_AGUI_AUDIT_KEEP", "-1")]).is_err());
 }
 
+#[cfg(feature = "otlp")]
 #[test]
 fn an_otlp_endpoint_off_this_host_needs_its_allowing_option() {
+    let endpoint = |c: &Config| {
+        let x = crate::extras::configure(&c.sources).unwrap();
+        x.otlp.map(|o| o.endpoint)
+    };
     let c = run(&["--otlp-endpoint", "http://127.0.0.1:4318/"], &[]).unwrap();
-    assert_eq!(c.otlp_endpoint.as_deref(), Some("http://127.0.0.1:4318"));
+    assert_eq!(endpoint(&c).as_deref(), Some("http://127.0.0.1:4318"));
     let e = run(
         &[],
         &[("IAC_CODE_AGUI_OTLP_ENDPOINT", "http://otel.example:4318")],
@@ -378,10 +397,10 @@ fn an_otlp_endpoint_off_this_host_needs_its_allowing_option() {
         &[],
     )
     .unwrap();
-    assert_eq!(c.otlp_endpoint.as_deref(), Some("http://otel.example:4318"));
+    assert_eq!(endpoint(&c).as_deref(), Some("http://otel.example:4318"));
     let e = run(&["--otlp-endpoint", "https://127.0.0.1:4318"], &[]).unwrap_err();
     assert!(e.0.starts_with("--otlp-endpoint "), "{e}");
-    assert_eq!(run(&[], &[]).unwrap().otlp_endpoint, None);
+    assert_eq!(endpoint(&run(&[], &[]).unwrap()), None);
 }
 
 #[test]
@@ -427,4 +446,62 @@ fn a_config_files_state_dir_is_not_the_demos() {
         c.warnings
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 58: a flag, a variable or a config-file key of an extra this build lacks refuses
+/// start-up with one line naming it and the feature — never silently ignored (an operator who
+/// asked for an audit log must not run without one). In a build with the extra, the same
+/// settings are its own (they parse, or fail on their value, never as lacking). Run in both
+/// builds (`cargo test` and `cargo test --no-default-features`).
+#[test]
+fn an_extras_options_are_refused_by_name_in_a_build_without_it() {
+    let dir = std::env::temp_dir().join(format!("iac-agui-lacking-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut tried = 0;
+    for extra in crate::extras::EXTRAS {
+        for o in extra.options {
+            let value = if o.value.is_some() { "1" } else { "true" };
+            let mut given: Vec<(String, Result<Config, ConfigError>)> = Vec::new();
+            if let Some(flag) = o.flag {
+                let mut args = vec![format!("--{flag}")];
+                if o.value.is_some() {
+                    args.push(value.into());
+                }
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                given.push((format!("--{flag}"), run(&args, &[])));
+            }
+            if let Some(env) = o.env {
+                given.push((env.to_string(), run(&[], &[(env, value)])));
+            }
+            if o.file {
+                let file = dir.join(format!("{}.yaml", o.key));
+                std::fs::write(&file, format!("{}: {value}\n", o.key)).unwrap();
+                let f = file.to_str().unwrap();
+                given.push((o.key.to_string(), run(&["--config", f], &[])));
+            }
+            for (name, got) in given {
+                tried += 1;
+                match (extra.built, got) {
+                    (false, Err(e)) => {
+                        assert!(
+                            e.0.starts_with(&name) && e.0.contains(&format!("`{}`", extra.feature)),
+                            "{name}: {e}"
+                        );
+                        assert!(!e.0.contains('\n'), "one line: {e}");
+                    }
+                    (false, Ok(_)) => panic!("{name} of `{}` was accepted", extra.feature),
+                    (true, Err(e)) => assert!(!e.0.contains("lacks"), "{name}: {e}"),
+                    (true, Ok(_)) => {}
+                }
+            }
+        }
+    }
+    assert!(tried > 0);
+    // What a build lacks is not offered in its help.
+    let help = help(crate::extras::EXTRAS);
+    for extra in crate::extras::EXTRAS.iter().filter(|e| !e.built) {
+        for f in extra.options.iter().filter_map(|o| o.flag) {
+            assert!(!help.contains(&format!("--{f} ")), "--{f} is in the help");
+        }
+    }
 }

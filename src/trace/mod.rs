@@ -54,8 +54,16 @@ pub(crate) enum Attr {
     Int(i64),
 }
 
-/// A span being timed; [`Span::end`] hands it to the exporter (when one runs).
+/// A span being timed; [`Span::end`] hands it to the exporter (when one runs). Without the
+/// `otlp` extra only its context is read: the rest is the exporter's.
 #[derive(Debug)]
+#[cfg_attr(
+    not(feature = "otlp"),
+    allow(
+        dead_code,
+        reason = "the fields beside the context are read by the exporter"
+    )
+)]
 pub(crate) struct Span {
     pub(crate) ctx: SpanContext,
     pub(crate) parent: Option<[u8; 8]>,

@@ -699,10 +699,7 @@ mod tests {
             Some((Box::new(t), 7))
         });
         assert_eq!(saved.unwrap(), Some(7));
-        assert_eq!(
-            lock(&store.0).as_slice(),
-            [Some("offloaded".to_string())]
-        );
+        assert_eq!(lock(&store.0).as_slice(), [Some("offloaded".to_string())]);
         assert_eq!(
             lock(&slot).as_ref().unwrap().doc.thread_id,
             "t",
