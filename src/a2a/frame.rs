@@ -52,7 +52,7 @@ impl Way {
 }
 
 /// The reader of one upstream stream's frames: the burst's template and where a deep frame
-/// is read.
+/// is read (the default: on the caller, for tests and streams of payloads read already).
 #[derive(Default)]
 pub(crate) struct FrameReader {
     template: Template,
