@@ -133,7 +133,7 @@ fn a_run_connects_to_the_kernel_through_the_lean_transport() {
 /// array on the pump's frame overflows both. docs/performance.md has the same figures. The
 /// test build inlines nothing, so the driver's `#[inline(never)]` show only in the bench; and
 /// a release build of this test passes at any size (std raises a request to glibc's smallest
-/// thread stack, ~21 KiB here, which an optimized run fits in).
+/// thread stack, 16 KiB with a page and the TLS, which an optimized run fits in).
 const RUN_STACK: [(&str, usize); 2] = [("flood", 48 << 10), ("resume", 64 << 10)];
 
 /// Set in the child process: which runs, on workers with how much stack (`flood:49152`).
