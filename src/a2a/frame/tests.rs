@@ -20,10 +20,10 @@ fn each_frame_is_read_the_cheapest_way_that_takes_it() {
     assert_eq!(way(&delta("d")), Some(Way::Template));
     let mut r = FrameReader::default();
     let mut way = |f: &str| r.typed(f.as_bytes().to_vec()).map(|(w, _)| w).ok();
-    let escaped = delta("c").replace(r#""t""#, r#""\u0074""#);
-    assert_eq!(way(&escaped), Some(Way::Delta));
+    let escaped = |t: &str| delta(t).replace(r#""t""#, r#""\u0074""#);
+    assert_eq!(way(&escaped("c")), Some(Way::Delta));
     assert_eq!(
-        way(&delta("d")),
+        way(&escaped("d")),
         Some(Way::Delta),
         "a frame with escapes is no template"
     );
