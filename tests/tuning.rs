@@ -120,48 +120,80 @@ fn a_run_connects_to_the_kernel_through_the_lean_transport() {
     );
 }
 
-/// The frames of their own: with them a worker's resident stack is 12 KiB, without them 16
-/// (docs/performance.md). The driver's (its stages and endings, `Run::boxed`) and one in the
-/// worker's entry (`app::Job::other`: the routes that are not a run, out of the frame a run
-/// streams under). What they buy shows only in the shipped build's memory run (`make bench`,
-/// which fails above 12 KiB); this keeps their number where that measure was taken, and the
-/// other 8 removed (no measurable gain): one added or dropped is a change to measure again.
+/// The worker stack a text flood must fit in, and a resume of an interrupt (bytes given to
+/// `std::thread::Builder::stack_size` through `App::with_worker_stack`): a little above the
+/// smallest in which each completes today, so that a frame made deeper on a run's path (the
+/// pump, the frame reader, the projection, the resume's stages) overflows it, instead of only
+/// moving the shipped build's resident stack (`make bench`, 12 KiB), which no test sees.
+///
+/// Measured on the test build (`cargo test`, debug), in 256-byte steps, 5 runs at each edge,
+/// all alike (`IAC_AGUI_TEST_WORKER_STACK=flood:<bytes>` or `resume:<bytes>` on `cargo test
+/// --test tuning -- <this test> --exact`): the flood fits in 44.75 KiB (44.5 overflows), the
+/// resume in 60.75 KiB (60.5 overflows); the bounds are 48 and 64 KiB, 3.25 KiB above. A 4 KiB
+/// array on the pump's frame overflows both. docs/performance.md has the same figures. The
+/// test build inlines nothing, so the driver's `#[inline(never)]` show only in the bench; and
+/// a release build of this test passes at any size (std raises a request to glibc's smallest
+/// thread stack, 16 KiB with a page and the TLS, which an optimized run fits in).
+const RUN_STACK: [(&str, usize); 2] = [("flood", 48 << 10), ("resume", 64 << 10)];
+
+/// Set in the child process: which runs, on workers with how much stack (`flood:49152`).
+const WORKER_STACK_VAR: &str = "IAC_AGUI_TEST_WORKER_STACK";
+
+/// A text flood and a resume of an interrupt complete on workers with the stack of
+/// `RUN_STACK`. A stack overflow aborts the whole process, so each is run in a child process
+/// (this test binary, this test alone) whose exit is checked here: an overflow fails this
+/// test with the child's own words ("has overflowed its stack"), not the test binary.
 #[test]
-fn the_driver_and_the_workers_entry_keep_their_frames_of_their_own_and_nothing_else_has_one() {
-    fn count(dir: &std::path::Path, under_driver: bool, tally: &mut [usize; 3]) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            let driver = under_driver || p.ends_with("adapter/run/driver");
-            if p.is_dir() {
-                count(&p, driver, tally);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                let text = std::fs::read_to_string(&p).unwrap();
-                let n = text
-                    .lines()
-                    .filter(|l| l.trim() == "#[inline(never)]")
-                    .count();
-                let home = if driver {
-                    0
-                } else if p.ends_with("src/app/mod.rs") {
-                    1
-                } else {
-                    2
-                };
-                tally[home] += n;
-            }
+fn a_text_flood_and_a_resume_run_within_the_worker_stack_they_must_fit_in() {
+    const NAME: &str = "a_text_flood_and_a_resume_run_within_the_worker_stack_they_must_fit_in";
+    if let Some(child) = iac_agui::config::Environ::capture().get(WORKER_STACK_VAR) {
+        let (what, bytes) = child
+            .split_once(':')
+            .expect("flood:<bytes> or resume:<bytes>");
+        let s = Stack::on_worker_stack(bytes.parse().expect("a stack size in bytes"));
+        match what {
+            "flood" => flood(&s),
+            "resume" => resume(&s),
+            _ => panic!("{WORKER_STACK_VAR}: flood or resume, not {what}"),
         }
+        eprintln!("the {what} ran on workers of {bytes} bytes of stack");
+        return;
     }
-    let mut tally = [0, 0, 0];
-    count(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
-        false,
-        &mut tally,
-    );
-    assert_eq!(
-        tally,
-        [16, 1, 0],
-        "#[inline(never)] in the driver / the worker's entry / elsewhere: the driver's 15 stage \
-         frames, Run::boxed and Job::other are measured (docs/performance.md); measure again \
-         before changing them"
-    );
+    for (what, bytes) in RUN_STACK {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([NAME, "--exact", "--test-threads=1", "--nocapture"])
+            .env(WORKER_STACK_VAR, format!("{what}:{bytes}"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !text.contains("has overflowed its stack"),
+            "the {what} overflowed a worker stack of {bytes} bytes: a frame on its path grew \
+             (measure again before raising the bound; docs/performance.md)\n{text}"
+        );
+        assert!(
+            out.status.success() && text.contains("1 passed"),
+            "the {what} on a worker stack of {bytes} bytes failed ({}):\n{text}",
+            out.status
+        );
+    }
+}
+
+/// A flood of 2 000 text deltas.
+fn flood(s: &Stack) {
+    let ev = s.run(&s.body("flood", "r1", "flood 2000"));
+    assert_eq!(last(&ev)["type"], "RUN_FINISHED", "{:?}", last(&ev));
+}
+
+/// A tool call that pauses on a permission, and its resume (allow once) to the end.
+fn resume(s: &Stack) {
+    let ev = s.run(&s.body("tool", "r1", "permission"));
+    let pid = interrupts(&ev)[0]["id"].as_str().unwrap().to_string();
+    let ev = s.run(&s.resume_body(
+        "tool",
+        "r2",
+        serde_json::json!([{"interruptId": pid, "status": "resolved", "payload": {"decision": "allow_once"}}]),
+    ));
+    assert_eq!(last(&ev)["outcome"]["type"], "success", "{ev:?}");
 }

@@ -6,7 +6,7 @@
 //! `prev` that makes a template, a captured kernel frame stands in for it, so every input
 //! tests the shortcut.
 #![no_main]
-use iac_agui::a2a::types::{delta_agrees, template_agrees, template_splice};
+use iac_agui::a2a::frame::{delta_agrees, template_agrees, template_splice};
 use libfuzzer_sys::fuzz_target;
 
 /// A text delta as the kernel sends it (tests/fixtures/a2a).

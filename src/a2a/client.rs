@@ -13,9 +13,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::calls::CallPool;
+use super::frame::FrameReader;
 use super::sse::{SseError, SseReader};
 use super::transport::LeanConnector;
-use super::types::{Payload, Template};
+use super::types::Payload;
 use crate::budget::Budget;
 use crate::ids;
 use crate::limits;
@@ -193,23 +194,13 @@ pub struct Session {
     aborted: Arc<AtomicBool>,
 }
 
-/// A stream of JSON-RPC payloads from a streaming method.
-///
-/// Its frames are read one of four ways, cheapest first, each counted on
-/// `iac_agui_upstream_frames_total{read}`: checked against the burst's last text delta
-/// (`template`, [`Template`]: 1.55–1.75 µs per event against 2.8–3.35 without it, issue 37),
-/// the hand-written text-delta reader (`delta`, `a2a/delta.rs`: one small frame per level
-/// where serde's derived read took ~4 KiB of stack), and any other shape as a `Value`, on the
-/// worker when it nests at most 6 deep (`shallow`: 9 → 7 calls for a plain run) or on a call
-/// thread (`deep`: the worker's stack stays 12 KiB). `tests/tuning.rs` and the benchmark's
-/// "delta path share" fail when a text stream stops taking the first two.
+/// A stream of JSON-RPC payloads from a streaming method. Its frames are read by its
+/// [`FrameReader`] (`a2a/frame.rs`: the four ways, cheapest first, and the `Value` read behind
+/// them).
 pub struct EventStream {
     reader: Option<SseReader<Box<dyn Read + Send>>>,
     ready: VecDeque<Payload>,
-    /// Where a frame of any other shape than a text delta is read (`None`: on the caller).
-    calls: Option<CallPool>,
-    /// The burst's last delta frame read in full (see [`Template`]).
-    template: Template,
+    frames: FrameReader,
 }
 
 impl EventStream {
@@ -220,37 +211,11 @@ impl EventStream {
         }
         if !self.reader.as_ref().is_some_and(SseReader::has_ready) {
             // The read may wait: a waiting stream keeps no template.
-            self.template.release();
+            self.frames.release();
         }
-        let Some(data) = self.next_data()? else {
-            return Ok(None);
-        };
-        match Payload::read_delta(data, &mut self.template) {
-            Ok(p) => Ok(Some(p)),
-            Err(data) => self.read_other(data).map(Some),
-        }
-    }
-
-    /// A frame of any other shape than a text delta, read as a `Value`: a recursion as deep
-    /// as the frame is nested (up to limits::MAX_JSON_DEPTH levels of ~650 B each). On a
-    /// call thread, so that the worker's resident stack stays that of the delta path for the
-    /// stream's whole life; such frames are the few per turn (snapshots, tools, states), not
-    /// the text.
-    ///
-    /// A shallow frame (the kernel's task and status frames nest 4 to 6 deep) is read here:
-    /// its recursion stays within the pages the delta path already holds, and a hand-off per
-    /// such frame was most of a run's call-thread trips (issue 37, docs/performance.md).
-    fn read_other(&self, data: Vec<u8>) -> Result<Payload, A2aError> {
-        let shallow = crate::scan::json_depth_at_most(&data, limits::SHALLOW_FRAME_DEPTH);
-        let read = move || json_of(&data).map(Payload::from_value);
-        if shallow {
-            crate::metrics::M.frames_shallow.inc();
-        } else {
-            crate::metrics::M.frames_deep.inc();
-        }
-        match &self.calls {
-            Some(calls) if !shallow => calls.run(read),
-            _ => read(),
+        match self.next_data()? {
+            Some(data) => self.frames.read(data).map(Some),
+            None => Ok(None),
         }
     }
 
@@ -309,8 +274,7 @@ impl EventStream {
         EventStream {
             reader: None,
             ready: p.into(),
-            calls: None,
-            template: Template::default(),
+            frames: FrameReader::default(),
         }
     }
 }
@@ -475,8 +439,7 @@ impl Session {
         Ok(EventStream {
             reader: Some(reader),
             ready: VecDeque::new(),
-            calls: Some(self.calls.clone()),
-            template: Template::default(),
+            frames: FrameReader::new(self.calls.clone()),
         })
     }
 
@@ -691,19 +654,18 @@ mod tests {
         let mut st = EventStream {
             reader: Some(SseReader::new(reader, 1 << 20)),
             ready: VecDeque::new(),
-            calls: None,
-            template: Template::default(),
+            frames: FrameReader::default(),
         };
         for want in ["a", "bb", "ccc"] {
             let Some(Payload::Event(e)) = st.next_payload().unwrap() else {
                 panic!("a delta");
             };
             assert_eq!(e.status_message().unwrap().text, want);
-            assert!(st.template.held() > 0, "the burst keeps its template");
+            assert!(st.frames.held() > 0, "the burst keeps its template");
         }
         assert!(st.next_payload().unwrap().is_none());
         assert_eq!(
-            st.template.held(),
+            st.frames.held(),
             0,
             "no template across a read that may wait"
         );
@@ -720,15 +682,14 @@ mod tests {
         let mut st = EventStream {
             reader: Some(SseReader::new(reader, 4 << 20)),
             ready: VecDeque::new(),
-            calls: None,
-            template: Template::default(),
+            frames: FrameReader::default(),
         };
         for (want, kept) in [("a", true), (big.as_str(), false), ("b", true)] {
             let Some(Payload::Event(e)) = st.next_payload().unwrap() else {
                 panic!("a delta");
             };
             assert_eq!(e.status_message().unwrap().text, want);
-            let held = st.template.held();
+            let held = st.frames.held();
             assert_eq!(held > 0, kept, "template of {} bytes: {held}", want.len());
             assert!(held < 64 * 1024, "{held}");
         }

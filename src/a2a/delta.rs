@@ -6,8 +6,8 @@
 //! allocates nothing but unescaped strings. It accepts only what the kernel sends for a text
 //! delta: the fields named below, strings, `null`, and for the fields the adapter does not
 //! read also booleans. Anything else — another field, a duplicate, a number, another type —
-//! is `None`, and the frame is read as a `Value` (same answers, more work; `delta_agrees`
-//! and the `delta_frame` fuzz target hold the two to that).
+//! is `None`, and the frame is read as a `Value` (same answers, more work; the oracles of
+//! `a2a/frame.rs`, in tests and the `delta_frame` fuzz target, hold the two to that).
 
 use std::borrow::Cow;
 

@@ -3,6 +3,7 @@
 pub(crate) mod calls;
 pub mod client;
 mod delta;
+pub mod frame;
 pub mod sse;
 mod transport;
 pub mod types;

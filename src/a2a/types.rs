@@ -146,7 +146,7 @@ pub struct A2aEvent {
 enum Body {
     Value(Value),
     /// A status update of the text-delta shape, read without building a `Value` (most of a
-    /// run's frames; see [`Payload::from_delta_frame`]).
+    /// run's frames; see `a2a/frame.rs`).
     Delta(Delta),
 }
 
@@ -166,15 +166,15 @@ struct Delta {
 /// A field's place: in the frame, or in `Delta::unescaped`. Offsets are u32: a frame is at
 /// most 16 MiB (limits::MAX_EVENT_BYTES).
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Span {
-    start: u32,
-    end: u32,
-    unescaped: bool,
+pub(super) struct Span {
+    pub(super) start: u32,
+    pub(super) end: u32,
+    pub(super) unescaped: bool,
 }
 
 impl Span {
     /// `None` past u32 (a frame never is: the event size limit is far below).
-    fn at(start: usize, end: usize, unescaped: bool) -> Option<Span> {
+    pub(super) fn at(start: usize, end: usize, unescaped: bool) -> Option<Span> {
         Some(Span {
             start: u32::try_from(start).ok()?,
             end: u32::try_from(end).ok()?,
@@ -189,142 +189,18 @@ const F_STATE: usize = 2;
 const F_SESSION: usize = 3;
 const F_MESSAGE_ID: usize = 4;
 const F_ROLE: usize = 5;
-const F_TEXT: usize = 6;
+pub(super) const F_TEXT: usize = 6;
 
-/// Where a delta frame's fields are, and the ones that had to be unescaped.
-struct Located {
-    spans: [Option<Span>; 7],
-    unescaped: String,
+/// Where a delta frame's fields are, and the ones that had to be unescaped (what
+/// `a2a/frame.rs` finds by either of its typed reads).
+pub(super) struct Located {
+    pub(super) spans: [Option<Span>; 7],
+    pub(super) unescaped: String,
     /// `status.message` was an object.
-    has_message: bool,
-}
-
-/// The last delta frame read in full, while a burst of them is read (a text stream's frames
-/// differ in their text only: the same task, context, state, session, message and role).
-/// Empty between bursts: a waiting stream holds none of it. Measured (issue 37, shipped build):
-/// without it 2.8–3.35 µs per event and 0.25–0.31 of the direct read; with it 1.55–1.75 µs and
-/// 0.54–0.55 (docs/performance.md). Each read it answers is counted
-/// (`iac_agui_upstream_frames_total{read="template"}`): `tests/tuning.rs` and the benchmark's
-/// "delta path share" rows fail when a text stream stops being read by it.
-#[derive(Default)]
-pub(crate) struct Template {
-    frame: String,
-    spans: [Option<Span>; 7],
-}
-
-/// The largest frame kept as a template.
-const TEMPLATE_MAX: usize = 64 * 1024;
-
-impl Template {
-    /// Keep `frame` (read in full into `spans`) when it can stand for the next ones: its
-    /// text is one part read in place and no field needed unescaping (those are not kept).
-    fn keep(&mut self, frame: &str, spans: &[Option<Span>; 7]) {
-        self.frame.clear();
-        if frame.len() > TEMPLATE_MAX {
-            // A large delta is not the next one's template: a copy of it would double what a
-            // run holds for one event (issue 45, fault 1), and text streams are small deltas.
-            self.frame = String::new();
-            return;
-        }
-        if spans[F_TEXT].is_some() && spans.iter().flatten().all(|s| !s.unescaped) {
-            self.frame.push_str(frame);
-            self.spans = *spans;
-        }
-    }
-
-    /// The template `prev` leaves (tests and the fuzz target).
-    fn of(prev: &[u8]) -> Template {
-        let mut t = Template::default();
-        let _ = Payload::read_delta(prev.to_vec(), &mut t);
-        t
-    }
-
-    /// The space the template holds.
-    #[cfg(test)]
-    pub(crate) fn held(&self) -> usize {
-        self.frame.capacity()
-    }
-
-    /// Forget the template and its space (before a read that may wait).
-    pub(crate) fn release(&mut self) {
-        self.frame = String::new();
-    }
-
-    /// `frame` read as the template with another text: the bytes before the template's text
-    /// (up to its opening quote) and after it (from its closing quote) are the same, and the
-    /// string at the text's place ends exactly where that tail starts. The reader is a
-    /// left-to-right machine: the same bytes before the text leave it in the same state,
-    /// and the same bytes after it take it through the same steps to the same end, so the
-    /// fields are the template's (those after the text moved by the change of length).
-    fn read(&self, frame: &str) -> Option<Located> {
-        if self.frame.is_empty() {
-            return None;
-        }
-        let t = self.spans[F_TEXT]?;
-        let (ts, te) = (t.start as usize, t.end as usize);
-        let prev = self.frame.as_bytes();
-        let (head, tail) = (prev.get(..ts)?, prev.get(te..)?);
-        let b = frame.as_bytes();
-        if ts == 0 || b.len() < ts + tail.len() || !b.starts_with(head) || !b.ends_with(tail) {
-            return None;
-        }
-        let end = b.len() - tail.len();
-        let (text, after) = super::delta::string_at(frame, ts - 1)?;
-        if after != end + 1 {
-            return None;
-        }
-        let mut spans = self.spans;
-        for s in spans.iter_mut().flatten() {
-            if s.start as usize >= te {
-                let moved = |x: u32| x as usize - te + end;
-                *s = Span::at(moved(s.start), moved(s.end), false)?;
-            }
-        }
-        let (span, unescaped) = match text {
-            Cow::Borrowed(_) => (Span::at(ts, end, false)?, String::new()),
-            Cow::Owned(o) => (Span::at(0, o.len(), true)?, o),
-        };
-        spans[F_TEXT] = Some(span);
-        Some(Located {
-            spans,
-            unescaped,
-            has_message: true,
-        })
-    }
+    pub(super) has_message: bool,
 }
 
 impl Delta {
-    /// Read `frame` as a delta frame: where each field is, the unescaped ones, whether the
-    /// status had a message.
-    fn locate(frame: &str) -> Option<Located> {
-        let f = super::delta::read(frame)?;
-        let mut spans = [None; 7];
-        let mut unescaped = String::new();
-        let whole = frame.as_bytes().as_ptr_range();
-        let fields = f.strs.iter().chain([&f.text]).map(Option::as_ref);
-        for (i, v) in fields.enumerate() {
-            let Some(v) = v else { continue };
-            let at = v.as_bytes().as_ptr_range();
-            spans[i] = Some(match v {
-                // A borrowed field is a slice of the frame: its offset is where it starts.
-                Cow::Borrowed(_) if whole.start <= at.start && at.end <= whole.end => {
-                    let start = at.start as usize - whole.start as usize;
-                    Span::at(start, start + v.len(), false)?
-                }
-                _ => {
-                    let start = unescaped.len();
-                    unescaped.push_str(v);
-                    Span::at(start, unescaped.len(), true)?
-                }
-            });
-        }
-        Some(Located {
-            spans,
-            unescaped,
-            has_message: f.text.is_some(),
-        })
-    }
-
     fn get(&self, f: usize) -> Option<&str> {
         let s = self.spans[f]?;
         let from = if s.unescaped {
@@ -359,46 +235,22 @@ pub enum Payload {
 }
 
 impl Payload {
-    /// The text-delta shape read straight into its fields; the frame back when it has any
-    /// other shape (then [`Payload::from_value`] reads it: same answers, more work).
-    pub fn from_delta_frame(data: Vec<u8>) -> Result<Payload, Vec<u8>> {
-        Payload::read_delta(data, &mut Template::default())
-    }
-
-    /// [`Payload::from_delta_frame`] against the last delta frame of the burst: a frame that
-    /// is that one with another text is read by checking the rest is the same bytes (the
-    /// text is the only part read). A frame read in full becomes the template.
-    pub(crate) fn read_delta(data: Vec<u8>, template: &mut Template) -> Result<Payload, Vec<u8>> {
-        // The whole frame is checked for UTF-8, as the `Value` read would.
-        let frame = String::from_utf8(data).map_err(std::string::FromUtf8Error::into_bytes)?;
-        // Counted so that a change which stops a text stream's frames from reaching either
-        // read shows as a failed row (`tests/tuning.rs`, the benchmark's "delta path share").
-        let located = match template.read(&frame) {
-            Some(l) => {
-                crate::metrics::M.frames_template.inc();
-                Some(l)
-            }
-            None => Delta::locate(&frame).inspect(|l| {
-                crate::metrics::M.frames_delta.inc();
-                template.keep(&frame, &l.spans);
-            }),
-        };
-        match located {
-            Some(Located {
-                spans,
+    /// A text-delta status update from its frame and where its fields are in it.
+    pub(super) fn of_delta(frame: String, l: Located) -> Payload {
+        let Located {
+            spans,
+            unescaped,
+            has_message,
+        } = l;
+        Payload::Event(A2aEvent {
+            kind: Kind::StatusUpdate,
+            body: Body::Delta(Delta {
+                frame,
                 unescaped,
+                spans,
                 has_message,
-            }) => Ok(Payload::Event(A2aEvent {
-                kind: Kind::StatusUpdate,
-                body: Body::Delta(Delta {
-                    frame,
-                    unescaped,
-                    spans,
-                    has_message,
-                }),
-            })),
-            None => Err(frame.into_bytes()),
-        }
+            }),
+        })
     }
 
     /// Classify a JSON-RPC response or stream item (reference §4.5, with the REC for errors).
@@ -548,79 +400,6 @@ pub(crate) fn parts_text(parts: Option<&Value>) -> String {
         }
     }
     s
-}
-
-/// For tests and the `delta_frame` fuzz target: when the typed read of `data` succeeds, the
-/// `Value` read must succeed too and every question the adapter asks of the event must get
-/// the same answer. `Ok(true)`: the typed read took the frame; `Err`: the two disagree.
-#[doc(hidden)]
-pub fn delta_agrees(data: &[u8]) -> Result<bool, String> {
-    let Ok(Payload::Event(fast)) = Payload::from_delta_frame(data.to_vec()) else {
-        return Ok(false);
-    };
-    let v: Value =
-        serde_json::from_slice(data).map_err(|e| format!("typed read took non-JSON: {e}"))?;
-    let Payload::Event(slow) = Payload::from_value(v) else {
-        return Err("typed read took an error payload".into());
-    };
-    let iac_extra = slow
-        .iac()
-        .is_some_and(|m| m.keys().any(|k| k != "iacCodeSessionId"));
-    let checks = [
-        ("kind", fast.kind == slow.kind),
-        ("task_id", fast.task_id() == slow.task_id()),
-        ("context_id", fast.context_id() == slow.context_id()),
-        ("state", fast.state() == slow.state()),
-        ("session_id", fast.session_id() == slow.session_id()),
-        (
-            "status_message",
-            fast.status_message() == slow.status_message(),
-        ),
-        ("iac", fast.iac().is_none() && !iac_extra),
-        (
-            "history",
-            fast.history().is_none() && slow.history().is_none(),
-        ),
-        (
-            "artifact",
-            fast.artifact().is_none() && slow.artifact().is_none(),
-        ),
-    ];
-    match checks.iter().find(|(_, ok)| !ok) {
-        Some((what, _)) => Err(format!("typed and Value reads differ on {what}")),
-        None => Ok(true),
-    }
-}
-
-/// For tests and the `delta_frame` fuzz target: `data` read against the template `prev`
-/// leaves is read exactly as it is on its own (the same fields from the same places, or
-/// refused both ways). `Ok(true)`: the template took it.
-#[doc(hidden)]
-pub fn template_agrees(prev: &[u8], data: &[u8]) -> Result<bool, String> {
-    let mut t = Template::of(prev);
-    let took = std::str::from_utf8(data).is_ok_and(|f| t.read(f).is_some());
-    let with = Payload::read_delta(data.to_vec(), &mut t).ok();
-    let alone = Payload::from_delta_frame(data.to_vec()).ok();
-    if with != alone {
-        return Err(format!(
-            "read against the template: {with:?}\nread alone: {alone:?}"
-        ));
-    }
-    Ok(took)
-}
-
-/// For the `delta_frame` fuzz target: `prev` with the bytes of its text (between the
-/// quotes) replaced by `text`, when `prev` is kept as a template (`None` otherwise). Any
-/// bytes may stand there, so every such frame puts the template's shortcut to the test.
-#[doc(hidden)]
-pub fn template_splice(prev: &[u8], text: &[u8]) -> Option<Vec<u8>> {
-    let t = Template::of(prev);
-    if t.frame.is_empty() {
-        return None;
-    }
-    let s = t.spans[F_TEXT]?;
-    let (head, tail) = (prev.get(..s.start as usize)?, prev.get(s.end as usize..)?);
-    Some([head, text, tail].concat())
 }
 
 /// An integer as the kernel may send it: a JSON integer or an integral finite float (`7.0`);

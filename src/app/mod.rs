@@ -76,6 +76,8 @@ pub struct App {
     draining: AtomicBool,
     ready: Arc<dyn Readiness>,
     clock: Arc<dyn Clock>,
+    /// The stack each worker thread is given (`limits::WORKER_STACK_BYTES`).
+    worker_stack: usize,
 }
 
 impl App {
@@ -88,7 +90,17 @@ impl App {
             draining: AtomicBool::new(false),
             ready: Arc::new(AlwaysReady),
             clock: Arc::new(SystemClock),
+            worker_stack: limits::WORKER_STACK_BYTES,
         }
+    }
+
+    /// Workers get `bytes` of stack instead of `limits::WORKER_STACK_BYTES`: for the test that
+    /// a run fits in the stack it must fit in (`tests/tuning.rs`), where a frame grown on the
+    /// event path overflows instead of only moving a benchmark figure. No setting reaches it.
+    #[doc(hidden)]
+    pub fn with_worker_stack(mut self, bytes: usize) -> App {
+        self.worker_stack = bytes;
+        self
     }
 
     /// `/health` follows this readiness.
@@ -161,7 +173,7 @@ impl Handler for App {
         crate::metrics::M.worker_starts.inc();
         let spawned = std::thread::Builder::new()
             .name("iac-agui-job".into())
-            .stack_size(limits::WORKER_STACK_BYTES)
+            .stack_size(self.worker_stack)
             .spawn(move || {
                 let (_slot, job) = &*{ job };
                 job.work(request);

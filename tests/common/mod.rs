@@ -38,11 +38,32 @@ impl TestServer {
         max_jobs: usize,
         clock: Arc<dyn iac_agui::clock::Clock>,
     ) -> TestServer {
+        TestServer::start_tuned(backend, auth, cfg, max_jobs, clock, |app| app)
+    }
+
+    /// `start` (no auth, the system clock), the application tuned by `tune`.
+    pub fn start_app(
+        backend: Arc<dyn Backend>,
+        cfg: ServerConfig,
+        max_jobs: usize,
+        tune: impl FnOnce(App) -> App,
+    ) -> TestServer {
+        TestServer::start_tuned(backend, None, cfg, max_jobs, Arc::new(SystemClock), tune)
+    }
+
+    fn start_tuned(
+        backend: Arc<dyn Backend>,
+        auth: Option<&str>,
+        cfg: ServerConfig,
+        max_jobs: usize,
+        clock: Arc<dyn iac_agui::clock::Clock>,
+        tune: impl FnOnce(App) -> App,
+    ) -> TestServer {
         let routes = RouteConfig::new(
             auth.map(str::to_string),
             iac_agui::cli::health_body(iac_agui::config::AguiProtocol::V0_1),
         );
-        let app = App::new(routes, backend, max_jobs).with_clock(clock.clone());
+        let app = tune(App::new(routes, backend, max_jobs).with_clock(clock.clone()));
         let server =
             Server::bind("127.0.0.1:0".parse().unwrap(), cfg, Arc::new(app), clock).unwrap();
         let addr = server.local_addr();

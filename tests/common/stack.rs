@@ -14,6 +14,18 @@ pub struct Stack {
     pub idle: Duration,
     /// Applied to the adapter's shared state at every (re)start.
     pub tune: fn(Shared) -> Shared,
+    /// The stack the adapter's workers get (`None`: the product's).
+    pub worker_stack: Option<usize>,
+}
+
+/// The tests' demo kernel: token `k-token`, no delay between frames, 100 ms ticks.
+fn usual_demo() -> DemoConfig {
+    DemoConfig {
+        token: Some("k-token".into()),
+        frame_delay: Duration::ZERO,
+        tick: Duration::from_millis(100),
+        cancel_linger: Duration::ZERO,
+    }
 }
 
 static STACK_N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -28,18 +40,20 @@ impl Stack {
     }
 
     pub fn with(protocol: AguiProtocol, cfg: ServerConfig, idle: Duration) -> Stack {
-        Stack::tuned(
-            protocol,
-            cfg,
-            idle,
-            DemoConfig {
-                token: Some("k-token".into()),
-                frame_delay: Duration::ZERO,
-                tick: Duration::from_millis(100),
-                cancel_linger: Duration::ZERO,
-            },
+        Stack::tuned(protocol, cfg, idle, usual_demo(), |s| s)
+    }
+
+    /// The usual stack, its adapter's workers on `bytes` of stack.
+    pub fn on_worker_stack(bytes: usize) -> Stack {
+        let mut s = Stack::unstarted(
+            AguiProtocol::V0_1,
+            Duration::from_secs(30),
+            usual_demo(),
             |s| s,
-        )
+        );
+        s.worker_stack = Some(bytes);
+        s.start_server(ServerConfig::default());
+        s
     }
 
     /// The usual demo kernel (100 ms ticks) with `linger` for cancelled tasks, and adapter tuning.
@@ -66,6 +80,17 @@ impl Stack {
         demo: DemoConfig,
         tune: fn(Shared) -> Shared,
     ) -> Stack {
+        let mut s = Stack::unstarted(protocol, idle, demo, tune);
+        s.start_server(cfg);
+        s
+    }
+
+    fn unstarted(
+        protocol: AguiProtocol,
+        idle: Duration,
+        demo: DemoConfig,
+        tune: fn(Shared) -> Shared,
+    ) -> Stack {
         let n = STACK_N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let dir = std::env::temp_dir().join(format!("iac-agui-stack-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -73,7 +98,7 @@ impl Stack {
         let dir = std::fs::canonicalize(dir).unwrap();
         let kernel = Arc::new(DemoKernel::start(demo).unwrap());
         let ws = dir.join("ws").to_string_lossy().into_owned();
-        let mut s = Stack {
+        Stack {
             kernel,
             server: None,
             dir,
@@ -81,9 +106,8 @@ impl Stack {
             protocol,
             idle,
             tune,
-        };
-        s.start_server(cfg);
-        s
+            worker_stack: None,
+        }
     }
 
     /// (Re)start the adapter over the same state directory and kernel.
@@ -112,7 +136,16 @@ impl Stack {
             self.protocol,
         )));
         let backend = Arc::new(AguiBackend { shared });
-        self.server = Some(TestServer::start(backend, None, cfg, 256));
+        let worker_stack = self.worker_stack;
+        self.server = Some(TestServer::start_app(
+            backend,
+            cfg,
+            256,
+            |app| match worker_stack {
+                Some(bytes) => app.with_worker_stack(bytes),
+                None => app,
+            },
+        ));
     }
 
     pub fn addr(&self) -> SocketAddr {
