@@ -39,7 +39,10 @@ pub(crate) fn start(_s: &Settings) -> std::io::Result<()> {
 
 /// What an extra may need to wire itself in: the state store, the address served, the
 /// signals (a tokens file's reload), the environment.
-#[allow(dead_code, reason = "read by the extras that need it; the sidecar has none")]
+#[allow(
+    dead_code,
+    reason = "read by the extras that need it; the sidecar has none"
+)]
 pub(crate) struct Context<'a> {
     pub(crate) store: &'a std::sync::Arc<crate::store::files::FileStore>,
     pub(crate) addr: std::net::SocketAddr,
@@ -52,7 +55,7 @@ pub(crate) fn shared(
     _s: &Settings,
     sh: crate::adapter::Shared,
     _ctx: &Context<'_>,
-) -> Result<crate::adapter::Shared, crate::cli::StartError> {
+) -> Result<crate::adapter::Shared, crate::startup::StartError> {
     Ok(sh)
 }
 
@@ -61,7 +64,7 @@ pub(crate) fn routes(
     _s: &Settings,
     _r: &mut crate::routes::RouteConfig,
     _ctx: &Context<'_>,
-) -> Result<(), crate::cli::StartError> {
+) -> Result<(), crate::startup::StartError> {
     Ok(())
 }
 

@@ -6,8 +6,8 @@ use std::ffi::OsString;
 use std::net::ToSocketAddrs;
 use std::process::ExitCode;
 
-use crate::cli::{EXIT_FAILURE, EXIT_USAGE};
 use crate::config::{self, Command};
+use crate::startup::{EXIT_FAILURE, EXIT_USAGE};
 
 /// The health URL of the server that `args` (the server's own options: flags, environment,
 /// `--config`) describe: its port on loopback, or on its address when it listens on one.

@@ -39,6 +39,7 @@ pub mod routes;
 pub(crate) mod scan;
 pub mod server;
 mod signals;
+mod startup;
 pub mod store;
 pub(crate) mod sync;
 pub mod trace;
