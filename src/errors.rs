@@ -3,7 +3,6 @@
 
 use serde_json::Value;
 
-use crate::agui::field::FieldError;
 use crate::catalog::Msg;
 use crate::i18n::Lang;
 use crate::server::http::Response;
@@ -161,11 +160,6 @@ impl ApiError {
     /// The `{"error":{"code","message"}}` response with the code's status.
     pub fn response(self, lang: Lang) -> Response {
         self.response_with(lang, serde_json::Map::new())
-    }
-
-    /// `400 INVALID_INPUT` naming the field that is wrong, in `lang`.
-    pub fn invalid_field(e: &FieldError, lang: Lang) -> Response {
-        Self::invalid_input(e.message(lang))
     }
 
     /// `400 INVALID_INPUT` with a message already in the request's language.

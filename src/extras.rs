@@ -9,7 +9,7 @@ use crate::config::{ConfigError, Extra, Sources};
 /// Every extra, in the order of the help.
 pub(crate) const EXTRAS: &[Extra] = &[Extra {
     feature: "otlp",
-    options: crate::trace::otlp::OPTIONS,
+    options: crate::otlp::OPTIONS,
     built: cfg!(feature = "otlp"),
 }];
 
@@ -17,14 +17,14 @@ pub(crate) const EXTRAS: &[Extra] = &[Extra {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Settings {
     #[cfg(feature = "otlp")]
-    pub(crate) otlp: Option<crate::trace::otlp::Settings>,
+    pub(crate) otlp: Option<crate::otlp::Settings>,
 }
 
 /// Each built extra reads its own settings.
 pub(crate) fn configure(_s: &Sources) -> Result<Settings, ConfigError> {
     Ok(Settings {
         #[cfg(feature = "otlp")]
-        otlp: crate::trace::otlp::configure(_s)?,
+        otlp: crate::otlp::configure(_s)?,
     })
 }
 

@@ -32,6 +32,7 @@ pub(crate) mod logging;
 pub mod malloc;
 pub(crate) mod metrics;
 mod notify;
+pub(crate) mod otlp;
 pub mod principal;
 pub mod quota;
 pub(crate) mod rfc3339;

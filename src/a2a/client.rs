@@ -82,38 +82,7 @@ pub enum Restore {
     Invalid,
 }
 
-/// Accept only `http(s)://` URLs on 127.0.0.1, localhost or ::1 (reference §8.4); return the
-/// normalised base URL ending with exactly one `/`.
-pub(crate) fn loopback_base_url(raw: &str) -> Result<String, String> {
-    const MSG: &str = "The AG-UI adapter may connect only to a loopback A2A HTTP(S) URL.";
-    let raw = raw.trim();
-    if raw
-        .get(..8)
-        .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
-    {
-        return Err(format!(
-            "{MSG} (https is not supported by this build: the kernel is on loopback, use http)"
-        ));
-    }
-    let (authority, tail) = crate::authority::http_url(raw).ok_or(MSG)?;
-    if authority.contains('@') {
-        return Err(format!("{MSG} (credentials in the URL are not allowed)"));
-    }
-    let (host, port) = crate::authority::split(authority.as_bytes()).ok_or(MSG)?;
-    if port.is_some_and(|p| p.is_empty() || !crate::authority::valid_port(p)) {
-        return Err(format!("{MSG} (invalid port)"));
-    }
-    if !matches!(
-        host.to_ascii_lowercase().as_slice(),
-        b"127.0.0.1" | b"localhost" | b"[::1]"
-    ) {
-        return Err(MSG.into());
-    }
-    if tail.contains(['?', '#']) {
-        return Err(format!("{MSG} (no query or fragment)"));
-    }
-    Ok(format!("{}/", raw.trim_end_matches('/')))
-}
+pub(crate) use crate::authority::loopback_base_url;
 
 /// Shared, immutable client settings and the call threads; cheap to clone.
 #[derive(Debug, Clone)]

@@ -26,7 +26,6 @@ use std::sync::Arc;
 
 use crate::agui::dialect::Declared;
 use crate::app::{Backend, CancelRequest, RunRequest, RunStream, SubscribeRequest};
-use crate::errors::ApiError;
 use crate::server::http::Response;
 use driver::{Run, RunArgs};
 pub use shared::Shared;
@@ -52,7 +51,7 @@ impl Backend for AguiBackend {
         // the envelope is read by its rules, and the run carries it (issue 57).
         let declared = match Declared::read(&req.body) {
             Ok(d) => d,
-            Err(e) => return stream.reject(ApiError::invalid_field(&e, req.payload_lang)),
+            Err(e) => return stream.reject(e.response(req.payload_lang)),
         };
         stream.set_dialect(declared.dialect_or(sh.default_dialect));
         match routes::run::admit_on_call_thread(&self.shared, req, declared, stream.cell().clone())

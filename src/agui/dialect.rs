@@ -8,7 +8,25 @@
 use serde_json::Value;
 
 use crate::agui::field::{FieldError, Problem};
-use crate::config::AguiProtocol;
+
+/// AG-UI wire dialect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AguiProtocol {
+    /// The reference's dialect (ag-ui-protocol 0.1.20).
+    V0_1,
+    /// AG-UI 1.0: `protocolVersion` on RUN_STARTED and a `cancelled` outcome.
+    V1_0,
+}
+
+impl AguiProtocol {
+    pub(crate) fn parse(s: &str) -> Option<AguiProtocol> {
+        match s.trim() {
+            "0.1" | "0.1.20" => Some(AguiProtocol::V0_1),
+            "1.0" | "1" => Some(AguiProtocol::V1_0),
+            _ => None,
+        }
+    }
+}
 
 /// What the spoken AG-UI version changes. Build it with [`Dialect::of`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

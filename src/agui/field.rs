@@ -35,6 +35,11 @@ pub struct FieldError {
 }
 
 impl FieldError {
+    /// `400 INVALID_INPUT` naming the field, in `lang`.
+    pub fn response(&self, lang: Lang) -> crate::server::http::Response {
+        crate::errors::ApiError::invalid_input(self.message(lang))
+    }
+
     pub(crate) fn new(path: &str, problem: Problem) -> FieldError {
         FieldError {
             path: path.to_string(),

@@ -420,7 +420,7 @@ impl Job {
                     RunBodyError::NotObject => {
                         ApiError::new(Code::InvalidInput, Msg::RunNotObject).response(self.lang)
                     }
-                    RunBodyError::Id(e, lang) => ApiError::invalid_field(&e, lang),
+                    RunBodyError::Id(e, lang) => e.response(lang),
                 };
                 self.respond(refusal, &routed);
                 return Vec::new();
@@ -486,7 +486,7 @@ impl Job {
             }
             Ok(req) => return Some(req),
             Err(BodyError::Json) => ApiError::new(Code::InvalidJson, not_json).response(lang),
-            Err(BodyError::Field(e)) => ApiError::invalid_field(&e, lang),
+            Err(BodyError::Field(e)) => e.response(lang),
         };
         self.respond(refusal, routed);
         None
@@ -545,7 +545,7 @@ impl Job {
                 return self.respond(e.response(self.lang), &routed);
             }
             Err(BodyError::Field(e)) => {
-                return self.respond(ApiError::invalid_field(&e, self.lang), &routed);
+                return self.respond(e.response(self.lang), &routed);
             }
         };
         self.answered("thread route", &routed, || self.backend.threads(req));

@@ -12,24 +12,7 @@ use crate::limits;
 use crate::yaml::{self, Scalar};
 pub(crate) use options::{Extra, Opt, help, opt};
 
-/// AG-UI wire dialect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AguiProtocol {
-    /// The reference's dialect (ag-ui-protocol 0.1.20).
-    V0_1,
-    /// AG-UI 1.0: `protocolVersion` on RUN_STARTED and a `cancelled` outcome.
-    V1_0,
-}
-
-impl AguiProtocol {
-    fn parse(s: &str) -> Option<AguiProtocol> {
-        match s.trim() {
-            "0.1" | "0.1.20" => Some(AguiProtocol::V0_1),
-            "1.0" | "1" => Some(AguiProtocol::V1_0),
-            _ => None,
-        }
-    }
-}
+pub use crate::agui::dialect::AguiProtocol;
 
 /// The process environment, read once at start-up: nothing else reads environment variables
 /// (`clippy.toml`), so every setting has one source and tests inject their own.
@@ -441,7 +424,7 @@ pub(crate) fn parse(
     }
     if let Some(v) = pick("a2a_url") {
         let url = as_string(&v)?;
-        let url = crate::a2a::client::loopback_base_url(&url)
+        let url = crate::authority::loopback_base_url(&url)
             // Not quoted: a URL may carry credentials.
             .map_err(|e| v.err(format_args!("cannot be used: {e}")))?;
         c.a2a_url = Some(url);

@@ -1,18 +1,17 @@
 //! Trace context end to end (issue 44): each request joins the caller's W3C trace (or starts
 //! one), its kernel calls carry it on (`traceparent` with the call's own span id,
 //! `tracestate` as received), its log records and the 1.0 session event name the trace id,
-//! and with `--otlp-endpoint` its spans (request → run → kernel calls) go to a collector
-//! (`otlp.rs`).
+//! and an exporter, when one is given (the `otlp` extra), takes its finished spans (request →
+//! run → kernel calls): [`export_to`].
 //!
 //! The span in force is a thread-local of the worker: the work of one request runs on its
 //! worker thread, and a kernel call hands it to its call thread for the call's length
 //! (`with_current`). Nothing here runs on the event loop.
 
 pub mod context;
-pub(crate) mod otlp;
 
 use std::cell::RefCell;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::clock::{Clock, SystemClock};
 
@@ -52,6 +51,24 @@ pub(crate) enum Kind {
 pub(crate) enum Attr {
     Str(String),
     Int(i64),
+}
+
+/// Where finished spans go, once an exporter is given; until then spans carry only ids.
+static EXPORT: OnceLock<Box<dyn Fn(Span) + Send + Sync>> = OnceLock::new();
+
+/// Hand every finished, sampled span to `export` from now on (once per process; it must never
+/// wait: a run ends its spans on its own thread).
+#[cfg_attr(
+    not(feature = "otlp"),
+    allow(dead_code, reason = "the otlp extra gives the exporter")
+)]
+pub(crate) fn export_to(export: Box<dyn Fn(Span) + Send + Sync>) {
+    let _ = EXPORT.set(export);
+}
+
+/// Spans are exported.
+pub(crate) fn exporting() -> bool {
+    EXPORT.get().is_some()
 }
 
 /// A span being timed; [`Span::end`] hands it to the exporter (when one runs). Without the
@@ -153,7 +170,7 @@ impl Span {
     fn new(ctx: SpanContext, parent: Option<[u8; 8]>, name: String, kind: Kind) -> Span {
         // Without an exporter a span only carries ids: a stream holds its request's span for
         // hours, and its name and attributes would be heap kept for nothing.
-        let name = if otlp::enabled() { name } else { String::new() };
+        let name = if exporting() { name } else { String::new() };
         Span {
             ctx,
             parent,
@@ -167,13 +184,13 @@ impl Span {
     }
 
     pub(crate) fn attr(&mut self, key: &'static str, value: Attr) {
-        if otlp::enabled() {
+        if exporting() {
             self.attrs.push((key, value));
         }
     }
 
     pub(crate) fn str(&mut self, key: &'static str, value: impl Into<String>) {
-        if otlp::enabled() {
+        if exporting() {
             self.attrs.push((key, Attr::Str(value.into())));
         }
     }
@@ -186,14 +203,16 @@ impl Span {
     pub(crate) fn end(mut self) {
         // A caller that did not sample its trace asked for no spans of it (the context
         // still goes on to the kernel).
-        if !otlp::enabled() || self.ctx.flags & context::SAMPLED == 0 {
+        if !exporting() || self.ctx.flags & context::SAMPLED == 0 {
             return;
         }
         self.end_ns = now_ns().max(self.start_ns);
         if let Some(p) = &self.ctx.principal {
             self.attrs.push(("enduser.id", Attr::Str(p.to_string())));
         }
-        otlp::submit(self);
+        if let Some(export) = EXPORT.get() {
+            export(self);
+        }
     }
 }
 

@@ -81,7 +81,7 @@ fn json_response(status: u16, v: &Value) -> Response {
 
 fn bad_cursor(field: &str, lang: Lang) -> Response {
     let e = crate::agui::field::FieldError::new(field, crate::agui::field::Problem::Value);
-    ApiError::invalid_field(&e, lang)
+    e.response(lang)
 }
 
 fn iso(ms: u64) -> String {

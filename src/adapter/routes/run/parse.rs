@@ -4,7 +4,6 @@
 use crate::adapter::shared::Shared;
 use crate::agui::dialect::{Declared, Dialect};
 use crate::agui::input::{self, RunInput};
-use crate::errors::ApiError;
 use crate::i18n::Lang;
 use crate::principal::ThreadKey;
 
@@ -29,7 +28,7 @@ pub(super) fn parse(
     let lang = req.payload_lang;
     let dialect = declared.dialect_or(sh.default_dialect);
     let inp = input::parse_envelope_as(&req.body, &dialect)
-        .map_err(|e| Refusal::from(ApiError::invalid_field(&e, lang)))?;
+        .map_err(|e| Refusal::from(e.response(lang)))?;
     if declared == Declared::Unread {
         crate::agui::dialect::warn_unread(&req.body, "run", &inp.thread_id);
     }

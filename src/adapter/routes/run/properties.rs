@@ -41,8 +41,7 @@ pub(super) fn properties(sh: &Shared, p: &Parsed) -> Result<Props, Refusal> {
         _ => None,
     };
     let forwarded = defaulted.as_ref().or(filled.as_ref()).unwrap_or(forwarded);
-    let props = input::parse_iac_props(forwarded)
-        .map_err(|e| Refusal::from(ApiError::invalid_field(&e, p.lang)))?;
+    let props = input::parse_iac_props(forwarded).map_err(|e| Refusal::from(e.response(p.lang)))?;
     // Run language (reference §1.7): the parsed preference, whichever container and key
     // spelling carried it, else the payload language.
     let lang = props

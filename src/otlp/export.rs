@@ -25,13 +25,8 @@ const EXPORT_TIMEOUT: Duration = Duration::from_secs(3);
 
 static QUEUE_TX: OnceLock<SyncSender<Span>> = OnceLock::new();
 
-/// Spans are exported (`--otlp-endpoint` is set and its thread runs).
-pub(crate) fn enabled() -> bool {
-    QUEUE_TX.get().is_some()
-}
-
 /// Queue `span` for export; a full queue drops it.
-pub(crate) fn submit(span: Span) {
+fn submit(span: Span) {
     let Some(tx) = QUEUE_TX.get() else { return };
     match tx.try_send(span) {
         Ok(()) => {}
@@ -84,6 +79,7 @@ pub(crate) fn start(base: String) -> std::io::Result<()> {
         .stack_size(crate::limits::WORKER_STACK_BYTES)
         .spawn(move || export_loop(&format!("{base}/v1/traces"), &rx))?;
     let _ = QUEUE_TX.set(tx);
+    crate::trace::export_to(Box::new(submit));
     Ok(())
 }
 

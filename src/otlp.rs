@@ -1,7 +1,8 @@
-//! `--otlp-endpoint` (feature `otlp`): finished spans to an OpenTelemetry collector over
+//! `--otlp-endpoint` (the `otlp` extra): finished spans to an OpenTelemetry collector over
 //! OTLP/HTTP with the JSON encoding (`POST {endpoint}/v1/traces`), from a thread of its own
-//! (`export.rs`). Without the feature spans are never exported; W3C trace context is still
-//! joined, passed on to the kernel and logged (`trace/`).
+//! (`export.rs`), given to `trace` as its exporter. Without the extra spans are never
+//! exported; W3C trace context is core (`trace/`): still joined, passed on to the kernel and
+//! logged.
 
 use crate::config::{Opt, opt};
 
@@ -25,16 +26,7 @@ pub(crate) const OPTIONS: &[Opt] = &[
 #[cfg(feature = "otlp")]
 mod export;
 #[cfg(feature = "otlp")]
-pub(crate) use export::{enabled, endpoint, submit};
-
-/// Without the extra no span is exported: spans keep no name or attributes.
-#[cfg(not(feature = "otlp"))]
-pub(crate) fn enabled() -> bool {
-    false
-}
-
-#[cfg(not(feature = "otlp"))]
-pub(crate) fn submit(_span: super::Span) {}
+pub(crate) use export::endpoint;
 
 /// `--otlp-endpoint`, checked: the collector's base URL.
 #[cfg(feature = "otlp")]
