@@ -82,8 +82,6 @@ pub enum Restore {
     Invalid,
 }
 
-pub(crate) use crate::authority::loopback_base_url;
-
 /// Shared, immutable client settings and the call threads; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct A2aClient {
@@ -567,42 +565,6 @@ pub(crate) fn percent_encode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn loopback_rule() {
-        for ok in [
-            "http://127.0.0.1:41242",
-            "http://127.0.0.1:41242/",
-            "http://localhost:1//",
-            "HTTP://LOCALHOST:8080/",
-            "http://[::1]:8080/",
-            "http://127.0.0.1:41242/a2a",
-        ] {
-            assert!(loopback_base_url(ok).is_ok(), "{ok}");
-        }
-        assert_eq!(
-            loopback_base_url("http://127.0.0.1:41242/a2a").unwrap(),
-            "http://127.0.0.1:41242/a2a/"
-        );
-        assert_eq!(
-            loopback_base_url("http://localhost:1//").unwrap(),
-            "http://localhost:1/"
-        );
-        for bad in [
-            "http://127.0.0.2:1/",
-            "http://10.0.0.1:1/",
-            "http://example.com/",
-            "ftp://127.0.0.1/",
-            "127.0.0.1:8080",
-            "http://user:pw@127.0.0.1:1/",
-            "http://localhost.evil.com/",
-            "http://127.0.0.1:x/",
-            "http://127.0.0.1:1/?q=1",
-            "https://127.0.0.1:1/",
-        ] {
-            assert!(loopback_base_url(bad).is_err(), "{bad}");
-        }
-    }
 
     /// The kernel's text delta frame, as SSE.
     fn delta_frame(t: &str) -> String {
