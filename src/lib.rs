@@ -17,6 +17,7 @@ pub mod clock;
 pub mod config;
 pub(crate) mod console;
 pub mod cors;
+pub(crate) mod demo;
 pub mod errors;
 pub(crate) mod extras;
 pub(crate) mod healthcheck;
