@@ -18,7 +18,7 @@ pub(crate) const OPTIONS: &[Opt] = &[opt(
 #[cfg(feature = "cors")]
 mod origins;
 #[cfg(feature = "cors")]
-pub use origins::Cors;
+pub(crate) use origins::Cors;
 
 /// `--cors-origins`, checked and normalised: at least one.
 #[cfg(feature = "cors")]

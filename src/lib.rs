@@ -16,7 +16,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub(crate) mod console;
-pub mod cors;
+pub(crate) mod cors;
 pub(crate) mod demo;
 pub mod errors;
 pub(crate) mod extras;
