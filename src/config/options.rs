@@ -139,7 +139,8 @@ pub(crate) const CORE: &[Opt] = &[
     )
     .flag("default-cwd", Some("DIR"))
     .env("IAC_CODE_AGUI_DEFAULT_CWD")
-    .default("none; --demo: its workspace"),
+    // The help follows the build: the demo's choice only where there is a demo.
+    .default(if cfg!(feature = "demo") { "none; --demo: its workspace" } else { "none" }),
     opt(
         "auth_tokens_file",
         "One caller per line, `NAME SHA256HEX-OF-TOKEN`: a bearer token names its caller, whose \
