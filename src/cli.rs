@@ -35,12 +35,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         return crate::healthcheck::main(args, &env);
     }
     let cfg = match config::parse(args, &env, crate::extras::EXTRAS) {
-        Ok(Command::Serve(c)) => {
-            if c.demo_kernel_only.is_none() {
-                crate::malloc::tune_once(|k| env.get_os(k));
-            }
-            *c
-        }
+        Ok(Command::Serve(c)) => *c,
         Ok(Command::Help) => {
             print!("{}", config::help(crate::extras::EXTRAS));
             return ExitCode::SUCCESS;
@@ -62,6 +57,12 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    // What an extra serves instead of the server (the demo kernel alone) keeps glibc's
+    // defaults.
+    let instead = crate::extras::instead(&extras);
+    if instead.is_none() {
+        crate::malloc::tune_once(|k| env.get_os(k));
+    }
     crate::logging::init(cfg.debug, cfg.log_stdout, cfg.log_format);
     crate::notify::init(cfg.env.get("NOTIFY_SOCKET"));
     let mut cfg = cfg;
@@ -72,13 +73,14 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     }
+    crate::extras::amend(&extras, &mut cfg);
     warn_about_roots(&cfg.allowed_roots);
     for w in &cfg.warnings {
         log::warn!("{w}");
     }
     raise_fd_limit();
-    if let Some(port) = cfg.demo_kernel_only {
-        return match serve_demo_kernel(port, &cfg.env) {
+    if let Some(instead) = instead {
+        return match instead(&cfg.env) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 crate::logging::fatal(&e);
@@ -103,37 +105,6 @@ fn raise_fd_limit() {
         l.current = l.maximum;
         let _ = setrlimit(Resource::Nofile, l);
     }
-}
-
-#[cfg(not(feature = "demo"))]
-fn serve_demo_kernel(_port: u16, _env: &config::Environ) -> Result<(), StartError> {
-    Err(StartError::NoDemo)
-}
-
-/// Serve only the scripted demo kernel (for benchmarks and client tests) until a signal.
-#[cfg(feature = "demo")]
-fn serve_demo_kernel(port: u16, env: &config::Environ) -> Result<(), StartError> {
-    let token = env.get("IACCODE_A2A_HTTP_TOKEN").filter(|t| !t.is_empty());
-    let kernel = crate::kernel::demo::DemoKernel::start_on(
-        port,
-        crate::kernel::demo::DemoConfig {
-            token,
-            ..Default::default()
-        },
-    )
-    .map_err(StartError::io("start the demo kernel"))?;
-    crate::logging::ready(
-        Some("demo kernel"),
-        VERSION,
-        kernel.base_url().trim_end_matches('/'),
-    );
-    let mut signals = signal_hook::iterator::Signals::new([
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGINT,
-    ])
-    .map_err(StartError::io("install signal handlers"))?;
-    signals.forever().next();
-    Ok(())
 }
 
 /// `GET /capabilities`: an AG-UI 1.0 `AgentCapabilities` object (the discovery convention of
@@ -270,22 +241,24 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr, StartError> {
         })
 }
 
-/// A private state directory for `--demo`, removed when dropped (at exit).
+/// A private state directory for an extra (`--demo`), removed when dropped (at exit).
 struct TempStateDir {
     path: std::path::PathBuf,
+    /// The extra's feature, which names it.
+    owner: &'static str,
 }
 
 impl TempStateDir {
-    fn create() -> Result<TempStateDir, StartError> {
+    fn create(owner: &'static str) -> Result<TempStateDir, StartError> {
         let mut rnd = [0u8; 8];
         crate::ids::fill(&mut rnd).map_err(StartError::Random)?;
-        let path = std::env::temp_dir().join(format!("iac-agui-demo-{}", crate::ids::hex(&rnd)));
+        let path = std::env::temp_dir().join(format!("iac-agui-{owner}-{}", crate::ids::hex(&rnd)));
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&path)
             .map_err(StartError::io("create a temporary state directory"))?;
-        Ok(TempStateDir { path })
+        Ok(TempStateDir { path, owner })
     }
 }
 
@@ -298,36 +271,18 @@ impl Drop for TempStateDir {
 /// The kernel this process talks to; dropping it stops whatever was started.
 #[allow(dead_code, reason = "the values are held only for their Drop")]
 enum Kernel {
-    #[cfg(feature = "demo")]
-    Demo(crate::kernel::demo::DemoKernel),
+    /// An extra's (the demo kernel).
+    Own(Box<dyn std::any::Any>),
     Managed(crate::kernel::watch::Managed),
     External,
 }
 
-#[cfg(feature = "demo")]
-fn start_demo() -> Result<(Kernel, String, Option<String>), StartError> {
-    let token = crate::ids::token_urlsafe().map_err(StartError::Random)?;
-    let demo = crate::kernel::demo::DemoKernel::start(crate::kernel::demo::DemoConfig {
-        token: Some(token.clone()),
-        ..Default::default()
-    })
-    .map_err(StartError::io("start the demo kernel"))?;
-    let url = demo.base_url();
-    log::info!(
-        "demo kernel on {url}; scripts by keyword in the message: {}",
-        crate::kernel::demo::listed_keywords().join(", ")
-    );
-    Ok((Kernel::Demo(demo), url, Some(token)))
-}
-
-#[cfg(not(feature = "demo"))]
-fn start_demo() -> Result<(Kernel, String, Option<String>), StartError> {
-    Err(StartError::NoDemo)
-}
-
-fn start_kernel(cfg: &Config) -> Result<(Kernel, A2aClient), StartError> {
-    let (kernel, url, token) = if cfg.demo {
-        start_demo()?
+fn start_kernel(
+    cfg: &Config,
+    extras: &crate::extras::Settings,
+) -> Result<(Kernel, A2aClient), StartError> {
+    let (kernel, url, token) = if let Some(k) = crate::extras::kernel(extras)? {
+        (Kernel::Own(k.held), k.url, k.token)
     } else if let Some(url) = &cfg.a2a_url {
         (Kernel::External, url.clone(), cfg.a2a_token.clone())
     } else {
@@ -356,7 +311,7 @@ fn serve(cfg: Config, extras: crate::extras::Settings) -> Result<(), StartError>
     let probe =
         std::net::TcpListener::bind(addr).map_err(StartError::io(format!("listen on {addr}")))?;
     drop(probe);
-    let (kernel, client) = match start_kernel(&cfg) {
+    let (kernel, client) = match start_kernel(&cfg, &extras) {
         Ok(k) => k,
         // Stopped by a signal while the kernel started: a normal exit (the child is gone).
         Err(_) if crate::signals::stop_requested() => {
@@ -388,20 +343,12 @@ fn serve(cfg: Config, extras: crate::extras::Settings) -> Result<(), StartError>
     result
 }
 
-/// `--default-cwd` resolved like a request's cwd (it must lie under an allowed root), or
-/// with `--demo` and none given, the first allowed root (the console's workspace too).
+/// `--default-cwd` resolved like a request's cwd (it must lie under an allowed root).
 fn checked_default_cwd(cfg: &Config) -> Result<Option<String>, StartError> {
     let roots = &cfg.allowed_roots;
     let home = cfg.env.get("HOME");
-    let wanted = match (&cfg.default_cwd, cfg.demo) {
-        (Some(d), _) => d.clone(),
-        // The demo's own choice: best effort, never a reason not to start.
-        (None, true) => {
-            return Ok(roots.first().and_then(|r| {
-                crate::agui::cwd::resolve_cwd(&r.display().to_string(), roots, home.as_deref()).ok()
-            }));
-        }
-        (None, false) => return Ok(None),
+    let Some(wanted) = cfg.default_cwd.clone() else {
+        return Ok(None);
     };
     crate::agui::cwd::resolve_cwd(&wanted, roots, home.as_deref())
         .map(Some)
@@ -537,13 +484,11 @@ fn serve_with(
     signals: &crate::signals::Target,
 ) -> Result<(), StartError> {
     let env_get = |k: &str| cfg.env.get(k);
-    // A demo without an explicit state directory never touches the real one: its threads
-    // live in a private temporary directory that goes away at exit, so the walkthrough can
-    // be repeated.
-    let demo_dir = (cfg.demo && cfg.state_dir.is_none())
-        .then(TempStateDir::create)
+    // An extra's private state directory (the demo's) in place of the real one.
+    let private = crate::extras::private_state(extras, &cfg)
+        .map(TempStateDir::create)
         .transpose()?;
-    let root = match &demo_dir {
+    let root = match &private {
         Some(d) => d.path.clone(),
         None => state_root(cfg.state_dir.as_deref(), env_get),
     };
@@ -558,9 +503,10 @@ fn serve_with(
             }
         }));
     }
-    if demo_dir.is_some() {
+    if let Some(d) = &private {
         log::info!(
-            "demo: thread state in the private temporary directory {}, removed at exit",
+            "{}: thread state in the private temporary directory {}, removed at exit",
+            d.owner,
             store.root().display()
         );
     } else {
@@ -618,10 +564,6 @@ fn serve_with(
     routes.metrics = metrics_access(&cfg, &routes.identity);
     routes.capabilities_body = capabilities_body(&cfg, extras, cfg.default_cwd.as_deref());
     routes.hosts = HostRule::for_listener(addr.ip().is_loopback(), cfg.allowed_hosts.as_deref());
-    if cfg.console {
-        routes.console = Some(crate::console::Console::new());
-    }
-    routes.cors = crate::cors::Cors::configured(&cfg.cors_origins, &routes.identity);
     crate::extras::routes(extras, &mut routes, &ctx)?;
     if !addr.ip().is_loopback() && !routes.identity.authenticates() {
         log::warn!(
@@ -669,9 +611,7 @@ fn serve_with(
     // One stable line that scripts and tests can wait for.
     crate::logging::ready(None, VERSION, &format!("http://{local}"));
     crate::notify::ready();
-    if cfg.console {
-        log::info!("browser console on http://{local}/console");
-    }
+    crate::extras::listening(extras, local);
     let served = server.run();
     chores_stop.store(true, std::sync::atomic::Ordering::SeqCst);
     // What the last flush period counted.

@@ -1,88 +1,53 @@
-//! The browser console (`GET /console` with `--console` or `--demo`): one self-contained page
-//! embedded in the binary. Its inline style and script are allowed by hash in a strict
-//! Content-Security-Policy, so nothing else can run in it and it can talk only to this server.
+//! `--console` (feature `console`): the browser console at `/console`, one page embedded in the
+//! binary (`page.rs`, `console.html`); `--demo` serves it too. Without the feature, or without
+//! the option, `/console` is a 404 as any unknown path.
 
-use base64::Engine;
-use sha2::Digest;
+use crate::config::{Opt, opt};
 
-use crate::server::http::Response;
+/// The extra's rows of the option table.
+pub(crate) const OPTIONS: &[Opt] = &[opt("console", "Serve the browser console at /console")
+    .flag("console", None)
+    .env("IAC_CODE_AGUI_CONSOLE")];
 
-const PAGE: &str = include_str!("console.html");
+#[cfg(feature = "console")]
+mod page;
 
-/// The page and its headers, built once at start-up.
+/// The console is served (it has no settings of its own).
+#[cfg(feature = "console")]
 #[derive(Debug, Clone)]
-pub struct Console {
-    body: Vec<u8>,
-    csp: String,
-}
+pub(crate) struct Settings;
 
-/// The text between `open` and `close` (the first such element).
-fn inner<'a>(page: &'a str, open: &str, close: &str) -> &'a str {
-    let Some(start) = page.find(open).map(|i| i + open.len()) else {
-        return "";
+/// The extra's settings: `None` when the console is not served. `implied`: another extra
+/// serves it (`--demo`).
+#[cfg(feature = "console")]
+pub(crate) fn configure(
+    s: &crate::config::Sources,
+    implied: bool,
+) -> Result<Option<Settings>, crate::config::ConfigError> {
+    // The variable is read as the switch's words (a switch has no variable of its own).
+    let env = match s.pick("console").filter(|g| !g.in_file) {
+        Some(g) => matches!(
+            crate::config::as_string(&g)?
+                .trim()
+                .to_ascii_lowercase()
+                .as_str(),
+            "1" | "true" | "yes" | "on"
+        ),
+        None => false,
     };
-    let end = page[start..].find(close).map_or(page.len(), |i| start + i);
-    &page[start..end]
+    let on = env || s.switch("console")? || implied;
+    Ok(on.then_some(Settings))
 }
 
-fn sha256_b64(text: &str) -> String {
-    base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(text.as_bytes()))
-}
-
-impl Console {
-    /// The page. It holds no server path: it is served without auth, and reads the
-    /// workspace from `/capabilities`, which asks for the token when one is set.
-    pub fn new() -> Console {
-        let body = PAGE;
-        let script = sha256_b64(inner(PAGE, "<script>", "</script>"));
-        let style = sha256_b64(inner(PAGE, "<style>", "</style>"));
-        let csp = format!(
-            "default-src 'none'; script-src 'sha256-{script}'; style-src 'sha256-{style}'; \
-             connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; \
-             frame-ancestors 'none'"
-        );
-        Console {
-            body: body.as_bytes().to_vec(),
-            csp,
-        }
+#[cfg(feature = "console")]
+impl Settings {
+    /// `/console` among the head decision's checks.
+    pub(crate) fn route(&self, r: &mut crate::routes::RouteConfig) {
+        r.checks.push(std::sync::Arc::new(page::Console::new()));
     }
 
-    pub(crate) fn response(&self) -> Response {
-        Response::new(200, "text/html; charset=utf-8", self.body.clone())
-            .with_header("content-security-policy", self.csp.clone())
-            .with_header("x-content-type-options", "nosniff".into())
-            .with_header("cache-control", "no-store".into())
-            .with_header("referrer-policy", "no-referrer".into())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_policy_allows_exactly_the_page_s_own_script_and_style() {
-        let c = Console::new();
-        let body = String::from_utf8(c.body.clone()).unwrap();
-        // Regression (second red-team, fault 3): the page embedded a server path, served to
-        // anyone.
-        assert!(
-            !body.contains("{{") && !body.contains("/tmp") && !body.contains("iac-default-cwd")
-        );
-        // One inline script and one style, no external resource, no inline handlers.
-        assert_eq!(body.matches("<script").count(), 1);
-        assert_eq!(body.matches("<style").count(), 1);
-        for bad in [
-            "src=\"http",
-            "href=\"http",
-            " onclick=\"",
-            " onload=\"",
-            "style=\"",
-        ] {
-            assert!(!body.contains(bad), "{bad}");
-        }
-        let script = inner(&body, "<script>", "</script>");
-        assert!(c.csp.contains(&format!("'sha256-{}'", sha256_b64(script))));
-        assert!(c.csp.contains("connect-src 'self'") && c.csp.starts_with("default-src 'none'"));
+    /// Once the server listens: where the page is.
+    pub(crate) fn listening(&self, local: std::net::SocketAddr) {
+        log::info!("browser console on http://{local}/console");
     }
 }

@@ -7,25 +7,114 @@
 use crate::config::{ConfigError, Extra, Sources};
 
 /// Every extra, in the order of the help.
-pub(crate) const EXTRAS: &[Extra] = &[Extra {
-    feature: "otlp",
-    options: crate::otlp::OPTIONS,
-    built: cfg!(feature = "otlp"),
-}];
+pub(crate) const EXTRAS: &[Extra] = &[
+    Extra {
+        feature: "console",
+        options: crate::console::OPTIONS,
+        built: cfg!(feature = "console"),
+    },
+    Extra {
+        feature: "cors",
+        options: crate::cors::OPTIONS,
+        built: cfg!(feature = "cors"),
+    },
+    Extra {
+        feature: "demo",
+        options: crate::demo::OPTIONS,
+        built: cfg!(feature = "demo"),
+    },
+    Extra {
+        feature: "otlp",
+        options: crate::otlp::OPTIONS,
+        built: cfg!(feature = "otlp"),
+    },
+];
 
 /// The built extras' settings, read with the rest of the configuration.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Settings {
+    #[cfg(feature = "console")]
+    pub(crate) console: Option<crate::console::Settings>,
+    #[cfg(feature = "cors")]
+    pub(crate) cors: Option<crate::cors::Settings>,
+    #[cfg(feature = "demo")]
+    pub(crate) demo: Option<crate::demo::Settings>,
     #[cfg(feature = "otlp")]
     pub(crate) otlp: Option<crate::otlp::Settings>,
 }
 
 /// Each built extra reads its own settings.
 pub(crate) fn configure(_s: &Sources) -> Result<Settings, ConfigError> {
+    #[cfg(feature = "demo")]
+    let demo = crate::demo::configure(_s)?;
+    // `--demo` serves the console.
+    #[cfg(feature = "demo")]
+    let console_implied = demo
+        .as_ref()
+        .is_some_and(crate::demo::Settings::serves_console);
+    #[cfg(all(feature = "console", not(feature = "demo")))]
+    let console_implied = false;
     Ok(Settings {
+        #[cfg(feature = "console")]
+        console: crate::console::configure(_s, console_implied)?,
+        #[cfg(feature = "cors")]
+        cors: crate::cors::configure(_s)?,
+        #[cfg(feature = "demo")]
+        demo,
         #[cfg(feature = "otlp")]
         otlp: crate::otlp::configure(_s)?,
     })
+}
+
+/// What the extras change of the core's settings, once `--default-cwd` is checked (the demo's
+/// workspace, disconnect grace and state directory).
+pub(crate) fn amend(_s: &Settings, _c: &mut crate::config::Config) {
+    #[cfg(feature = "demo")]
+    if let Some(d) = &_s.demo {
+        d.amend(_c);
+    }
+}
+
+/// What an extra serves instead of the server, until a signal (`--demo-kernel-only`: the demo
+/// kernel alone).
+pub(crate) type Instead =
+    Box<dyn FnOnce(&crate::config::Environ) -> Result<(), crate::startup::StartError>>;
+
+/// The built extras' [`Instead`], if one was asked for.
+pub(crate) fn instead(_s: &Settings) -> Option<Instead> {
+    #[cfg(feature = "demo")]
+    if let Some(f) = _s.demo.as_ref().and_then(crate::demo::Settings::instead) {
+        return Some(Box::new(f));
+    }
+    None
+}
+
+/// A kernel an extra runs in place of `iac-code a2a` (the demo's).
+pub(crate) struct OwnKernel {
+    /// Its base URL and the bearer token it takes.
+    pub(crate) url: String,
+    pub(crate) token: Option<String>,
+    /// The kernel itself, held for its `Drop`, which stops it.
+    pub(crate) held: Box<dyn std::any::Any>,
+}
+
+/// The built extras' [`OwnKernel`], started, if one was asked for.
+pub(crate) fn kernel(_s: &Settings) -> Result<Option<OwnKernel>, crate::startup::StartError> {
+    #[cfg(feature = "demo")]
+    if let Some(d) = &_s.demo {
+        return d.kernel();
+    }
+    Ok(None)
+}
+
+/// The extra that keeps the threads in a private temporary directory, removed at exit, in place
+/// of the state directory (the demo without an explicit one), by its feature's name.
+pub(crate) fn private_state(_s: &Settings, _c: &crate::config::Config) -> Option<&'static str> {
+    #[cfg(feature = "demo")]
+    if _s.demo.as_ref().is_some_and(|d| d.private_state(_c)) {
+        return Some("demo");
+    }
+    None
 }
 
 /// What the extras start beside the server (threads of their own), once logging is up.
@@ -59,13 +148,31 @@ pub(crate) fn shared(
     Ok(sh)
 }
 
-/// Each built extra's routes and head checks in the route configuration.
+/// Each built extra's routes and head checks in the route configuration, after the core's
+/// fields (the caller identity) are set. The order is `routes::decide`'s: CORS refuses an
+/// origin before the console answers.
 pub(crate) fn routes(
     _s: &Settings,
     _r: &mut crate::routes::RouteConfig,
     _ctx: &Context<'_>,
 ) -> Result<(), crate::startup::StartError> {
+    #[cfg(feature = "cors")]
+    if let Some(c) = &_s.cors {
+        c.route(_r);
+    }
+    #[cfg(feature = "console")]
+    if let Some(c) = &_s.console {
+        c.route(_r);
+    }
     Ok(())
+}
+
+/// What each built extra says once the server listens on `local`.
+pub(crate) fn listening(_s: &Settings, _local: std::net::SocketAddr) {
+    #[cfg(feature = "console")]
+    if let Some(c) = &_s.console {
+        c.listening(_local);
+    }
 }
 
 /// Each built extra's entries in `/capabilities` (`custom.iacCode`).

@@ -39,8 +39,10 @@ pub(crate) const MAX_BUFFERED_WHILE_BUSY: usize = 64 * 1024;
 /// Silence after which an SSE stream gets `: heartbeat` (reference: 15 s).
 pub(crate) const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(15);
 /// How long a browser may keep a preflight's answer (`--cors-origins`); Chromium caps it at 2 h.
+#[cfg(feature = "cors")]
 pub(crate) const CORS_MAX_AGE: Duration = Duration::from_secs(600);
 /// Distinct refused origins whose refusal is logged (each once); past them one line says so.
+#[cfg(feature = "cors")]
 pub(crate) const CORS_REFUSALS_LOGGED: usize = 64;
 /// Time allowed to receive a complete request head once its first byte arrived.
 pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -228,6 +230,7 @@ pub(crate) const SUBSCRIBER_SHUTDOWN_TAIL: Duration = Duration::from_secs(3);
 /// `--disconnect-grace` default: a producer's disconnect cancels at once.
 pub(crate) const DISCONNECT_GRACE: Duration = Duration::ZERO;
 /// `--demo`'s default grace, so the console's reload re-attaches to the run.
+#[cfg(feature = "demo")]
 pub(crate) const DEMO_DISCONNECT_GRACE: Duration = Duration::from_secs(30);
 
 /// A thread's stored conversation: at most this many messages (`--history-max-messages`)…

@@ -1,10 +1,10 @@
 //! The route table and the checks that need only the request head (reference §1.1–§1.6):
-//! Host → Origin (`--cors-origins`) → route → preflight → method → auth → Content-Type → body
+//! Host → the extras' checks ([`HeadCheck`]: CORS's `Origin`, the console's page) → route →
+//! the extras' checks of a route (CORS's preflight) → method → auth → Content-Type → body
 //! limit. Pure: no I/O.
 
 use crate::auth::{Identity, MetricsAccess, Refusal};
 use crate::catalog::Msg;
-use crate::cors::{Cors, Origin};
 use crate::errors::{ApiError, Code};
 use crate::i18n::{self, Lang};
 use crate::limits;
@@ -226,6 +226,27 @@ impl HostRule {
     }
 }
 
+/// What an extra adds to the head decision ([`decide`]), each at its point of the order; the
+/// extras' own (`crate::extras::routes`), so that the head decision names none of them. Each
+/// point asks them in the order of [`RouteConfig::checks`]; the first answer is sent.
+pub(crate) trait HeadCheck: std::fmt::Debug + Send + Sync {
+    /// After the Host rule, before the route table (`path` percent-decoded): an answer of the
+    /// extra's own (a refusal, a route of its own), or `None` to go on.
+    fn before_routes(&self, _head: &RequestHead, _path: &str, _default: Lang) -> Option<Response> {
+        None
+    }
+
+    /// Once the route table found a route taking the methods `allow`, before the method is
+    /// checked.
+    fn on_route(&self, _head: &RequestHead, _allow: &str) -> Option<Response> {
+        None
+    }
+
+    /// Headers for every answer to this request, errors and streams too
+    /// (`Handler::answer_headers`).
+    fn answer_headers(&self, _head: &RequestHead, _out: &mut Vec<(&'static str, String)>) {}
+}
+
 /// Static configuration of the head checks.
 #[derive(Debug, Clone)]
 pub struct RouteConfig {
@@ -247,10 +268,8 @@ pub struct RouteConfig {
     pub(crate) store_down_body: Vec<u8>,
     /// The `/health` body while the tokens file cannot be used (503).
     pub(crate) tokens_down_body: Vec<u8>,
-    /// The browser console (`--console`, `--demo`); without it `/console` does not exist.
-    pub console: Option<crate::console::Console>,
-    /// `--cors-origins`: the pages on other origins that may call; None: no CORS at all.
-    pub(crate) cors: Option<Cors>,
+    /// The extras' checks and routes (CORS, the console); none in the sidecar.
+    pub(crate) checks: Vec<std::sync::Arc<dyn HeadCheck>>,
     pub(crate) max_run_body: usize,
     pub(crate) max_cancel_body: usize,
     /// The language of errors when the request asks for none (`config::Config::default_lang`).
@@ -268,13 +287,21 @@ impl RouteConfig {
             store_down_body: with_status(&health_body, "unavailable", Some("state")),
             tokens_down_body: with_status(&health_body, "unavailable", Some("tokens")),
             capabilities_body: b"{}".to_vec(),
-            console: None,
-            cors: None,
+            checks: Vec::new(),
             health_body,
             max_run_body: limits::MAX_RUN_BODY,
             max_cancel_body: limits::MAX_CANCEL_BODY,
             default_lang: Lang::En,
         }
+    }
+
+    /// The extras' headers for every answer to `head` (none without an extra that adds some).
+    pub(crate) fn answer_headers(&self, head: &RequestHead) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        for c in &self.checks {
+            c.answer_headers(head, &mut out);
+        }
+        out
     }
 }
 
@@ -324,26 +351,14 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
             header_lang(head, cfg.default_lang),
         ));
     }
-    // A page on an origin not listed is refused whatever it asks (before auth: its
-    // preflight carries no credentials, and its request must not reach a worker).
-    if let Some(cors) = &cfg.cors
-        && cors.origin(head) == Origin::Unlisted
-    {
-        cors.log_refusal(head);
-        return HeadDecision::Respond(
-            ApiError::new(Code::Forbidden, Msg::OriginNotAllowed)
-                .response(header_lang(head, cfg.default_lang)),
-        );
-    }
     let path = http::percent_decode(head.raw_path());
-    if path == "/console"
-        && let Some(console) = &cfg.console
+    // Before auth and before the routes: a refusal of CORS's reaches no worker.
+    if let Some(r) = cfg
+        .checks
+        .iter()
+        .find_map(|c| c.before_routes(head, &path, cfg.default_lang))
     {
-        // The page is public; the API calls it makes carry the token.
-        return HeadDecision::Respond(match head.method.as_str() {
-            "GET" | "HEAD" => console.response(),
-            _ => Response::text(405, "Method Not Allowed").with_header("allow", "HEAD, GET".into()),
-        });
+        return HeadDecision::Respond(r);
     }
     let route = match_thread_route(head.raw_path(), head.query().unwrap_or(""))
         .or_else(|| {
@@ -361,10 +376,12 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
         Route::Work(w) => Route::Work(w.for_method(&head.method)),
         r => r,
     };
-    if let Some(cors) = &cfg.cors
-        && Cors::is_preflight(head)
+    if let Some(r) = cfg
+        .checks
+        .iter()
+        .find_map(|c| c.on_route(head, route.allow()))
     {
-        return HeadDecision::Respond(cors.preflight(route.allow()));
+        return HeadDecision::Respond(r);
     }
     if !route.accepts(&head.method) {
         return HeadDecision::Respond(
@@ -625,6 +642,76 @@ mod tests {
             !r.allows(Some(b"localhost")),
             "the list replaces the default"
         );
+    }
+
+    fn head(method: &str, path: &str, headers: &[(&str, &str)]) -> RequestHead {
+        let mut raw = format!("{method} {path} HTTP/1.1\r\n");
+        for (n, v) in headers {
+            raw.push_str(&format!("{n}: {v}\r\n"));
+        }
+        raw.push_str("\r\n");
+        http::parse_head(raw.as_bytes()).unwrap().unwrap().0
+    }
+
+    const LIVE: Live = Live {
+        draining: false,
+        kernel_up: true,
+        store_up: true,
+    };
+
+    /// What `decide` answers from the head alone (`None`: a body is read).
+    fn answered(head: &RequestHead, cfg: &RouteConfig) -> Option<Response> {
+        match decide(head, cfg, LIVE) {
+            HeadDecision::Respond(r) => Some(r),
+            HeadDecision::ReadBody { .. } => None,
+        }
+    }
+
+    /// An extra's check, as CORS and the console are: a path of its own, an answer to
+    /// `OPTIONS` on a route, a header on every answer.
+    #[derive(Debug)]
+    struct Probe;
+
+    impl HeadCheck for Probe {
+        fn before_routes(&self, _head: &RequestHead, path: &str, _: Lang) -> Option<Response> {
+            (path == "/probe").then(|| Response::text(200, "probe"))
+        }
+        fn on_route(&self, head: &RequestHead, allow: &str) -> Option<Response> {
+            (head.method == "OPTIONS")
+                .then(|| Response::new(204, "", Vec::new()).with_header("x-allow", allow.into()))
+        }
+        fn answer_headers(&self, _head: &RequestHead, out: &mut Vec<(&'static str, String)>) {
+            out.push(("x-probe", "1".into()));
+        }
+    }
+
+    #[test]
+    fn an_extras_checks_are_asked_at_their_points_of_the_order() {
+        let mut cfg = RouteConfig::new(Some("t".into()), b"{}".to_vec());
+        cfg.hosts = HostRule::Loopback;
+        let local = [("Host", "localhost")];
+        let get = |path: &str, headers: &[(&str, &str)], cfg: &RouteConfig| {
+            answered(&head("GET", path, headers), cfg).map(|r| r.status)
+        };
+        // The sidecar: none.
+        assert_eq!(get("/probe", &local, &cfg), Some(404));
+        let options = head("OPTIONS", "/", &local);
+        assert_eq!(answered(&options, &cfg).unwrap().status, 405);
+        assert!(cfg.answer_headers(&options).is_empty());
+        cfg.checks.push(std::sync::Arc::new(Probe));
+        // Before the route table and auth, after `/health` and the Host rule.
+        assert_eq!(get("/probe", &local, &cfg), Some(200));
+        assert_eq!(get("/probe", &[("Host", "evil.test")], &cfg), Some(421));
+        assert_eq!(get("/health", &[("Host", "evil.test")], &cfg), Some(200));
+        // Once a route is found, with its methods, before its method is checked.
+        let r = answered(&options, &cfg).unwrap();
+        assert_eq!(r.status, 204);
+        assert!(r.headers.contains(&("x-allow", "POST".into())));
+        let nowhere = head("OPTIONS", "/nowhere", &local);
+        assert_eq!(answered(&nowhere, &cfg).unwrap().status, 404);
+        // Its headers for every answer; the rest of the order as it was.
+        assert_eq!(cfg.answer_headers(&options), [("x-probe", "1".to_string())]);
+        assert_eq!(get("/capabilities", &local, &cfg), Some(401));
     }
 
     #[test]

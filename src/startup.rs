@@ -7,7 +7,7 @@
 pub(crate) enum StartError {
     /// An OS call failed while doing something ("listen on 127.0.0.1:8000").
     Io { doing: String, err: std::io::Error },
-    /// The kernel (managed or demo) did not come up, in its own words.
+    /// The kernel (managed or an extra's) did not come up, in its own words.
     Kernel(String),
     /// The state directory cannot be used, in the store's words.
     State(String),
@@ -15,12 +15,6 @@ pub(crate) enum StartError {
     Identity(String),
     /// No secure randomness: no token or id could be made.
     Random(crate::ids::RandomUnavailable),
-    /// `--demo` or `--demo-kernel-only` in a build without the demo kernel.
-    #[cfg_attr(
-        feature = "demo",
-        allow(dead_code, reason = "only a no-demo build has it")
-    )]
-    NoDemo,
     /// `--default-cwd` is not an allowed workspace, in the option's terms.
     DefaultCwd(String),
 }
@@ -42,9 +36,6 @@ impl std::fmt::Display for StartError {
             | StartError::Identity(m)
             | StartError::DefaultCwd(m) => f.write_str(m),
             StartError::Random(e) => write!(f, "refusing to start: {e}"),
-            StartError::NoDemo => {
-                f.write_str("this build has no demo kernel (built without the `demo` feature)")
-            }
         }
     }
 }

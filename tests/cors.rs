@@ -2,7 +2,7 @@
 //! preflight answered before auth, the CORS headers on every answer to a listed origin (JSON
 //! errors, the run's SSE stream), 403 for an origin not listed, nothing at all without the
 //! option, and the values refused at start-up.
-#![cfg(feature = "demo")]
+#![cfg(all(feature = "cors", feature = "demo"))]
 
 mod common;
 
@@ -293,6 +293,31 @@ fn an_origin_not_listed_is_refused_with_403_and_the_own_origin_is_not() {
         b"[]",
     );
     assert_eq!(r.error_code(), "HOST_NOT_ALLOWED");
+}
+
+#[test]
+fn a_page_on_an_origin_not_listed_is_refused_the_console_too() {
+    // The extras' checks are asked in order: CORS before the console's page.
+    let p = start_with_env(
+        "cors-console",
+        &["--cors-origins", PAGE, "--console"],
+        &[("IAC_CODE_AGUI_AUTH_TOKEN", TOKEN)],
+    );
+    let get = |origin: Option<&str>| {
+        let mut headers = vec![("Host", "localhost")];
+        headers.extend(origin.map(|o| ("Origin", o)));
+        raw(p.addr, &request("GET", "/console", &headers, b""))
+    };
+    let r = get(Some("http://evil.test"));
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(r.error_code(), "FORBIDDEN");
+    no_cors(&r);
+    let r = get(Some(PAGE));
+    assert_eq!(r.status, 200);
+    assert_cors(&r, PAGE);
+    let r = get(None);
+    assert_eq!(r.status, 200);
+    no_cors(&r);
 }
 
 #[test]

@@ -2,6 +2,8 @@
 //! kernel). The other suites that need no demo kernel run in this build too (`.ci/run`).
 #![cfg(not(feature = "demo"))]
 
+mod common;
+
 use std::process::Command;
 
 fn bin() -> &'static str {
@@ -12,13 +14,65 @@ fn bin() -> &'static str {
 fn a_build_without_the_demo_refuses_demo_and_says_why() {
     for args in [&["--demo", "--port", "0"][..], &["--demo-kernel-only", "0"]] {
         let out = Command::new(bin()).args(args).output().unwrap();
-        assert!(!out.status.success(), "{args:?}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
-            err.contains("without the `demo` feature"),
+            err.starts_with(&format!("iac-agui: {} needs the `demo` feature", args[0])),
             "{args:?}: {err}"
         );
     }
+}
+
+/// Without the `cors` and `console` features the server answers as one without their options:
+/// `Origin` is not looked at, no `Access-Control-*` header is sent, a preflight gets 405, and
+/// `/console` is a 404 as any unknown path.
+#[cfg(not(any(feature = "cors", feature = "console")))]
+#[test]
+fn a_build_without_cors_and_console_answers_as_a_server_without_their_options() {
+    let dir = common::tempdir("sidecar-web");
+    let mut child = Command::new(bin())
+        .args(["--port", "0", "--a2a-url", "http://127.0.0.1:9/"])
+        .env("IAC_CODE_AGUI_STATE_DIR", &dir)
+        .env_remove("IAC_CODE_AGUI_AUTH_TOKEN")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let addr = common::procs::ready_addr(&mut child);
+    let ask = |method: &str, path: &str, headers: &[(&str, &str)]| {
+        let mut h = vec![("Host", "localhost")];
+        h.extend_from_slice(headers);
+        common::raw(addr, &common::request(method, path, &h, b""))
+    };
+    let no_cors = |r: &common::Resp| {
+        assert!(
+            !r.headers
+                .iter()
+                .any(|(n, _)| n.to_ascii_lowercase().starts_with("access-control-")),
+            "{:?}",
+            r.headers
+        );
+    };
+    let preflight = ask(
+        "OPTIONS",
+        "/",
+        &[
+            ("Origin", "http://localhost:5173"),
+            ("Access-Control-Request-Method", "POST"),
+        ],
+    );
+    assert_eq!(preflight.status, 405);
+    no_cors(&preflight);
+    // A page on any origin reaches the route (no 403).
+    let caps = ask("GET", "/capabilities", &[("Origin", "http://evil.test")]);
+    assert_eq!(caps.status, 200, "{}", caps.text());
+    no_cors(&caps);
+    for method in ["GET", "POST"] {
+        assert_eq!(ask(method, "/console", &[]).status, 404, "{method}");
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -185,10 +185,7 @@ impl Handler for App {
     }
 
     fn answer_headers(&self, head: &RequestHead) -> Vec<(&'static str, String)> {
-        match &self.routes.cors {
-            Some(cors) => cors.answer_headers(head),
-            None => Vec::new(),
-        }
+        self.routes.answer_headers(head)
     }
 
     fn over_capacity(&self) -> Response {

@@ -91,7 +91,6 @@ pub(crate) struct Config {
     pub(crate) idle_shutdown: Duration,
     pub(crate) debug: bool,
     pub(crate) log_stdout: bool,
-    pub(crate) demo: bool,
     pub(crate) agui_protocol: AguiProtocol,
     pub(crate) heartbeat_interval: Duration,
     pub(crate) max_connections: usize,
@@ -100,12 +99,8 @@ pub(crate) struct Config {
     pub(crate) output_budget: usize,
     /// An upstream silent for this long (not even a keep-alive comment) is unavailable.
     pub(crate) a2a_idle_timeout: Duration,
-    /// Serve only the demo kernel on this port (benchmarks, client tests).
-    pub(crate) demo_kernel_only: Option<u16>,
     /// `--allowed-hosts`: Host names answered (`*` = any); None = the listener's default.
     pub(crate) allowed_hosts: Option<Vec<String>>,
-    /// `--cors-origins`: browser origins allowed to call (normalised); empty: no CORS.
-    pub(crate) cors_origins: Vec<String>,
     /// Where every setting came from: each extra reads its own there (`crate::extras`).
     pub(crate) sources: Sources,
     /// `--log-format text|json`.
@@ -119,8 +114,6 @@ pub(crate) struct Config {
     pub(crate) default_cwd_origin: String,
     /// How long a drain lets running runs finish (0: stop at once).
     pub(crate) shutdown_grace: Duration,
-    /// Serve the browser console at `/console` (`--console`, implied by `--demo`).
-    pub(crate) console: bool,
     /// Things to tell the operator once logging is up (accepted but ignored settings).
     pub(crate) warnings: Vec<String>,
     /// The language of answers that have no request language (`LANGUAGE`/`LC_*`/`LANG`).
@@ -155,16 +148,13 @@ impl Default for Config {
             idle_shutdown: Duration::ZERO,
             debug: false,
             log_stdout: false,
-            demo: false,
             agui_protocol: AguiProtocol::V0_1,
             heartbeat_interval: limits::HEARTBEAT_INTERVAL,
             max_connections: limits::MAX_CONNECTIONS,
             max_runs: limits::MAX_JOBS,
             output_budget: limits::OUTPUT_BUDGET,
             a2a_idle_timeout: limits::A2A_IDLE_TIMEOUT,
-            demo_kernel_only: None,
             allowed_hosts: None,
-            cors_origins: Vec::new(),
             sources: Sources::default(),
             log_format: crate::logging::LogFormat::Text,
             disconnect_grace: limits::DISCONNECT_GRACE,
@@ -172,7 +162,6 @@ impl Default for Config {
             default_cwd: None,
             default_cwd_origin: "--default-cwd".into(),
             shutdown_grace: limits::SHUTDOWN_GRACE,
-            console: false,
             warnings: Vec::new(),
             default_lang: crate::i18n::Lang::En,
             env: Environ::default(),
@@ -248,6 +237,15 @@ impl Sources {
             return Some(Given::text(name.to_string(), &v));
         }
         self.in_file(key)
+    }
+
+    /// A flag's value, from the command line only (an option without variable or file key).
+    #[allow(
+        dead_code,
+        reason = "read by the extras with such an option; the sidecar has none"
+    )]
+    pub(crate) fn flag(&self, key: &str) -> Option<Given> {
+        self.flags.get(key).map(|v| Given::text(flag_name(key), v))
     }
 
     /// A switch: given as a flag, or `true` in the config file (switches have no variable).
@@ -357,8 +355,7 @@ pub(crate) fn parse(
     if let Some(e) = sources.lacking() {
         return Err(e);
     }
-    let (flags, switches, file) = (&sources.flags, &sources.switches, &sources.file);
-    let console = switches.contains("console");
+    let file = &sources.file;
     let env_of_key = |key: &str| sources.env_of_key(key);
     let in_file = |key: &str| sources.in_file(key);
     let pick = |key: &str| sources.pick(key);
@@ -400,21 +397,6 @@ pub(crate) fn parse(
             )));
         }
         c.allowed_hosts = Some(names);
-    }
-    if let Some(v) = pick("cors_origins") {
-        let s = as_string(&v)?;
-        for o in s.split(',').filter(|o| !o.trim().is_empty()) {
-            let origin = crate::cors::parse_origin(o).map_err(|why| {
-                v.err(format_args!(
-                    "takes exact origins such as http://localhost:5173, not {:?}: {why}.",
-                    o.trim()
-                ))
-            })?;
-            c.cors_origins.push(origin);
-        }
-        if c.cors_origins.is_empty() {
-            return Err(v.err("needs at least one origin such as http://localhost:5173."));
-        }
     }
     if let Some(v) = pick("host") {
         c.host = as_string(&v)?;
@@ -549,9 +531,6 @@ pub(crate) fn parse(
     if let Some(v) = pick("a2a_idle_timeout") {
         c.a2a_idle_timeout = as_seconds(&v, false)?;
     }
-    if let Some(v) = flags.get("demo_kernel_only") {
-        c.demo_kernel_only = Some(as_port(&Given::text(flag_name("demo_kernel_only"), v))?);
-    }
     let secret = |key: &str| sources.secret(key);
     c.auth_token = secret("auth_token")?;
     if c.auth_tokens_file.is_some() && c.identity_header.is_some() {
@@ -579,41 +558,6 @@ pub(crate) fn parse(
         Some(b) => b,
         None => file_bool(in_file("log_stdout"))?.unwrap_or(false),
     };
-    c.demo = sources.switch("demo")?;
-    // A config file's `state_dir` is the real server's: a demo run with that file keeps its
-    // threads in its private temporary directory, unless the command line or the
-    // environment names a directory for them.
-    if let Some(g) = pick("state_dir").filter(|g| c.demo && g.in_file)
-        && c.state_dir.take().is_some()
-    {
-        c.warnings.push(format!(
-            "{} is not used by {}, whose threads stay in a temporary directory of their own \
-             (--state-dir or IAC_CODE_AGUI_STATE_DIR puts them elsewhere)",
-            g.origin,
-            origin("demo")
-        ));
-    }
-    let console_env = env_of_key("console").map(|(_, v)| {
-        matches!(
-            v.trim().to_ascii_lowercase().as_str(),
-            "1" | "true" | "yes" | "on"
-        )
-    });
-    c.console = console
-        || console_env.unwrap_or(false)
-        || file_bool(in_file("console"))?.unwrap_or(false)
-        || c.demo;
-    // The demo is where the console's reload-and-re-attach is tried: give runs a grace.
-    if c.demo && pick("disconnect_grace").is_none() {
-        c.disconnect_grace = limits::DEMO_DISCONNECT_GRACE;
-    }
-    if c.demo && c.a2a_url.is_some() {
-        return Err(ConfigError(format!(
-            "{} and {} cannot be combined.",
-            origin("demo"),
-            origin("a2a_url")
-        )));
-    }
     c.default_lang = crate::i18n::server_default(env);
     c.allowed_roots = crate::agui::cwd::allowed_roots(env);
     c.env = environ.clone();

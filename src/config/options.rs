@@ -92,29 +92,12 @@ pub(crate) const CORE: &[Opt] = &[
         .env("IAC_CODE_AGUI_PROTOCOL")
         .default("0.1"),
     opt(
-        "demo",
-        "Serve with the built-in scripted demo kernel (no LLM, no cloud); implies --console and a \
-         30 s --disconnect-grace unless one is given",
-    )
-    .flag("demo", None),
-    opt("console", "Serve the browser console at /console")
-        .flag("console", None)
-        .env("IAC_CODE_AGUI_CONSOLE"),
-    opt(
         "allowed_hosts",
         "Host header names answered, comma-separated, `*` = any",
     )
     .flag("allowed-hosts", Some("NAMES"))
     .env("IAC_CODE_AGUI_ALLOWED_HOSTS")
     .default("on a loopback address only localhost, 127.0.0.1 and [::1]; elsewhere any"),
-    opt(
-        "cors_origins",
-        "Pages on these other origins (comma-separated, exact `scheme://host[:port]`, never `*`) \
-         may call from a browser, with credentials; any other Origin gets 403",
-    )
-    .flag("cors-origins", Some("ORIGINS"))
-    .env("IAC_CODE_AGUI_CORS_ORIGINS")
-    .default("none: no CORS headers, preflights get 405"),
     opt(
         "interrupt_ttl",
         "Accepted for compatibility and ignored: interrupts have no adapter deadline",
@@ -156,7 +139,8 @@ pub(crate) const CORE: &[Opt] = &[
     )
     .flag("default-cwd", Some("DIR"))
     .env("IAC_CODE_AGUI_DEFAULT_CWD")
-    .default("none; --demo: its workspace"),
+    // The help follows the build: the demo's choice only where there is a demo.
+    .default(if cfg!(feature = "demo") { "none; --demo: its workspace" } else { "none" }),
     opt(
         "auth_tokens_file",
         "One caller per line, `NAME SHA256HEX-OF-TOKEN`: a bearer token names its caller, whose \
@@ -275,13 +259,6 @@ pub(crate) const CORE: &[Opt] = &[
     )
     .flag("a2a-idle-timeout", Some("SECS"))
     .default("120"),
-    opt(
-        "demo_kernel_only",
-        "Serve only the scripted demo A2A kernel on 127.0.0.1:PORT (token from \
-         IACCODE_A2A_HTTP_TOKEN), for benchmarks and client tests",
-    )
-    .flag("demo-kernel-only", Some("PORT"))
-    .no_file(),
     opt("debug", "Debug logging (RUST_LOG overrides)")
         .flag("debug", None)
         .short('d'),

@@ -5,8 +5,12 @@ fn run(args: &[&str], env: &[(&str, &str)]) -> Result<Config, ConfigError> {
     let mut argv = vec![OsString::from("iac-agui")];
     argv.extend(args.iter().map(OsString::from));
     match parse(argv.into_iter().skip(1), &env, crate::extras::EXTRAS)? {
-        // What `cli::main` does next: each extra reads its own settings.
-        Command::Serve(c) => crate::extras::configure(&c.sources).map(|_| *c),
+        // What `cli::main` does next: each extra reads its own settings, and amends the core's.
+        Command::Serve(mut c) => {
+            let extras = crate::extras::configure(&c.sources)?;
+            crate::extras::amend(&extras, &mut c);
+            Ok(*c)
+        }
         other => panic!("unexpected {other:?}"),
     }
 }
@@ -56,7 +60,6 @@ fn invalid_values_are_errors() {
     assert!(run(&["--agui-protocol", "2.0"], &[]).is_err());
     assert!(run(&["--bogus"], &[]).is_err());
     assert!(run(&["--config", "/nonexistent/iac-agui.yaml"], &[]).is_err());
-    assert!(run(&["--demo", "--a2a-url", "http://127.0.0.1:1/"], &[]).is_err());
     assert!(run(&["--a2a-url", "http://10.1.2.3:8000/"], &[]).is_err());
     assert!(run(&[], &[("IAC_CODE_AGUI_A2A_URL", "http://example.com/")]).is_err());
     assert_eq!(
@@ -306,8 +309,13 @@ fn a_number_given_to_a_text_setting_is_read_as_written() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+#[cfg(feature = "cors")]
 #[test]
 fn cors_origins_come_from_the_flag_the_environment_or_the_file_normalised() {
+    let origins = |c: &Config| {
+        let x = crate::extras::configure(&c.sources).unwrap();
+        x.cors.map(|c| c.origins).unwrap_or_default()
+    };
     let c = run(
         &[
             "--cors-origins",
@@ -317,7 +325,7 @@ fn cors_origins_come_from_the_flag_the_environment_or_the_file_normalised() {
     )
     .unwrap();
     assert_eq!(
-        c.cors_origins,
+        origins(&c),
         ["http://localhost:5173", "https://app.example"]
     );
     let c = run(
@@ -325,15 +333,15 @@ fn cors_origins_come_from_the_flag_the_environment_or_the_file_normalised() {
         &[("IAC_CODE_AGUI_CORS_ORIGINS", "http://127.0.0.1:3000")],
     )
     .unwrap();
-    assert_eq!(c.cors_origins, ["http://127.0.0.1:3000"]);
+    assert_eq!(origins(&c), ["http://127.0.0.1:3000"]);
     let dir = std::env::temp_dir().join(format!("iac-agui-cfg-cors-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("c.yaml");
     std::fs::write(&file, "cors_origins: http://localhost:8080\n").unwrap();
     let c = run(&["--config", file.to_str().unwrap()], &[]).unwrap();
-    assert_eq!(c.cors_origins, ["http://localhost:8080"]);
+    assert_eq!(origins(&c), ["http://localhost:8080"]);
     std::fs::remove_dir_all(&dir).unwrap();
-    assert!(run(&[], &[]).unwrap().cors_origins.is_empty());
+    assert!(origins(&run(&[], &[]).unwrap()).is_empty());
     for bad in ["*", " , ", "http://localhost:5173/app"] {
         let e = run(&["--cors-origins", bad], &[]).unwrap_err();
         assert!(e.0.starts_with("--cors-origins"), "{e}");
@@ -403,6 +411,7 @@ fn an_otlp_endpoint_off_this_host_needs_its_allowing_option() {
     assert_eq!(endpoint(&run(&[], &[]).unwrap()), None);
 }
 
+#[cfg(feature = "demo")]
 #[test]
 fn a_config_files_state_dir_is_not_the_demos() {
     // Issue 57: `--config` with a `state_dir` and `--demo` put the demo's threads in the
@@ -504,4 +513,64 @@ fn an_extras_options_are_refused_by_name_in_a_build_without_it() {
             assert!(!help.contains(&format!("--{f} ")), "--{f} is in the help");
         }
     }
+}
+
+/// `--demo` (feature `demo`) amends the core's settings and brings the console; the demo
+/// kernel alone is a port given on the command line only.
+#[cfg(feature = "demo")]
+#[test]
+fn the_demo_serves_the_console_with_a_grace_and_refuses_another_kernel() {
+    let extras = |c: &Config| crate::extras::configure(&c.sources).unwrap();
+    let c = run(&["--demo"], &[]).unwrap();
+    assert!(extras(&c).console.is_some());
+    assert_eq!(c.disconnect_grace, limits::DEMO_DISCONNECT_GRACE);
+    let c = run(&["--demo", "--disconnect-grace", "0"], &[]).unwrap();
+    assert_eq!(c.disconnect_grace, Duration::ZERO);
+    let c = run(&[], &[]).unwrap();
+    assert!(extras(&c).console.is_none() && extras(&c).demo.is_none());
+    assert_eq!(c.disconnect_grace, limits::DISCONNECT_GRACE);
+    // Its workspace: the first allowed root, unless one is given.
+    let root = std::env::temp_dir().canonicalize().unwrap();
+    let roots = [("IAC_CODE_AGUI_ALLOWED_CWDS", root.to_str().unwrap())];
+    let c = run(&["--demo"], &roots).unwrap();
+    assert_eq!(c.default_cwd.as_deref(), root.to_str());
+    assert_eq!(run(&[], &roots).unwrap().default_cwd, None);
+    let e = run(&["--demo", "--a2a-url", "http://127.0.0.1:1/"], &[]).unwrap_err();
+    assert_eq!(e.0, "--demo and --a2a-url cannot be combined.");
+    let c = run(&["--demo-kernel-only", "0"], &[]).unwrap();
+    let x = extras(&c);
+    assert!(crate::extras::instead(&x).is_some() && x.console.is_none());
+    assert!(crate::extras::instead(&extras(&run(&["--demo"], &[]).unwrap())).is_none());
+    let e = run(&["--demo-kernel-only", "70000"], &[]).unwrap_err();
+    assert_eq!(
+        e.0,
+        "--demo-kernel-only must be a port from 0 to 65535, not \"70000\"."
+    );
+}
+
+/// `--console` (feature `console`): its switch, its variable (as a switch's words) or the file.
+#[cfg(feature = "console")]
+#[test]
+fn the_console_is_served_by_its_switch_its_variable_or_the_file() {
+    let on = |args: &[&str], env: &[(&str, &str)]| {
+        let c = run(args, env).unwrap();
+        crate::extras::configure(&c.sources)
+            .unwrap()
+            .console
+            .is_some()
+    };
+    assert!(!on(&[], &[]));
+    assert!(on(&["--console"], &[]));
+    for v in ["1", "true", "Yes", " on "] {
+        assert!(on(&[], &[("IAC_CODE_AGUI_CONSOLE", v)]), "{v}");
+    }
+    assert!(!on(&[], &[("IAC_CODE_AGUI_CONSOLE", "0")]));
+    let dir = std::env::temp_dir().join(format!("iac-agui-cfg-console-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("c.yaml");
+    std::fs::write(&file, "console: true\n").unwrap();
+    assert!(on(&["--config", file.to_str().unwrap()], &[]));
+    std::fs::write(&file, "console: maybe\n").unwrap();
+    assert!(run(&["--config", file.to_str().unwrap()], &[]).is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
 }
