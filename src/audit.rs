@@ -7,12 +7,12 @@
 
 mod file;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde_json::{Map, Value, json};
 
+use crate::app::RequestOrigin;
 use crate::principal::Caller;
 pub(crate) use file::{AuditFile, MAX_KEEP};
 
@@ -24,27 +24,6 @@ pub(crate) const MAX_INTERRUPTS: usize = 64;
 /// Parameter override names one resume record lists (over all its answers); past them each
 /// answer only counts its own.
 pub(crate) const MAX_OVERRIDES: usize = 32;
-
-/// Where a request came from, as far as the audit record tells it (never a header's value).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Origin {
-    pub(crate) client: Option<SocketAddr>,
-    /// The request's W3C trace (the caller's, joined, or one started for it).
-    pub(crate) trace_id: Option<String>,
-    /// The request's own span id in that trace: one request, whatever it was part of.
-    pub(crate) request_id: Option<String>,
-}
-
-impl Origin {
-    /// The peer address and the request's span (`crate::trace`).
-    pub(crate) fn of(peer: Option<SocketAddr>, span: Option<&crate::trace::SpanContext>) -> Origin {
-        Origin {
-            client: peer,
-            trace_id: span.map(crate::trace::SpanContext::trace_id_hex),
-            request_id: span.map(|s| crate::ids::hex(&s.span_id)),
-        }
-    }
-}
 
 /// What was decided.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,7 +43,7 @@ pub(crate) enum Action {
     /// A run's end: its outcome label (`success`, `interrupt`, an error code's, …) and usage.
     RunEnd {
         outcome: &'static str,
-        usage: crate::quota::Used,
+        usage: crate::agui::events::RunUsage,
     },
 }
 
@@ -101,7 +80,7 @@ fn bounded(s: &str) -> String {
 /// One record: a JSON object on one line, ending in `\n`.
 pub(crate) fn record(
     at: SystemTime,
-    origin: &Origin,
+    origin: &RequestOrigin,
     subject: &Subject<'_>,
     action: &Action,
 ) -> Vec<u8> {
@@ -298,7 +277,7 @@ impl Audit {
     pub(crate) fn write(
         &self,
         at: SystemTime,
-        origin: &Origin,
+        origin: &RequestOrigin,
         subject: &Subject<'_>,
         action: &Action,
     ) -> Result<(), AuditUnavailable> {

@@ -39,7 +39,10 @@ pub(crate) fn start(_s: &Settings) -> std::io::Result<()> {
 
 /// What an extra may need to wire itself in: the state store, the address served, the
 /// signals (a tokens file's reload), the environment.
-#[allow(dead_code, reason = "read by the extras that need it; the sidecar has none")]
+#[allow(
+    dead_code,
+    reason = "read by the extras that need it; the sidecar has none"
+)]
 pub(crate) struct Context<'a> {
     pub(crate) store: &'a std::sync::Arc<crate::store::files::FileStore>,
     pub(crate) addr: std::net::SocketAddr,

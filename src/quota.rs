@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
+use crate::agui::events::RunUsage;
 use crate::principal::Caller;
 use crate::sync::lock;
 
@@ -73,7 +74,7 @@ impl Over {
 pub struct Ticket {
     quotas: Arc<Quotas>,
     caller: Caller,
-    used: Used,
+    used: RunUsage,
     ended_ms: Option<u64>,
     /// The run was driven: it counts in usage. An admission refused after the quotas were
     /// taken (thread busy, a state write failed) gives back its token and counts nothing.
@@ -90,7 +91,7 @@ impl Ticket {
     }
 
     /// The run ended at `now_ms` having used `used` (its terminal event's usage).
-    pub fn used(&mut self, now_ms: u64, used: Used) {
+    pub fn used(&mut self, now_ms: u64, used: RunUsage) {
         self.used = used;
         self.ended_ms = Some(now_ms);
     }
@@ -113,20 +114,11 @@ impl Drop for Ticket {
     }
 }
 
-/// What a run used, as its terminal event tells it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Used {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub total_tokens: u64,
-    pub cached_input_tokens: u64,
-}
-
 /// A caller's totals of one UTC day.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Day {
     pub runs: u64,
-    pub used: Used,
+    pub used: RunUsage,
 }
 
 /// Milli-tokens of a full bucket for `rate` admissions per minute.
@@ -303,7 +295,7 @@ impl Quotas {
         Ticket {
             quotas: self.clone(),
             caller: caller.clone(),
-            used: Used::default(),
+            used: RunUsage::default(),
             ended_ms: None,
             started: false,
             took: 0,
@@ -320,7 +312,7 @@ impl Quotas {
     }
 
     /// A run of `caller` ended on `day` (`YYYY-MM-DD`, UTC) having used `used`.
-    pub fn record(&self, caller: &Caller, day: &str, used: Used) {
+    pub fn record(&self, caller: &Caller, day: &str, used: RunUsage) {
         let mut usage = lock(&self.usage);
         let kept = self.kept(&mut usage, caller);
         let d = kept.days.entry(day.to_string()).or_default();
@@ -504,7 +496,7 @@ fn decode(bytes: &[u8]) -> Option<BTreeMap<String, Day>> {
             date.to_string(),
             Day {
                 runs: n("runs")?,
-                used: Used {
+                used: RunUsage {
                     input_tokens: n("inputTokens")?,
                     output_tokens: n("outputTokens")?,
                     total_tokens: n("totalTokens")?,
@@ -534,20 +526,6 @@ pub fn utc_day(ms: u64) -> String {
     let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
     let s = crate::rfc3339::format_millis(t);
     s.get(..10).unwrap_or("1970-01-01").to_string()
-}
-
-/// A terminal event's usage entries summed (a run may report several models).
-impl Used {
-    pub(crate) fn of(usage: &[crate::agui::events::Usage]) -> Used {
-        let n = |v: i64| u64::try_from(v).unwrap_or(0);
-        usage.iter().fold(Used::default(), |mut a, u| {
-            a.input_tokens += n(u.input_tokens);
-            a.output_tokens += n(u.output_tokens);
-            a.total_tokens += n(u.total_tokens);
-            a.cached_input_tokens += n(u.cached_input_tokens);
-            a
-        })
-    }
 }
 
 #[cfg(test)]
@@ -686,7 +664,7 @@ mod tests {
     fn usage_is_summed_per_caller_and_day_and_kept_across_a_restart() {
         let files = Arc::new(Mem(Mutex::default()));
         let q = Quotas::new(Limits::default(), Some(files.clone()));
-        let used = Used {
+        let used = RunUsage {
             input_tokens: 10,
             output_tokens: 3,
             total_tokens: 13,

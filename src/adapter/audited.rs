@@ -5,7 +5,8 @@
 use super::admission::{RunKind, Thread};
 use super::shared::Shared;
 use crate::agui::input::ResumeEntry;
-use crate::audit::{Action, Answered, Origin, Subject};
+use crate::app::RequestOrigin as Origin;
+use crate::audit::{Action, Answered, Subject};
 use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
 use crate::principal::ThreadKey;
@@ -98,7 +99,7 @@ pub(super) fn run_end(
     run: &super::driver::RunArgs,
     execution_id: &str,
     outcome: &'static str,
-    usage: crate::quota::Used,
+    usage: crate::agui::events::RunUsage,
 ) {
     let subject = Subject {
         caller: &run.thread.caller,

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 pub use requests::{
-    BodyError, CancelRequest, RunBodyError, RunRequest, SubscribeRequest, ThreadsQuery,
-    ThreadsRequest, parse_json,
+    BodyError, CancelRequest, RequestOrigin, RunBodyError, RunRequest, SubscribeRequest,
+    ThreadsQuery, ThreadsRequest, parse_json,
 };
 pub use stream::RunStream;
 pub(crate) use stream::StreamTap;
@@ -292,8 +292,8 @@ fn request_span(request: &Request<Routed>) -> Span {
 /// name the body's thread (AgentCore's `SESSION_ID_MISMATCH` rule); answers echo it.
 const THREAD_HEADER: &str = "x-iac-code-thread-id";
 
-/// Who asks and from where (the audit log's facts of a request).
-type Who = (Caller, crate::audit::Origin);
+/// Who asks and from where (the decisions' record's facts of a request).
+type Who = (Caller, RequestOrigin);
 
 /// One body route's work on its worker thread.
 struct Job {
@@ -323,7 +323,7 @@ impl Job {
         let started = self.clock.now();
         let routed = request.head.header_str(THREAD_HEADER);
         let last = request.head.header_str("last-event-id");
-        let origin = crate::audit::Origin::of(request.peer, crate::trace::current().as_ref());
+        let origin = RequestOrigin::of(request.peer, crate::trace::current().as_ref());
         // Taken apart and freed here, keeping what the access log needs: a stream may stay
         // open for hours, and a browser sends a dozen headers. Fields out of the box, not the
         // request onto the stack: these frames stay resident as long as the stream.

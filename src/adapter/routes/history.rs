@@ -310,7 +310,12 @@ fn messages(
     )
 }
 
-fn delete(sh: &Shared, key: &ThreadKey, origin: &crate::audit::Origin, lang: Lang) -> Response {
+fn delete(
+    sh: &Shared,
+    key: &ThreadKey,
+    origin: &crate::app::RequestOrigin,
+    lang: Lang,
+) -> Response {
     // Recorded before any file goes; a refusal deletes nothing.
     let recorded =
         || crate::adapter::audited::delete(sh, origin, key).map_err(|e| e.response(lang));

@@ -28,7 +28,7 @@ pub(crate) trait Gate: Send + Sync {
 /// what it used when it ends; dropped with the run (a run that never started gives it back).
 pub(crate) trait Hold: Send {
     fn started(&mut self);
-    fn ended(&mut self, now_ms: u64, used: crate::quota::Used);
+    fn ended(&mut self, now_ms: u64, used: crate::agui::events::RunUsage);
 }
 
 /// The extras' policies, each set up by its `with_*` builder on `Shared`.
@@ -112,7 +112,7 @@ impl Hold for crate::quota::Ticket {
     fn started(&mut self) {
         self.start();
     }
-    fn ended(&mut self, now_ms: u64, used: crate::quota::Used) {
+    fn ended(&mut self, now_ms: u64, used: crate::agui::events::RunUsage) {
         self.used(now_ms, used);
     }
 }
