@@ -202,14 +202,21 @@ fn label_value(s: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// The extras' series, each only in a build with its extra (the counters are there in
+/// every build, and stay at zero without it).
 fn usage(o: &mut String, m: &Metrics) {
-    scalar(
-        o,
-        "iac_agui_audit_write_failures_total",
-        "counter",
-        "Audit records that could not be written (each refused its decision, or a run's end went unrecorded).",
-        m.audit_failures.get() as i64,
-    );
+    if cfg!(feature = "audit") {
+        scalar(
+            o,
+            "iac_agui_audit_write_failures_total",
+            "counter",
+            "Audit records that could not be written (each refused its decision, or a run's end went unrecorded).",
+            m.audit_failures.get() as i64,
+        );
+    }
+    if !cfg!(feature = "quotas") {
+        return;
+    }
     labeled(
         o,
         "iac_agui_caller_quota_refusals_total",

@@ -44,8 +44,9 @@ pub enum Work {
     RenameThread {
         thread_id: String,
     },
-    /// `GET /usage?days=N`: the caller's own usage (issue 44).
-    Usage {
+    /// `GET` of a route an extra added (`ExtraRoute`), with the raw query.
+    Extra {
+        path: &'static str,
         query: String,
     },
 }
@@ -58,7 +59,7 @@ impl Work {
             Work::ListThreads { .. }
             | Work::ThreadMessages { .. }
             | Work::Thread { .. }
-            | Work::Usage { .. } => "GET",
+            | Work::Extra { .. } => "GET",
             Work::DeleteThread { .. } => "DELETE",
             Work::RenameThread { .. } => "PATCH",
         }
@@ -92,6 +93,22 @@ pub struct Routed {
 const CANCEL_PREFIX: &str = "/extensions/iac-code/v1/executions/";
 const CANCEL_SUFFIX: &str = "/cancel";
 const SUBSCRIBE_SUFFIX: &str = "/subscribe";
+
+/// A route an extra adds (`extras::routes`): a `GET` of its own path, answered on a worker
+/// (it may read files) for the caller the head decided. Without the extra the path is not
+/// found, as any unknown path.
+pub trait ExtraRoute: Send + Sync {
+    /// The route's path, exact once decoded (`/usage`).
+    fn path(&self) -> &'static str;
+    /// The answer to `caller`'s request with the raw `query` (a refusal in `lang`).
+    fn answer(&self, caller: &Caller, query: &str, lang: Lang) -> Response;
+}
+
+impl std::fmt::Debug for dyn ExtraRoute {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "GET {}", self.path())
+    }
+}
 
 /// Every route: the ones answered from the head, and the body routes a worker takes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -251,6 +268,8 @@ pub struct RouteConfig {
     pub console: Option<crate::console::Console>,
     /// `--cors-origins`: the pages on other origins that may call; None: no CORS at all.
     pub(crate) cors: Option<Cors>,
+    /// The routes the built extras added (`GET /usage`).
+    pub(crate) extra: Vec<std::sync::Arc<dyn ExtraRoute>>,
     pub(crate) max_run_body: usize,
     pub(crate) max_cancel_body: usize,
     /// The language of errors when the request asks for none (`config::Config::default_lang`).
@@ -270,6 +289,7 @@ impl RouteConfig {
             capabilities_body: b"{}".to_vec(),
             console: None,
             cors: None,
+            extra: Vec::new(),
             health_body,
             max_run_body: limits::MAX_RUN_BODY,
             max_cancel_body: limits::MAX_CANCEL_BODY,
@@ -347,11 +367,11 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
     }
     let route = match_thread_route(head.raw_path(), head.query().unwrap_or(""))
         .or_else(|| {
-            (path == "/usage").then(|| {
-                Route::Work(Work::Usage {
-                    query: head.query().unwrap_or("").into(),
-                })
-            })
+            let r = cfg.extra.iter().find(|r| r.path() == path)?;
+            Some(Route::Work(Work::Extra {
+                path: r.path(),
+                query: head.query().unwrap_or("").into(),
+            }))
         })
         .or_else(|| match_route(&path));
     let Some(route) = route else {

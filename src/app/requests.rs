@@ -216,8 +216,6 @@ pub enum ThreadsQuery {
     },
     /// `DELETE /threads/{threadId}`.
     Delete { thread_id: String },
-    /// `GET /usage?days=N`: the caller's last N days (default 31).
-    Usage { days: usize },
 }
 
 /// A thread route's request, for its caller.
@@ -232,7 +230,7 @@ pub struct ThreadsRequest {
 
 /// The query's `key=value` pairs, percent-decoded; a key given twice is refused. Keys this
 /// route does not read are ignored (caches and browsers add their own).
-fn query_pairs(query: &str) -> Result<Vec<(String, String)>, FieldError> {
+pub(crate) fn query_pairs(query: &str) -> Result<Vec<(String, String)>, FieldError> {
     let mut out: Vec<(String, String)> = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
@@ -309,18 +307,6 @@ impl ThreadsRequest {
             Work::DeleteThread { thread_id } => ThreadsQuery::Delete {
                 thread_id: path_id(thread_id)?,
             },
-            Work::Usage { query } => {
-                let pairs = query_pairs(query).map_err(BodyError::Field)?;
-                let days = match pairs.iter().find(|(k, _)| k == "days") {
-                    None => limits::USAGE_DEFAULT_DAYS,
-                    Some((_, v)) => v
-                        .parse::<usize>()
-                        .ok()
-                        .filter(|n| (1..=crate::quota::DAYS_KEPT).contains(n))
-                        .ok_or_else(|| BodyError::Field(FieldError::new("days", Problem::Value)))?,
-                };
-                ThreadsQuery::Usage { days }
-            }
             _ => return Err(BodyError::Field(FieldError::new("", Problem::Value))),
         };
         Ok(ThreadsRequest {
