@@ -556,6 +556,25 @@ mod tests {
         assert!(o.contains("x_count 3\n"));
     }
 
+    /// Issue 58: an extra's series are in `/metrics` only in a build with it (run in both
+    /// builds: `cargo test` and `cargo test --no-default-features`).
+    #[test]
+    fn an_extras_series_are_rendered_only_in_a_build_with_it() {
+        let text = render();
+        let has = |family: &str| text.contains(&format!("# TYPE {family} "));
+        for family in [
+            "iac_agui_caller_quota_refusals_total",
+            "iac_agui_usage_runs_total",
+            "iac_agui_usage_tokens_total",
+        ] {
+            assert_eq!(has(family), cfg!(feature = "quotas"), "{family}");
+        }
+        assert_eq!(
+            has("iac_agui_audit_write_failures_total"),
+            cfg!(feature = "audit")
+        );
+    }
+
     #[test]
     fn every_sample_line_belongs_to_a_declared_family() {
         M.runs.inc("success");

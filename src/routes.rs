@@ -647,6 +647,60 @@ mod tests {
         );
     }
 
+    struct Usage;
+
+    impl ExtraRoute for Usage {
+        fn path(&self) -> &'static str {
+            "/usage"
+        }
+        fn answer(&self, _caller: &Caller, _query: &str, _lang: Lang) -> Response {
+            Response::json(200, b"{}".to_vec())
+        }
+    }
+
+    /// Issue 58: an extra's route exists only where the extra added it: without (a build
+    /// without the extra) its path is not found, as any unknown path.
+    #[test]
+    fn an_extras_route_is_not_found_unless_the_extra_added_it() {
+        let get = |target: &str| {
+            let raw = format!("GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+            http::parse_head(raw.as_bytes()).unwrap().unwrap().0
+        };
+        let live = Live {
+            draining: false,
+            kernel_up: true,
+            store_up: true,
+        };
+        let mut cfg = RouteConfig::new(None, b"{}".to_vec());
+        match decide(&get("/usage?days=3"), &cfg, live) {
+            HeadDecision::Respond(r) => assert_eq!(r.status, 404),
+            _ => panic!("/usage without its extra is routed"),
+        }
+        cfg.extra.push(std::sync::Arc::new(Usage));
+        match decide(&get("/usage?days=3"), &cfg, live) {
+            HeadDecision::ReadBody { route, limit, .. } => {
+                assert_eq!(limit, 0);
+                assert_eq!(
+                    route.work,
+                    Work::Extra {
+                        path: "/usage",
+                        query: "days=3".into()
+                    }
+                );
+            }
+            _ => panic!("/usage with its extra is not routed"),
+        }
+        // Only its own path and method.
+        for (method, target, status) in [("GET", "/usage/x", 404), ("POST", "/usage", 405)] {
+            let raw = format!("{method} {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+            let head = http::parse_head(raw.as_bytes()).unwrap().unwrap().0;
+            match decide(&head, &cfg, live) {
+                HeadDecision::Respond(r) => assert_eq!(r.status, status, "{method} {target}"),
+                _ => panic!("{method} {target} is routed"),
+            }
+        }
+    }
+
     #[test]
     fn content_type_rules() {
         assert!(is_json(Some(b"application/json")));

@@ -177,3 +177,83 @@ fn flush(sh: &Shared) {
         g.quotas.flush();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alice() -> Caller {
+        Caller::named(b"alice").unwrap()
+    }
+
+    /// A tokens file whose only quota is alice's own line.
+    struct Lines(Limits);
+
+    impl OwnLimits for Lines {
+        fn own_limits(&self, caller: &Caller) -> Limits {
+            if *caller == alice() {
+                self.0
+            } else {
+                Limits::default()
+            }
+        }
+    }
+
+    fn enter(
+        g: &QuotaGate,
+        caller: &Caller,
+        guidance: bool,
+    ) -> Result<Option<Box<dyn Hold>>, Response> {
+        let e = Entry {
+            caller,
+            guidance,
+            now_ms: 0,
+            lang: Lang::En,
+        };
+        g.enter(&e).map_err(Refusal::into_response)
+    }
+
+    /// Where quotas meet identity: the gate puts a caller's own quotas (its tokens-file
+    /// line, through `OwnLimits`) over the options', and only that caller's.
+    #[test]
+    fn a_callers_own_quotas_from_its_identity_go_over_the_options() {
+        let options = Limits {
+            max_runs: Some(3),
+            rate_per_min: None,
+        };
+        let own = Limits {
+            max_runs: Some(1),
+            rate_per_min: None,
+        };
+        let gate = QuotaGate {
+            quotas: Arc::new(Quotas::new(options, None)),
+            own: Some(Arc::new(Lines(own))),
+        };
+        let bob = Caller::named(b"bob").unwrap();
+        let _held = enter(&gate, &alice(), false).unwrap();
+        let Err(r) = enter(&gate, &alice(), false) else {
+            panic!("alice's own max_runs=1 let a second run in");
+        };
+        assert_eq!(r.status, 429);
+        assert!(
+            r.headers
+                .iter()
+                .any(|(k, v)| *k == "retry-after" && v == "5")
+        );
+        // Guidance joins a run already counted.
+        assert!(enter(&gate, &alice(), true).unwrap().is_none());
+        // Bob has no line of his own: the options hold him.
+        let bobs: Vec<_> = (0..3).map(|_| enter(&gate, &bob, false).unwrap()).collect();
+        assert!(enter(&gate, &bob, false).is_err());
+        drop(bobs);
+        // Without an identity that sets any, the options hold everyone.
+        let gate = QuotaGate {
+            quotas: Arc::new(Quotas::new(options, None)),
+            own: None,
+        };
+        let _held: Vec<_> = (0..3)
+            .map(|_| enter(&gate, &alice(), false).unwrap())
+            .collect();
+        assert!(enter(&gate, &alice(), false).is_err());
+    }
+}

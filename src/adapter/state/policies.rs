@@ -127,3 +127,36 @@ impl Policies {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Quota;
+    struct Other;
+
+    impl Gate for Quota {
+        fn enter(&self, _: &Entry<'_>) -> Result<Option<Box<dyn Hold>>, Refusal> {
+            Ok(None)
+        }
+    }
+
+    impl Gate for Other {
+        fn enter(&self, _: &Entry<'_>) -> Result<Option<Box<dyn Hold>>, Refusal> {
+            Ok(None)
+        }
+    }
+
+    /// An extra serves what its gate keeps (`GET /usage`, the usage flush) by finding its
+    /// own gate in the list, whatever else is in it.
+    #[test]
+    fn an_extra_finds_its_own_gate_among_the_others() {
+        let mut p = Policies::default();
+        assert!(p.gate::<Quota>().is_none());
+        let quota = Arc::new(Quota);
+        p.add_gate(Arc::new(Other));
+        p.add_gate(quota.clone());
+        assert!(Arc::ptr_eq(&p.gate::<Quota>().unwrap(), &quota));
+        assert_eq!(p.gates().len(), 2);
+    }
+}
