@@ -4,11 +4,7 @@
 
 mod common;
 
-use std::io::Write;
 use std::process::Command;
-
-use common::procs::{Stopper, adapter, free_port};
-use common::{Reader, request, tempdir};
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_iac-agui")
@@ -37,18 +33,19 @@ fn a_build_without_the_demo_still_serves_help_and_version() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("--a2a-url"));
 }
 
-/// `GET` `path` of the server at `addr`.
-fn get(addr: std::net::SocketAddr, path: &str) -> common::Resp {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.write_all(&request("GET", path, &[], b"")).unwrap();
-    Reader::new(s).response(false).expect("an answer")
-}
-
 /// Issue 58: a build without quotas has no usage route and no series of the quotas', one
 /// without the audit log none of its (a build with them: tests/quotas.rs, tests/audit.rs).
 #[cfg(not(feature = "quotas"))]
 #[test]
 fn a_build_without_quotas_has_no_usage_route_and_no_quota_series() {
+    use common::procs::{Stopper, adapter, free_port};
+    use common::{Reader, request, tempdir};
+    use std::io::Write;
+    let get = |addr, path: &str| {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.write_all(&request("GET", path, &[], b"")).unwrap();
+        Reader::new(s).response(false).expect("an answer")
+    };
     let dir = tempdir("sidecar-usage");
     // No kernel listens there: the routes are answered all the same.
     let (child, addr) = adapter(&dir, free_port(), &[]);
