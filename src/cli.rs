@@ -431,28 +431,6 @@ fn identity(
     Ok(Identity::Shared { token })
 }
 
-/// `--audit-log`, opened before anything is served: a torn last line (a crash during a
-/// write) is set aside to `PATH.torn` first, so the file reads as JSON Lines.
-fn audit_log(cfg: &Config) -> Result<crate::audit::Audit, StartError> {
-    let Some(path) = &cfg.audit_log else {
-        return Ok(crate::audit::Audit::default());
-    };
-    let doing = format!("open the audit log {}", path.display());
-    let (file, recovered) =
-        crate::audit::AuditFile::open(path, cfg.audit_max_bytes, cfg.audit_keep)
-            .map_err(StartError::io(doing))?;
-    if recovered.torn_bytes > 0 {
-        log::warn!(
-            "audit log {}: a torn last line ({} bytes) moved to {}.torn",
-            path.display(),
-            recovered.torn_bytes,
-            path.display()
-        );
-    }
-    log::info!("audit log {}", file.path().display());
-    Ok(crate::audit::Audit::to(Arc::new(file)))
-}
-
 /// Who may read `/metrics` besides the identity mode's callers (`docs/operations.md`,
 /// "Callers").
 fn metrics_access(cfg: &Config, identity: &crate::auth::Identity) -> crate::auth::MetricsAccess {
@@ -523,16 +501,12 @@ fn serve_with(
         crate::auth::Identity::Tokens(f) => Some(f.clone()),
         _ => None,
     };
-    let usage_files: Arc<dyn crate::quota::UsageFiles> = store.clone();
-    let quotas = Arc::new(
-        crate::quota::Quotas::new(cfg.caller_limits, Some(usage_files))
-            .with_named_metrics(token_file.is_some()),
-    );
     let ctx = crate::extras::Context {
         store: &store,
         addr,
         signals,
         env: &cfg.env,
+        tokens: token_file.as_ref(),
     };
     let shared = Shared::new(
         Registry::files(store.clone()),
@@ -552,9 +526,7 @@ fn serve_with(
     .with_readiness(ready.clone())
     .with_default_cwd(cfg.default_cwd.clone())
     .with_server_key(server_key)
-    .with_history(cfg.history, cfg.thread_retention)
-    .with_quotas(quotas.clone(), token_file)
-    .with_audit(audit_log(&cfg)?);
+    .with_history(cfg.history, cfg.thread_retention);
     let shared = Arc::new(crate::extras::shared(extras, shared, &ctx)?);
     let backend: Arc<dyn Backend> = Arc::new(AguiBackend {
         shared: shared.clone(),
@@ -564,7 +536,7 @@ fn serve_with(
     routes.metrics = metrics_access(&cfg, &routes.identity);
     routes.capabilities_body = capabilities_body(&cfg, extras, cfg.default_cwd.as_deref());
     routes.hosts = HostRule::for_listener(addr.ip().is_loopback(), cfg.allowed_hosts.as_deref());
-    crate::extras::routes(extras, &mut routes, &ctx)?;
+    crate::extras::routes(extras, &mut routes, &shared, &ctx)?;
     if !addr.ip().is_loopback() && !routes.identity.authenticates() {
         log::warn!(
             "listening on the non-loopback address {addr} with authentication off: anyone who \
@@ -614,8 +586,6 @@ fn serve_with(
     crate::extras::listening(extras, local);
     let served = server.run();
     chores_stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    // What the last flush period counted.
-    quotas.flush();
     crate::extras::stop(extras, &shared);
     served.map_err(StartError::io("serve"))?;
     log::info!("stopped");
@@ -643,17 +613,6 @@ fn housekeeping(shared: &Arc<Shared>, cfg: &Config) -> Vec<crate::chores::Chore>
         true
     })]
     .into_iter()
-    .chain(std::iter::once({
-        // Usage reaches its files here, not at each run's end (no fsync more per run).
-        let weak = Arc::downgrade(shared);
-        crate::chores::Chore::every(crate::limits::USAGE_FLUSH, move || {
-            let Some(sh) = weak.upgrade() else {
-                return false;
-            };
-            sh.policies.quotas.flush();
-            true
-        })
-    }))
     .chain(std::iter::once(crate::metrics::process_sampler()))
     .collect()
 }

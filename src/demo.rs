@@ -23,9 +23,9 @@ pub(crate) const OPTIONS: &[Opt] = &[
 ];
 
 #[cfg(feature = "demo")]
-use crate::startup::StartError;
-#[cfg(feature = "demo")]
 use crate::kernel::demo::{DemoConfig, DemoKernel};
+#[cfg(feature = "demo")]
+use crate::startup::StartError;
 
 /// What was asked of the demo.
 #[cfg(feature = "demo")]

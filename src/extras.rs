@@ -28,6 +28,16 @@ pub(crate) const EXTRAS: &[Extra] = &[
         options: crate::otlp::OPTIONS,
         built: cfg!(feature = "otlp"),
     },
+    Extra {
+        feature: "quotas",
+        options: crate::quota::OPTIONS,
+        built: cfg!(feature = "quotas"),
+    },
+    Extra {
+        feature: "audit",
+        options: crate::audit::OPTIONS,
+        built: cfg!(feature = "audit"),
+    },
 ];
 
 /// The built extras' settings, read with the rest of the configuration.
@@ -41,6 +51,10 @@ pub(crate) struct Settings {
     pub(crate) demo: Option<crate::demo::Settings>,
     #[cfg(feature = "otlp")]
     pub(crate) otlp: Option<crate::otlp::Settings>,
+    #[cfg(feature = "quotas")]
+    pub(crate) quotas: crate::quota::Settings,
+    #[cfg(feature = "audit")]
+    pub(crate) audit: Option<crate::audit::Settings>,
 }
 
 /// Each built extra reads its own settings.
@@ -63,6 +77,10 @@ pub(crate) fn configure(_s: &Sources) -> Result<Settings, ConfigError> {
         demo,
         #[cfg(feature = "otlp")]
         otlp: crate::otlp::configure(_s)?,
+        #[cfg(feature = "quotas")]
+        quotas: crate::quota::configure(_s)?,
+        #[cfg(feature = "audit")]
+        audit: crate::audit::configure(_s)?,
     })
 }
 
@@ -127,7 +145,8 @@ pub(crate) fn start(_s: &Settings) -> std::io::Result<()> {
 }
 
 /// What an extra may need to wire itself in: the state store, the address served, the
-/// signals (a tokens file's reload), the environment.
+/// signals (a tokens file's reload), the environment, the tokens file (callers named by it,
+/// and their own quotas).
 #[allow(
     dead_code,
     reason = "read by the extras that need it; the sidecar has none"
@@ -137,6 +156,7 @@ pub(crate) struct Context<'a> {
     pub(crate) addr: std::net::SocketAddr,
     pub(crate) signals: &'a crate::signals::Target,
     pub(crate) env: &'a crate::config::Environ,
+    pub(crate) tokens: Option<&'a std::sync::Arc<crate::auth::TokenFile>>,
 }
 
 /// The adapter's shared state with each built extra's `with_*` builder applied.
@@ -145,15 +165,36 @@ pub(crate) fn shared(
     sh: crate::adapter::Shared,
     _ctx: &Context<'_>,
 ) -> Result<crate::adapter::Shared, crate::startup::StartError> {
+    #[cfg(feature = "quotas")]
+    let sh = {
+        let files: std::sync::Arc<dyn crate::quota::UsageFiles> = _ctx.store.clone();
+        let own = _ctx
+            .tokens
+            .map(|f| f.clone() as std::sync::Arc<dyn crate::quota::OwnLimits>);
+        _s.quotas.with_quotas(sh, files, own)
+    };
+    #[cfg(feature = "audit")]
+    let sh = match &_s.audit {
+        Some(a) => {
+            let audit = a.open().map_err(|err| crate::startup::StartError::Io {
+                doing: format!("open the audit log {}", a.path.display()),
+                err,
+            })?;
+            crate::adapter::audited::records::with_audit(sh, audit)
+        }
+        None => sh,
+    };
     Ok(sh)
 }
 
 /// Each built extra's routes and head checks in the route configuration, after the core's
-/// fields (the caller identity) are set. The order is `routes::decide`'s: CORS refuses an
-/// origin before the console answers.
+/// fields (the caller identity) are set (a route may serve what the extra keeps in the
+/// adapter's shared state). The order is `routes::decide`'s: CORS refuses an origin before
+/// the console answers.
 pub(crate) fn routes(
     _s: &Settings,
     _r: &mut crate::routes::RouteConfig,
+    _sh: &std::sync::Arc<crate::adapter::Shared>,
     _ctx: &Context<'_>,
 ) -> Result<(), crate::startup::StartError> {
     #[cfg(feature = "cors")]
@@ -164,6 +205,8 @@ pub(crate) fn routes(
     if let Some(c) = &_s.console {
         c.route(_r);
     }
+    #[cfg(feature = "quotas")]
+    _s.quotas.routes(_sh, _r);
     Ok(())
 }
 
@@ -183,8 +226,18 @@ pub(crate) fn chores(
     _s: &Settings,
     _sh: &std::sync::Arc<crate::adapter::Shared>,
 ) -> Vec<crate::chores::Chore> {
-    Vec::new()
+    #[allow(
+        unused_mut,
+        reason = "an extra's chores are pushed only in a build with it"
+    )]
+    let mut chores = Vec::new();
+    #[cfg(feature = "quotas")]
+    chores.extend(_s.quotas.chores(_sh));
+    chores
 }
 
 /// What each built extra does once the server stopped (a last flush).
-pub(crate) fn stop(_s: &Settings, _sh: &std::sync::Arc<crate::adapter::Shared>) {}
+pub(crate) fn stop(_s: &Settings, _sh: &std::sync::Arc<crate::adapter::Shared>) {
+    #[cfg(feature = "quotas")]
+    _s.quotas.stop(_sh);
+}

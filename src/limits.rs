@@ -277,20 +277,5 @@ pub(crate) const LINGER_BYTES: usize = 4 * 1024 * 1024;
 /// (each holds a slot for at most `LINGER_TIME`); more are answered and closed at once.
 pub(crate) const REFUSALS_LINGERING: usize = 64;
 
-/// `Retry-After` of a `429 RATE_LIMITED` for a caller's concurrent runs (a run's end cannot
-/// be foreseen; a short wait, as for a busy server).
-pub(crate) const QUOTA_RUNS_RETRY_AFTER_S: u64 = 5;
-
 /// The largest quota a tokens-file line or an option may give (runs, admissions per minute).
 pub(crate) const MAX_QUOTA_VALUE: u32 = 1_000_000;
-
-/// How often callers' usage is written to their `~usage.json` (a crash loses at most this).
-pub(crate) const USAGE_FLUSH: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Days `GET /usage` answers when `days` is not given.
-pub(crate) const USAGE_DEFAULT_DAYS: usize = 31;
-
-/// The audit log's default rotation size (`--audit-max-bytes`): 100 MiB.
-pub(crate) const AUDIT_MAX_BYTES: u64 = 100 * 1024 * 1024;
-/// Rotated audit files kept by default (`--audit-keep`).
-pub(crate) const AUDIT_KEEP: usize = 5;

@@ -202,14 +202,21 @@ fn label_value(s: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// The extras' series, each only in a build with its extra (the counters are there in
+/// every build, and stay at zero without it).
 fn usage(o: &mut String, m: &Metrics) {
-    scalar(
-        o,
-        "iac_agui_audit_write_failures_total",
-        "counter",
-        "Audit records that could not be written (each refused its decision, or a run's end went unrecorded).",
-        m.audit_failures.get() as i64,
-    );
+    if cfg!(feature = "audit") {
+        scalar(
+            o,
+            "iac_agui_audit_write_failures_total",
+            "counter",
+            "Audit records that could not be written (each refused its decision, or a run's end went unrecorded).",
+            m.audit_failures.get() as i64,
+        );
+    }
+    if !cfg!(feature = "quotas") {
+        return;
+    }
     labeled(
         o,
         "iac_agui_caller_quota_refusals_total",
@@ -547,6 +554,25 @@ mod tests {
         assert!(o.contains("x_bucket{le=\"300\"} 2\n"));
         assert!(o.contains("x_bucket{le=\"+Inf\"} 3\n"));
         assert!(o.contains("x_count 3\n"));
+    }
+
+    /// Issue 58: an extra's series are in `/metrics` only in a build with it (run in both
+    /// builds: `cargo test` and `cargo test --no-default-features`).
+    #[test]
+    fn an_extras_series_are_rendered_only_in_a_build_with_it() {
+        let text = render();
+        let has = |family: &str| text.contains(&format!("# TYPE {family} "));
+        for family in [
+            "iac_agui_caller_quota_refusals_total",
+            "iac_agui_usage_runs_total",
+            "iac_agui_usage_tokens_total",
+        ] {
+            assert_eq!(has(family), cfg!(feature = "quotas"), "{family}");
+        }
+        assert_eq!(
+            has("iac_agui_audit_write_failures_total"),
+            cfg!(feature = "audit")
+        );
     }
 
     #[test]

@@ -44,8 +44,9 @@ pub enum Work {
     RenameThread {
         thread_id: String,
     },
-    /// `GET /usage?days=N`: the caller's own usage (issue 44).
-    Usage {
+    /// `GET` of a route an extra added (`ExtraRoute`), with the raw query.
+    Extra {
+        path: &'static str,
         query: String,
     },
 }
@@ -58,7 +59,7 @@ impl Work {
             Work::ListThreads { .. }
             | Work::ThreadMessages { .. }
             | Work::Thread { .. }
-            | Work::Usage { .. } => "GET",
+            | Work::Extra { .. } => "GET",
             Work::DeleteThread { .. } => "DELETE",
             Work::RenameThread { .. } => "PATCH",
         }
@@ -92,6 +93,22 @@ pub struct Routed {
 const CANCEL_PREFIX: &str = "/extensions/iac-code/v1/executions/";
 const CANCEL_SUFFIX: &str = "/cancel";
 const SUBSCRIBE_SUFFIX: &str = "/subscribe";
+
+/// A route an extra adds (`extras::routes`): a `GET` of its own path, answered on a worker
+/// (it may read files) for the caller the head decided. Without the extra the path is not
+/// found, as any unknown path.
+pub trait ExtraRoute: Send + Sync {
+    /// The route's path, exact once decoded (`/usage`).
+    fn path(&self) -> &'static str;
+    /// The answer to `caller`'s request with the raw `query` (a refusal in `lang`).
+    fn answer(&self, caller: &Caller, query: &str, lang: Lang) -> Response;
+}
+
+impl std::fmt::Debug for dyn ExtraRoute {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "GET {}", self.path())
+    }
+}
 
 /// Every route: the ones answered from the head, and the body routes a worker takes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -270,6 +287,8 @@ pub struct RouteConfig {
     pub(crate) tokens_down_body: Vec<u8>,
     /// The extras' checks and routes (CORS, the console); none in the sidecar.
     pub(crate) checks: Vec<std::sync::Arc<dyn HeadCheck>>,
+    /// The routes the built extras added (`GET /usage`).
+    pub(crate) extra: Vec<std::sync::Arc<dyn ExtraRoute>>,
     pub(crate) max_run_body: usize,
     pub(crate) max_cancel_body: usize,
     /// The language of errors when the request asks for none (`config::Config::default_lang`).
@@ -288,6 +307,7 @@ impl RouteConfig {
             tokens_down_body: with_status(&health_body, "unavailable", Some("tokens")),
             capabilities_body: b"{}".to_vec(),
             checks: Vec::new(),
+            extra: Vec::new(),
             health_body,
             max_run_body: limits::MAX_RUN_BODY,
             max_cancel_body: limits::MAX_CANCEL_BODY,
@@ -362,11 +382,11 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
     }
     let route = match_thread_route(head.raw_path(), head.query().unwrap_or(""))
         .or_else(|| {
-            (path == "/usage").then(|| {
-                Route::Work(Work::Usage {
-                    query: head.query().unwrap_or("").into(),
-                })
-            })
+            let r = cfg.extra.iter().find(|r| r.path() == path)?;
+            Some(Route::Work(Work::Extra {
+                path: r.path(),
+                query: head.query().unwrap_or("").into(),
+            }))
         })
         .or_else(|| match_route(&path));
     let Some(route) = route else {
@@ -712,6 +732,60 @@ mod tests {
         // Its headers for every answer; the rest of the order as it was.
         assert_eq!(cfg.answer_headers(&options), [("x-probe", "1".to_string())]);
         assert_eq!(get("/capabilities", &local, &cfg), Some(401));
+    }
+
+    struct Usage;
+
+    impl ExtraRoute for Usage {
+        fn path(&self) -> &'static str {
+            "/usage"
+        }
+        fn answer(&self, _caller: &Caller, _query: &str, _lang: Lang) -> Response {
+            Response::json(200, b"{}".to_vec())
+        }
+    }
+
+    /// Issue 58: an extra's route exists only where the extra added it: without (a build
+    /// without the extra) its path is not found, as any unknown path.
+    #[test]
+    fn an_extras_route_is_not_found_unless_the_extra_added_it() {
+        let get = |target: &str| {
+            let raw = format!("GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+            http::parse_head(raw.as_bytes()).unwrap().unwrap().0
+        };
+        let live = Live {
+            draining: false,
+            kernel_up: true,
+            store_up: true,
+        };
+        let mut cfg = RouteConfig::new(None, b"{}".to_vec());
+        match decide(&get("/usage?days=3"), &cfg, live) {
+            HeadDecision::Respond(r) => assert_eq!(r.status, 404),
+            _ => panic!("/usage without its extra is routed"),
+        }
+        cfg.extra.push(std::sync::Arc::new(Usage));
+        match decide(&get("/usage?days=3"), &cfg, live) {
+            HeadDecision::ReadBody { route, limit, .. } => {
+                assert_eq!(limit, 0);
+                assert_eq!(
+                    route.work,
+                    Work::Extra {
+                        path: "/usage",
+                        query: "days=3".into()
+                    }
+                );
+            }
+            _ => panic!("/usage with its extra is not routed"),
+        }
+        // Only its own path and method.
+        for (method, target, status) in [("GET", "/usage/x", 404), ("POST", "/usage", 405)] {
+            let raw = format!("{method} {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+            let head = http::parse_head(raw.as_bytes()).unwrap().unwrap().0;
+            match decide(&head, &cfg, live) {
+                HeadDecision::Respond(r) => assert_eq!(r.status, status, "{method} {target}"),
+                _ => panic!("{method} {target} is routed"),
+            }
+        }
     }
 
     #[test]

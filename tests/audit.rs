@@ -3,7 +3,7 @@
 //! by the time it is acknowledged; a log that cannot be written refuses the decision and
 //! nothing is done; a torn last line is set aside at start-up; the file rotates by size; and
 //! no credential ever reaches it.
-#![cfg(feature = "demo")]
+#![cfg(all(feature = "demo", feature = "audit"))]
 
 mod common;
 

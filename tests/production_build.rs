@@ -84,3 +84,33 @@ fn a_build_without_the_demo_still_serves_help_and_version() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("--a2a-url"));
 }
+
+/// Issue 58: a build without quotas has no usage route and no series of the quotas', one
+/// without the audit log none of its (a build with them: tests/quotas.rs, tests/audit.rs).
+#[cfg(not(feature = "quotas"))]
+#[test]
+fn a_build_without_quotas_has_no_usage_route_and_no_quota_series() {
+    use common::procs::{Stopper, adapter, free_port};
+    use common::{Reader, request, tempdir};
+    use std::io::Write;
+    let get = |addr, path: &str| {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.write_all(&request("GET", path, &[], b"")).unwrap();
+        Reader::new(s).response(false).expect("an answer")
+    };
+    let dir = tempdir("sidecar-usage");
+    // No kernel listens there: the routes are answered all the same.
+    let (child, addr) = adapter(&dir, free_port(), &[]);
+    let _stop = Stopper(child);
+    assert_eq!(get(addr, "/usage").status, 404);
+    assert_eq!(get(addr, "/usage?days=3").status, 404);
+    let metrics = String::from_utf8(get(addr, "/metrics").body).unwrap();
+    assert!(metrics.contains("iac_agui_connections_total"), "{metrics}");
+    for family in ["iac_agui_caller_quota_refusals_total", "iac_agui_usage_"] {
+        assert!(!metrics.contains(family), "{family}");
+    }
+    if !cfg!(feature = "audit") {
+        assert!(!metrics.contains("iac_agui_audit_"), "{metrics}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -3,7 +3,7 @@
 //! `Retry-After` before the stream, a caller's own limits from its tokens-file line, usage
 //! summed per caller from `RUN_FINISHED.usage` and kept across a restart, `GET /usage`
 //! answering only the caller's own.
-#![cfg(feature = "demo")]
+#![cfg(all(feature = "demo", feature = "quotas"))]
 
 mod common;
 

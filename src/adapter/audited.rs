@@ -1,153 +1,116 @@
-//! The adapter's audit records (issue 44): each built from what its decision knows and
-//! written before the decision is acknowledged (`crate::audit`). A refusal here means nothing
-//! was done: the callers write before they act.
+//! The adapter's decisions, each handed to the policies' record (`Policies::record`) where it
+//! is taken, before it is acknowledged: a refusal here means nothing was done (the callers
+//! record before they act). The record is the audit log's (`records.rs`, feature `audit`,
+//! issue 44); without one these cost nothing and refuse nothing.
 
 use super::admission::{RunKind, Thread};
+use super::policies::{Act, Decision};
 use super::shared::Shared;
+use crate::agui::events::RunUsage;
 use crate::agui::input::ResumeEntry;
-use crate::audit::{Action, Answered, Origin, Subject};
-use crate::catalog::Msg;
-use crate::errors::{ApiError, Code};
+use crate::app::RequestOrigin;
+use crate::errors::ApiError;
 use crate::principal::ThreadKey;
-use crate::store::document::PendingInput;
-use serde_json::Value;
 
-const UNAVAILABLE: ApiError = ApiError::new(Code::AuditUnavailable, Msg::AuditUnavailable);
+#[cfg(feature = "audit")]
+pub(crate) mod records;
 
-fn write(
-    sh: &Shared,
-    origin: &Origin,
-    subject: &Subject<'_>,
-    action: &Action,
-) -> Result<(), ApiError> {
-    sh.policies
-        .audit
-        .write(sh.env.wall(), origin, subject, action)
-        .map_err(|_| {
-            crate::metrics::M.audit_failures.inc();
-            UNAVAILABLE
-        })
+fn record(sh: &Shared, d: Decision<'_>) -> Result<(), ApiError> {
+    sh.policies.record(&*sh.env, &d)
 }
 
 /// A run admitted (a resume with each interrupt's decision), before its admission is saved.
 /// `current` is the thread as it was: its pending interrupts say what each answer was for.
 pub(super) fn admission(
     sh: &Shared,
-    origin: &Origin,
+    origin: &RequestOrigin,
     key: &ThreadKey,
     (run_id, execution_id): (&str, &str),
     kind: RunKind,
     current: Option<&Thread>,
     resume: Option<&[ResumeEntry]>,
 ) -> Result<(), ApiError> {
-    let action = match kind {
-        RunKind::Resume => {
-            let pending = current.map_or(&[][..], |t| &t.doc.execution.pending[..]);
-            Action::Resume {
-                interrupts: answered(pending, resume.unwrap_or_default(), sh.env.now_ms()),
-            }
-        }
-        RunKind::New => Action::RunAdmitted { mode: "new" },
-        RunKind::NextTurn => Action::RunAdmitted { mode: "next_turn" },
-        RunKind::Guidance => Action::RunAdmitted { mode: "guidance" },
+    let act = Act::Admitted {
+        kind,
+        current,
+        resume,
     };
-    let subject = Subject {
-        caller: &key.caller,
-        thread_id: &key.id,
-        run_id: Some(run_id),
-        execution_id: Some(execution_id),
-    };
-    write(sh, origin, &subject, &action)
+    record(
+        sh,
+        Decision {
+            origin,
+            key,
+            run_id: Some(run_id),
+            execution_id: Some(execution_id),
+            act,
+        },
+    )
 }
 
-/// Each answer of a resume against the thread's pending interrupts as they were: what it
-/// decided, or refused when the run's own validation (`reconcile::check`) will refuse it:
-/// a caller cannot write into the log a decision the kernel is never sent.
-fn answered(
-    pending: &[(String, PendingInput)],
-    resume: &[ResumeEntry],
-    now_ms: u64,
-) -> Vec<Answered> {
-    resume
-        .iter()
-        .map(|e| {
-            let stored = pending
-                .iter()
-                .find(|(id, _)| *id == e.interrupt_id)
-                .map(|(_, p)| p);
-            let kind = stored.map(|p| {
-                p.value
-                    .get("kind")
-                    .and_then(Value::as_str)
-                    .unwrap_or("input_required")
-                    .to_string()
-            });
-            Answered {
-                id: e.interrupt_id.clone(),
-                kind,
-                decided: super::reconcile::decided(e, stored, now_ms),
-            }
-        })
-        .collect()
-}
-
-/// A run's end, before its terminal event leaves. It has happened whatever the log says:
-/// a failure is logged, not refused.
+/// A run's end, before its terminal event leaves. It has happened whatever the record says:
+/// a failure is logged (by the record), not refused.
 pub(super) fn run_end(
     sh: &Shared,
     run: &super::driver::RunArgs,
     execution_id: &str,
     outcome: &'static str,
-    usage: crate::quota::Used,
+    usage: RunUsage,
 ) {
-    let subject = Subject {
-        caller: &run.thread.caller,
-        thread_id: &run.thread.id,
+    let d = Decision {
+        origin: &run.origin,
+        key: &run.thread,
         run_id: Some(&run.run_id),
         execution_id: Some(execution_id),
+        act: Act::RunEnd { outcome, usage },
     };
-    let action = Action::RunEnd { outcome, usage };
-    if write(sh, &run.origin, &subject, &action).is_err() {
-        log::error!("run {}: its end is not in the audit log", run.run_id);
-    }
+    let _ = record(sh, d);
 }
 
 /// A cancel the route is about to carry out (the execution's run, if one is active).
 pub(super) fn cancel(
     sh: &Shared,
-    origin: &Origin,
+    origin: &RequestOrigin,
     key: &ThreadKey,
     execution_id: &str,
     run_id: Option<&str>,
 ) -> Result<(), ApiError> {
-    let subject = Subject {
-        caller: &key.caller,
-        thread_id: &key.id,
-        run_id,
-        execution_id: Some(execution_id),
-    };
-    write(sh, origin, &subject, &Action::Cancel)
+    record(
+        sh,
+        Decision {
+            origin,
+            key,
+            run_id,
+            execution_id: Some(execution_id),
+            act: Act::Cancel,
+        },
+    )
 }
 
 /// A thread about to be deleted.
-pub(super) fn delete(sh: &Shared, origin: &Origin, key: &ThreadKey) -> Result<(), ApiError> {
-    let subject = Subject {
-        caller: &key.caller,
-        thread_id: &key.id,
-        run_id: None,
-        execution_id: None,
-    };
-    write(sh, origin, &subject, &Action::ThreadDelete)
+pub(super) fn delete(sh: &Shared, origin: &RequestOrigin, key: &ThreadKey) -> Result<(), ApiError> {
+    record(
+        sh,
+        Decision {
+            origin,
+            key,
+            run_id: None,
+            execution_id: None,
+            act: Act::Delete,
+        },
+    )
 }
 
 /// A thread about to be deleted by `--thread-retention` (no request: the owner is named, no
 /// client).
 pub(super) fn expire(sh: &Shared, key: &ThreadKey) -> Result<(), ApiError> {
-    let subject = Subject {
-        caller: &key.caller,
-        thread_id: &key.id,
-        run_id: None,
-        execution_id: None,
-    };
-    write(sh, &Origin::default(), &subject, &Action::ThreadExpire)
+    record(
+        sh,
+        Decision {
+            origin: &RequestOrigin::default(),
+            key,
+            run_id: None,
+            execution_id: None,
+            act: Act::Expire,
+        },
+    )
 }

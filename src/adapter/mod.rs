@@ -3,8 +3,8 @@
 //! `identity`, `projection` and `interrupts`; the routes, `driver` and `threads` are the I/O
 //! around them.
 
-// Audit records, written before the decision they record is acknowledged.
-mod audited;
+// The decisions handed to their record (the audit log) before they are acknowledged.
+pub(crate) mod audited;
 mod routes;
 mod rules;
 mod run;

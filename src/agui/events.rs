@@ -18,6 +18,30 @@ pub struct Usage {
     pub cached_input_tokens: i64,
 }
 
+/// A run's token usage: its terminal event's `usage` entries summed (a run may report
+/// several models). Its span notes it, the decisions' record and a caller's usage count it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub total_tokens: u64,
+    pub cached_input_tokens: u64,
+}
+
+impl RunUsage {
+    /// The entries of a terminal event, summed; a negative count counts as none.
+    pub fn of(usage: &[Usage]) -> RunUsage {
+        let n = |v: i64| u64::try_from(v).unwrap_or(0);
+        usage.iter().fold(RunUsage::default(), |mut a, u| {
+            a.input_tokens += n(u.input_tokens);
+            a.output_tokens += n(u.output_tokens);
+            a.total_tokens += n(u.total_tokens);
+            a.cached_input_tokens += n(u.cached_input_tokens);
+            a
+        })
+    }
+}
+
 /// How a run finished successfully.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Outcome {

@@ -3,7 +3,7 @@
 //! stream. It never imports the adapter: the adapter plugs in as a [`Backend`] (the routes'
 //! work), a [`StreamTap`] (what rides along a stream) and a [`Readiness`] (for `/health`).
 
-mod requests;
+pub(crate) mod requests;
 mod stream;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 pub use requests::{
-    BodyError, CancelRequest, RunBodyError, RunRequest, SubscribeRequest, ThreadsQuery,
-    ThreadsRequest, parse_json,
+    BodyError, CancelRequest, RequestOrigin, RunBodyError, RunRequest, SubscribeRequest,
+    ThreadsQuery, ThreadsRequest, parse_json,
 };
 pub use stream::RunStream;
 pub(crate) use stream::StreamTap;
@@ -24,7 +24,7 @@ use crate::i18n::Lang;
 use crate::limits;
 use crate::logging::Field;
 use crate::principal::Caller;
-use crate::routes::{self, RouteConfig, Routed, Work};
+use crate::routes::{self, ExtraRoute, RouteConfig, Routed, Work};
 use crate::server::http::{self, RequestHead, Response};
 use crate::server::job::{Outbox, Reply};
 use crate::server::{Handler, HeadDecision, Request};
@@ -159,8 +159,13 @@ impl Handler for App {
             return Err(busy());
         }
         let slot = JobSlot(self.jobs.clone());
+        let extra = match &request.route.work {
+            Work::Extra { path, .. } => self.routes.extra.iter().find(|r| r.path() == *path),
+            _ => None,
+        };
         let job = Job {
             backend: self.backend.clone(),
+            extra: extra.cloned(),
             clock: self.clock.clone(),
             lang,
             outbox,
@@ -271,6 +276,7 @@ fn request_span(request: &Request<Routed>) -> Span {
         Work::Cancel { .. } => "/extensions/iac-code/v1/executions/{id}/cancel",
         Work::Subscribe { .. } => "/extensions/iac-code/v1/executions/{id}/subscribe",
         Work::ListThreads { .. } => "/threads",
+        Work::Extra { path, .. } => path,
         _ => "/threads/{threadId}",
     };
     let mut span = Span::incoming(
@@ -289,12 +295,14 @@ fn request_span(request: &Request<Routed>) -> Span {
 /// name the body's thread (AgentCore's `SESSION_ID_MISMATCH` rule); answers echo it.
 const THREAD_HEADER: &str = "x-iac-code-thread-id";
 
-/// Who asks and from where (the audit log's facts of a request).
-type Who = (Caller, crate::audit::Origin);
+/// Who asks and from where (the decisions' record's facts of a request).
+type Who = (Caller, RequestOrigin);
 
 /// One body route's work on its worker thread.
 struct Job {
     backend: Arc<dyn Backend>,
+    /// The extra's route this job answers (`Work::Extra`).
+    extra: Option<Arc<dyn ExtraRoute>>,
     clock: Arc<dyn Clock>,
     /// From the request head (Accept-Language, else the server default).
     lang: Lang,
@@ -320,7 +328,7 @@ impl Job {
         let started = self.clock.now();
         let routed = request.head.header_str(THREAD_HEADER);
         let last = request.head.header_str("last-event-id");
-        let origin = crate::audit::Origin::of(request.peer, crate::trace::current().as_ref());
+        let origin = RequestOrigin::of(request.peer, crate::trace::current().as_ref());
         // Taken apart and freed here, keeping what the access log needs: a stream may stay
         // open for hours, and a browser sends a dozen headers. Fields out of the box, not the
         // request onto the stack: these frames stay resident as long as the stream.
@@ -361,6 +369,14 @@ impl Job {
             }
             Work::Subscribe { execution_id } => {
                 self.subscribe(execution_id, &body, last.as_deref(), caller, routed)
+            }
+            Work::Extra { query, .. } => {
+                let lang = self.lang;
+                self.answered("extra route", &routed, || match &self.extra {
+                    Some(route) => route.answer(&caller, &query, lang),
+                    None => Response::text(404, "Not Found"),
+                });
+                Vec::new()
             }
             work => {
                 self.threads(&work, &body, (caller, origin), routed);

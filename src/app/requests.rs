@@ -8,6 +8,32 @@ use crate::i18n::{self, Lang};
 use crate::limits;
 use crate::principal::Caller;
 
+/// Where a request came from: the peer's address and the request's place in a W3C trace
+/// (never a header's value). The decisions' record says it (the audit log), so a run, a
+/// cancel and a deletion carry it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestOrigin {
+    pub client: Option<std::net::SocketAddr>,
+    /// The request's W3C trace (the caller's, joined, or one started for it).
+    pub trace_id: Option<String>,
+    /// The request's own span id in that trace: one request, whatever it was part of.
+    pub request_id: Option<String>,
+}
+
+impl RequestOrigin {
+    /// The peer address and the request's span (`crate::trace`).
+    pub(crate) fn of(
+        peer: Option<std::net::SocketAddr>,
+        span: Option<&crate::trace::SpanContext>,
+    ) -> RequestOrigin {
+        RequestOrigin {
+            client: peer,
+            trace_id: span.map(crate::trace::SpanContext::trace_id_hex),
+            request_id: span.map(|s| crate::ids::hex(&s.span_id)),
+        }
+    }
+}
+
 /// A `POST /` body that is a JSON object, with the languages decided so far. The envelope
 /// itself is validated by the backend.
 pub struct RunRequest {
@@ -22,8 +48,9 @@ pub struct RunRequest {
     pub payload_lang: Lang,
     /// Who the run is for (set from the head's decision; `Shared` from `parse`).
     pub caller: Caller,
-    /// Where it came from, for the audit log (set from the request; empty from `parse`).
-    pub origin: crate::audit::Origin,
+    /// Where it came from, for the decisions' record (set from the request; empty from
+    /// `parse`).
+    pub origin: RequestOrigin,
 }
 
 /// Why a `POST /` body is refused before the backend sees it.
@@ -69,8 +96,9 @@ pub struct CancelRequest {
     pub(crate) lang: Lang,
     /// Who asks (set from the head's decision; `Shared` from `parse`).
     pub caller: Caller,
-    /// Where it came from, for the audit log (set from the request; empty from `parse`).
-    pub origin: crate::audit::Origin,
+    /// Where it came from, for the decisions' record (set from the request; empty from
+    /// `parse`).
+    pub origin: RequestOrigin,
 }
 
 impl CancelRequest {
@@ -188,8 +216,6 @@ pub enum ThreadsQuery {
     },
     /// `DELETE /threads/{threadId}`.
     Delete { thread_id: String },
-    /// `GET /usage?days=N`: the caller's last N days (default 31).
-    Usage { days: usize },
 }
 
 /// A thread route's request, for its caller.
@@ -198,13 +224,13 @@ pub struct ThreadsRequest {
     pub what: ThreadsQuery,
     pub caller: Caller,
     pub(crate) lang: Lang,
-    /// Where it came from, for the audit log (a deletion's record).
-    pub origin: crate::audit::Origin,
+    /// Where it came from, for the decisions' record (a deletion's).
+    pub origin: RequestOrigin,
 }
 
 /// The query's `key=value` pairs, percent-decoded; a key given twice is refused. Keys this
 /// route does not read are ignored (caches and browsers add their own).
-fn query_pairs(query: &str) -> Result<Vec<(String, String)>, FieldError> {
+pub(crate) fn query_pairs(query: &str) -> Result<Vec<(String, String)>, FieldError> {
     let mut out: Vec<(String, String)> = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
@@ -281,18 +307,6 @@ impl ThreadsRequest {
             Work::DeleteThread { thread_id } => ThreadsQuery::Delete {
                 thread_id: path_id(thread_id)?,
             },
-            Work::Usage { query } => {
-                let pairs = query_pairs(query).map_err(BodyError::Field)?;
-                let days = match pairs.iter().find(|(k, _)| k == "days") {
-                    None => limits::USAGE_DEFAULT_DAYS,
-                    Some((_, v)) => v
-                        .parse::<usize>()
-                        .ok()
-                        .filter(|n| (1..=crate::quota::DAYS_KEPT).contains(n))
-                        .ok_or_else(|| BodyError::Field(FieldError::new("days", Problem::Value)))?,
-                };
-                ThreadsQuery::Usage { days }
-            }
             _ => return Err(BodyError::Field(FieldError::new("", Problem::Value))),
         };
         Ok(ThreadsRequest {

@@ -14,6 +14,10 @@ use crate::sync::lock;
 
 /// Largest number of rotated files `--audit-keep` takes.
 pub(crate) const MAX_KEEP: usize = 100;
+/// The default rotation size (`--audit-max-bytes`): 100 MiB.
+pub(crate) const DEFAULT_MAX_BYTES: u64 = 100 * 1024 * 1024;
+/// Rotated files kept by default (`--audit-keep`).
+pub(crate) const DEFAULT_KEEP: usize = 5;
 
 pub struct AuditFile {
     path: PathBuf,

@@ -293,6 +293,17 @@ impl TokenFile {
     }
 }
 
+/// A principal's own quotas are its lines' (the quotas put them over the options); a file
+/// that cannot be used gives none.
+impl crate::quota::OwnLimits for TokenFile {
+    fn own_limits(&self, caller: &Caller) -> crate::quota::Limits {
+        match &*self.tokens() {
+            Tokens::Table(t) => t.limits(caller),
+            Tokens::Down(_) => Default::default(),
+        }
+    }
+}
+
 fn log_outcome(path: &Path, was_down: bool, tokens: &Tokens) {
     let path = path.display();
     match tokens {

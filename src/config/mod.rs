@@ -81,12 +81,6 @@ pub(crate) struct Config {
     /// (zero: for ever).
     pub(crate) history: crate::history::Bounds,
     pub(crate) thread_retention: Duration,
-    /// `--caller-max-runs`, `--caller-rate` (issue 44).
-    pub(crate) caller_limits: crate::quota::Limits,
-    /// `--audit-log` (issue 44): the decisions' file, its rotation size and rotated files.
-    pub(crate) audit_log: Option<PathBuf>,
-    pub(crate) audit_max_bytes: u64,
-    pub(crate) audit_keep: usize,
     /// Zero disables idle shutdown.
     pub(crate) idle_shutdown: Duration,
     pub(crate) debug: bool,
@@ -141,10 +135,6 @@ impl Default for Config {
             state_dir: None,
             history: Default::default(),
             thread_retention: Duration::ZERO,
-            caller_limits: crate::quota::Limits::default(),
-            audit_log: None,
-            audit_max_bytes: limits::AUDIT_MAX_BYTES,
-            audit_keep: limits::AUDIT_KEEP,
             idle_shutdown: Duration::ZERO,
             debug: false,
             log_stdout: false,
@@ -462,29 +452,6 @@ pub(crate) fn parse(
     if let Some(v) = pick("thread_retention") {
         c.thread_retention = as_seconds(&v, true)?;
     }
-    if let Some(v) = pick("caller_max_runs") {
-        c.caller_limits.max_runs = as_quota(&v)?;
-    }
-    if let Some(v) = pick("caller_rate") {
-        c.caller_limits.rate_per_min = as_quota(&v)?;
-    }
-    if let Some(v) = pick("audit_log") {
-        let s = as_string(&v)?;
-        if !s.trim().is_empty() {
-            c.audit_log = Some(PathBuf::from(s.trim()));
-        }
-    }
-    if let Some(v) = pick("audit_max_bytes") {
-        c.audit_max_bytes = as_count(&v)? as u64;
-    }
-    if let Some(v) = pick("audit_keep") {
-        let n = as_int(&v)?;
-        let max = crate::audit::MAX_KEEP;
-        c.audit_keep = usize::try_from(n)
-            .ok()
-            .filter(|n| *n <= max)
-            .ok_or_else(|| v.err(format_args!("must be from 0 to {max}, not {}.", v.shown())))?;
-    }
     if let Some(v) = pick("auth_tokens_file") {
         let s = as_string(&v)?;
         if !s.trim().is_empty() {
@@ -647,19 +614,6 @@ pub(crate) fn as_port(v: &Given) -> Result<u16, ConfigError> {
             v.shown()
         ))
     })
-}
-
-/// A quota: 0 is none; at most `limits::MAX_QUOTA_VALUE`.
-pub(crate) fn as_quota(v: &Given) -> Result<Option<u32>, ConfigError> {
-    let n = as_int(v)?;
-    if !(0..=i64::from(crate::limits::MAX_QUOTA_VALUE)).contains(&n) {
-        return Err(v.err(format_args!(
-            "must be from 0 (no limit) to {}, not {}.",
-            crate::limits::MAX_QUOTA_VALUE,
-            v.shown()
-        )));
-    }
-    Ok(u32::try_from(n).ok().filter(|&n| n > 0))
 }
 
 pub(crate) fn as_count(v: &Given) -> Result<usize, ConfigError> {

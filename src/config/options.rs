@@ -190,45 +190,6 @@ pub(crate) const CORE: &[Opt] = &[
     .env("IAC_CODE_AGUI_THREAD_RETENTION")
     .default("0"),
     opt(
-        "caller_max_runs",
-        "Runs one caller may have going at once before its next gets 429 (0 = no limit; a \
-         tokens-file line's max_runs=N is that caller's own)",
-    )
-    .flag("caller-max-runs", Some("N"))
-    .env("IAC_CODE_AGUI_CALLER_MAX_RUNS")
-    .default("0"),
-    opt(
-        "caller_rate",
-        "Runs one caller may start per minute (bursts up to it) before 429 (0 = no limit; a \
-         tokens-file line's rate=N is that caller's own)",
-    )
-    .flag("caller-rate", Some("N"))
-    .env("IAC_CODE_AGUI_CALLER_RATE")
-    .default("0"),
-    opt(
-        "audit_log",
-        "Append a JSON line per decision (run admitted, resume answers, cancel, thread \
-         deleted, run end) to this file, fsync'd before the decision is acknowledged; when it \
-         cannot be written the decision is refused with 503 AUDIT_UNAVAILABLE",
-    )
-    .flag("audit-log", Some("PATH"))
-    .env("IAC_CODE_AGUI_AUDIT_LOG")
-    .default("none: no audit log"),
-    opt(
-        "audit_max_bytes",
-        "Rotate the audit log before a record would make it larger than this",
-    )
-    .flag("audit-max-bytes", Some("BYTES"))
-    .env("IAC_CODE_AGUI_AUDIT_MAX_BYTES")
-    .default("104857600"),
-    opt(
-        "audit_keep",
-        "Rotated audit files kept (PATH.1 the newest; 0 = a full file is dropped)",
-    )
-    .flag("audit-keep", Some("N"))
-    .env("IAC_CODE_AGUI_AUDIT_KEEP")
-    .default("5"),
-    opt(
         "heartbeat_interval",
         "Seconds of silence before an SSE heartbeat",
     )

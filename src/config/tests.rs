@@ -348,31 +348,30 @@ fn cors_origins_come_from_the_flag_the_environment_or_the_file_normalised() {
     }
 }
 
+#[cfg(feature = "audit")]
 #[test]
 fn the_audit_log_options_come_from_a_flag_the_environment_or_the_file() {
-    let c = run(&[], &[]).unwrap();
-    assert_eq!(c.audit_log, None);
-    assert_eq!((c.audit_max_bytes, c.audit_keep), (104_857_600, 5));
-    let c = run(
-        &["--audit-log", "/var/log/a.jsonl", "--audit-keep", "0"],
-        &[("IAC_CODE_AGUI_AUDIT_MAX_BYTES", "4096")],
+    let audit = |c: &Config| crate::extras::configure(&c.sources).unwrap().audit;
+    assert!(audit(&run(&[], &[]).unwrap()).is_none());
+    let a = audit(
+        &run(
+            &["--audit-log", "/var/log/a.jsonl", "--audit-keep", "0"],
+            &[("IAC_CODE_AGUI_AUDIT_MAX_BYTES", "4096")],
+        )
+        .unwrap(),
     )
     .unwrap();
-    assert_eq!(
-        c.audit_log.as_deref(),
-        Some(std::path::Path::new("/var/log/a.jsonl"))
-    );
-    assert_eq!((c.audit_max_bytes, c.audit_keep), (4096, 0));
+    assert_eq!(a.path, std::path::Path::new("/var/log/a.jsonl"));
+    assert_eq!((a.max_bytes, a.keep), (4096, 0));
+    let a = audit(&run(&["--audit-log", "/var/log/a.jsonl"], &[]).unwrap()).unwrap();
+    assert_eq!((a.max_bytes, a.keep), (104_857_600, 5));
     let dir = std::env::temp_dir().join(format!("iac-agui-cfg-audit-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("c.yaml");
     std::fs::write(&file, "audit_log: /srv/audit.jsonl\naudit_keep: 9\n").unwrap();
-    let c = run(&["--config", file.to_str().unwrap()], &[]).unwrap();
-    assert_eq!(
-        c.audit_log.as_deref(),
-        Some(std::path::Path::new("/srv/audit.jsonl"))
-    );
-    assert_eq!(c.audit_keep, 9);
+    let a = audit(&run(&["--config", file.to_str().unwrap()], &[]).unwrap()).unwrap();
+    assert_eq!(a.path, std::path::Path::new("/srv/audit.jsonl"));
+    assert_eq!(a.keep, 9);
     std::fs::remove_dir_all(&dir).unwrap();
     let e = run(&["--audit-keep", "101"], &[]).unwrap_err();
     assert_eq!(e.0, "--audit-keep must be from 0 to 100, not \"101\".");

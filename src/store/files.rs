@@ -534,4 +534,5 @@ pub(crate) fn expand_vars(s: &str, get: impl Fn(&str) -> Option<String>) -> Stri
 mod logs;
 #[cfg(test)]
 mod tests;
+#[cfg(feature = "quotas")]
 mod usage;

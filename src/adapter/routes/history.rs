@@ -47,32 +47,7 @@ pub(crate) fn threads(sh: &Shared, req: ThreadsRequest) -> Response {
             let key = ThreadKey::new(&req.caller, &thread_id);
             delete(sh, &key, &req.origin, lang)
         }
-        ThreadsQuery::Usage { days } => usage(sh, &req.caller, days),
     }
-}
-
-/// `GET /usage`: the calling caller's own totals and days, and its quotas (issue 44).
-fn usage(sh: &Shared, caller: &crate::principal::Caller, days: usize) -> Response {
-    let list = sh.policies.quotas.days(caller, days);
-    let limits = sh.policies.limits_of(caller);
-    let mut quotas = serde_json::Map::new();
-    if let Some(n) = limits.max_runs {
-        quotas.insert("maxRuns".into(), n.into());
-    }
-    if let Some(n) = limits.rate_per_min {
-        quotas.insert("ratePerMinute".into(), n.into());
-    }
-    let body = serde_json::json!({
-        "caller": caller.name().unwrap_or("shared"),
-        "running": sh.policies.quotas.running(caller),
-        "quotas": quotas,
-        "total": crate::quota::total_json(&list),
-        "days": list
-            .iter()
-            .map(|(d, v)| crate::quota::day_json(d, v))
-            .collect::<Vec<_>>(),
-    });
-    json_response(200, &body)
 }
 
 fn json_response(status: u16, v: &Value) -> Response {
@@ -310,7 +285,12 @@ fn messages(
     )
 }
 
-fn delete(sh: &Shared, key: &ThreadKey, origin: &crate::audit::Origin, lang: Lang) -> Response {
+fn delete(
+    sh: &Shared,
+    key: &ThreadKey,
+    origin: &crate::app::RequestOrigin,
+    lang: Lang,
+) -> Response {
     // Recorded before any file goes; a refusal deletes nothing.
     let recorded =
         || crate::adapter::audited::delete(sh, origin, key).map_err(|e| e.response(lang));

@@ -6,14 +6,16 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{Map, Value, json};
 
-use super::confirmation::DEPLOYMENT_CONFIRMATION;
 use crate::adapter::interrupts::{self, FoundInput};
 use crate::agui::digest;
 use crate::agui::input::{ResumeEntry, ResumeStatus};
-use crate::audit::{Decided, Refused};
 use crate::catalog::Msg;
 use crate::errors::Code;
 use crate::store::document::{PendingInput, filter_input};
+
+// What an answer decided, for the audit record.
+#[cfg(feature = "audit")]
+pub(crate) mod decided;
 
 /// Why a resume is refused.
 pub(crate) type Refusal = (Code, Msg);
@@ -169,7 +171,7 @@ pub(crate) struct Answer {
 
 /// One answer against its stored interrupt: the payload the kernel is sent (a cancelled
 /// permission is a denial, a cancelled resource selection the kernel's `canceled`), or why it
-/// is refused. `validate` and the audit record (`decided`) read every answer through it.
+/// is refused. `validate` and the audit record (`decided.rs`) read every answer through it.
 pub(crate) fn check(
     e: &ResumeEntry,
     p: &PendingInput,
@@ -239,53 +241,6 @@ pub(crate) fn validate(
     Ok(out)
 }
 
-/// What one answer decided, as the audit record says it, read from the stored interrupt
-/// (`None`: nothing pending under its id) after `check`: an answer that fails it did not
-/// reach the kernel and is `Refused` with none of its values. Otherwise each kind's answer
-/// as its schema shapes it: a permission's word and a confirmation's action are words of the
-/// schema's enum, an option one of its ids.
-pub(crate) fn decided(e: &ResumeEntry, stored: Option<&PendingInput>, now_ms: u64) -> Decided {
-    let Some(p) = stored else {
-        return Decided::Refused(Refused::NotPending);
-    };
-    let payload = match check(e, p, now_ms) {
-        Ok(payload) => payload,
-        Err((Code::ExecutionExpired, _)) => return Decided::Refused(Refused::Expired),
-        Err(_) => return Decided::Refused(Refused::Invalid),
-    };
-    if e.status == ResumeStatus::Cancelled {
-        return Decided::Cancelled;
-    }
-    let answer = payload.unwrap_or(Value::Null);
-    let text = |k: &str| answer.get(k).and_then(Value::as_str).map(str::to_string);
-    let kind = p.value.get("kind").and_then(Value::as_str);
-    let read = if kind == Some("permission") {
-        text("decision").map(Decided::Word)
-    } else if kind == Some(DEPLOYMENT_CONFIRMATION) {
-        text("action")
-            .map(|action| {
-                let overrides = answer
-                    .get("parameterOverrides")
-                    .and_then(Value::as_object)
-                    .map(|o| o.keys().cloned().collect())
-                    .unwrap_or_default();
-                Decided::Action { action, overrides }
-            })
-            .or_else(|| text("freeText").map(|_| Decided::FreeText))
-    } else if interrupts::is_resource_selection(&p.value) {
-        match text("status").as_deref() {
-            Some("selected") => text("value").map(Decided::Resource),
-            _ => Some(Decided::Cancelled),
-        }
-    } else {
-        text("selectedId")
-            .map(Decided::Option)
-            .or_else(|| text("freeText").map(|_| Decided::FreeText))
-    };
-    // Every schema the adapter builds is one of the shapes above.
-    read.unwrap_or(Decided::Answered)
-}
-
 /// The text a question answer sends: the free text, else the chosen option's label.
 pub(crate) fn question_prompt(a: &Answer) -> Option<String> {
     let p = a.payload.as_ref().unwrap_or(&Value::Null);
@@ -332,7 +287,7 @@ mod tests {
         p
     }
 
-    fn entry(id: &str, payload: Value) -> ResumeEntry {
+    pub(super) fn entry(id: &str, payload: Value) -> ResumeEntry {
         ResumeEntry {
             interrupt_id: id.into(),
             status: ResumeStatus::Resolved,
@@ -340,11 +295,11 @@ mod tests {
         }
     }
 
-    fn allow(id: &str) -> ResumeEntry {
+    pub(super) fn allow(id: &str) -> ResumeEntry {
         entry(id, json!({"decision": "allow_once"}))
     }
 
-    fn pick(id: &str) -> ResumeEntry {
+    pub(super) fn pick(id: &str) -> ResumeEntry {
         entry(id, json!({"selectedId": "a"}))
     }
 
@@ -581,152 +536,5 @@ mod tests {
             Err((Code::ExecutionExpired, Msg::ExecutionExpired))
         );
         assert!(validate(&[allow("p2")], &pend, 1_500_000_000_000).is_ok());
-    }
-
-    fn stored(v: Value) -> PendingInput {
-        PendingInput {
-            value: v.as_object().unwrap().clone(),
-            sideband: false,
-        }
-    }
-
-    fn cancelled(id: &str) -> ResumeEntry {
-        ResumeEntry {
-            interrupt_id: id.into(),
-            status: ResumeStatus::Cancelled,
-            payload: None,
-        }
-    }
-
-    fn confirmation() -> PendingInput {
-        stored(
-            json!({"kind": "deployment_confirmation", "inputId": "c1", "options": [
-            {"action": "confirm", "name": "Confirm"}, {"action": "cancel", "name": "Cancel"}]}),
-        )
-    }
-
-    #[test]
-    fn a_deployment_confirmations_decision_is_its_action_and_its_override_names() {
-        let c = confirmation();
-        let go = entry(
-            "c1",
-            json!({"action": "confirm", "parameterOverrides": {"InstanceType": "ecs.g7", "Zone": "b"}}),
-        );
-        assert_eq!(
-            decided(&go, Some(&c), 0),
-            Decided::Action {
-                action: "confirm".into(),
-                overrides: vec!["InstanceType".into(), "Zone".into()],
-            }
-        );
-        let stop = entry("c1", json!({"action": "cancel"}));
-        assert_eq!(
-            decided(&stop, Some(&c), 0),
-            Decided::Action {
-                action: "cancel".into(),
-                overrides: vec![],
-            }
-        );
-        assert_eq!(
-            decided(&entry("c1", json!({"freeText": "go"})), Some(&c), 0),
-            Decided::FreeText
-        );
-        // An action the step did not offer never reached the kernel.
-        assert_eq!(
-            decided(&entry("c1", json!({"action": "reselect"})), Some(&c), 0),
-            Decided::Refused(Refused::Invalid)
-        );
-        assert_eq!(decided(&cancelled("c1"), Some(&c), 0), Decided::Cancelled);
-    }
-
-    #[test]
-    fn only_an_answer_valid_against_its_stored_interrupt_is_recorded_as_a_decision() {
-        let perm = stored(json!({"kind": "permission", "inputId": "p1"}));
-        let question = stored(json!({"kind": "ask_user_question", "inputId": "q1",
-            "options": [{"id": "a", "label": "Alpha"}], "allowFreeText": true}));
-        let closed = stored(json!({"kind": "ask_user_question", "inputId": "q2",
-            "options": [{"id": "a", "label": "Alpha"}]}));
-        let resource = stored(json!({"kind": "cloud_resource_selection", "inputId": "s1"}));
-        let mut late = perm.clone();
-        late.value
-            .insert("expiresAt".into(), "2020-01-01T00:00:00Z".into());
-        let now = 1_700_000_000_000;
-        let refused = Decided::Refused(Refused::Invalid);
-        let no_payload = ResumeEntry {
-            interrupt_id: "p1".into(),
-            status: ResumeStatus::Resolved,
-            payload: None,
-        };
-        let cases: Vec<(ResumeEntry, Option<&PendingInput>, Decided)> = vec![
-            (allow("p1"), Some(&perm), Decided::Word("allow_once".into())),
-            (
-                entry("p1", json!({"decision": "deny"})),
-                Some(&perm),
-                Decided::Word("deny".into()),
-            ),
-            (cancelled("p1"), Some(&perm), Decided::Cancelled),
-            // Not a word of the schema's enum, an extra key, no payload.
-            (
-                entry("p1", json!({"decision": "allow_always"})),
-                Some(&perm),
-                refused.clone(),
-            ),
-            (
-                entry("p1", json!({"decision": "deny", "note": "x"})),
-                Some(&perm),
-                refused.clone(),
-            ),
-            (no_payload, Some(&perm), refused.clone()),
-            (allow("p1"), Some(&late), Decided::Refused(Refused::Expired)),
-            (pick("q1"), Some(&question), Decided::Option("a".into())),
-            (
-                entry("q1", json!({"freeText": "my password is hunter2"})),
-                Some(&question),
-                Decided::FreeText,
-            ),
-            // No such option; free text where the question takes none.
-            (
-                entry("q1", json!({"selectedId": "delete-all-prod"})),
-                Some(&question),
-                refused.clone(),
-            ),
-            (
-                entry("q2", json!({"freeText": "x"})),
-                Some(&closed),
-                refused.clone(),
-            ),
-            (cancelled("q1"), Some(&question), Decided::Cancelled),
-            (
-                entry(
-                    "s1",
-                    json!({"status": "selected", "value": "vsw-1", "label": "L"}),
-                ),
-                Some(&resource),
-                Decided::Resource("vsw-1".into()),
-            ),
-            (
-                entry("s1", json!({"status": "canceled"})),
-                Some(&resource),
-                Decided::Cancelled,
-            ),
-            (cancelled("s1"), Some(&resource), Decided::Cancelled),
-            (
-                entry("s1", json!({"status": "selected"})),
-                Some(&resource),
-                refused.clone(),
-            ),
-            // Nothing pending under the id: never raised, or already answered.
-            (allow("p9"), None, Decided::Refused(Refused::NotPending)),
-            (cancelled("p9"), None, Decided::Refused(Refused::NotPending)),
-        ];
-        for (i, (e, p, want)) in cases.into_iter().enumerate() {
-            assert_eq!(decided(&e, p, now - 1), want, "case {i}: {e:?}");
-            // The run's own validation agrees: a recorded decision is one it delivers.
-            if let Some(p) = p {
-                let pend = vec![(e.interrupt_id.clone(), p.clone())];
-                let delivered = validate(std::slice::from_ref(&e), &pend, now - 1).is_ok();
-                assert_eq!(delivered, !matches!(want, Decided::Refused(_)), "case {i}");
-            }
-        }
     }
 }

@@ -1,13 +1,27 @@
 //! The policies a run or a Stop answers to beside the reference's rules: admission's gates
-//! (per-caller quotas, in one list) and the decisions' record (the audit log). Each is an
-//! extra that plugs in here, so admission (`adapter/routes/run/`), the cancel route and the
-//! thread routes name none of the extras' types.
+//! (in one list) and the decisions' record. Each is an extra that plugs in here through its
+//! own `with_*` builder (per-caller quotas a gate, `quota/gate.rs`; the audit log the record,
+//! `adapter/audited/records.rs`), so admission (`adapter/routes/run/`), the cancel route and
+//! the thread routes name none of the extras' types; in a build without them the list is
+//! empty and nothing is recorded.
+// What a gate or a record reads of what it is shown is unread in a build without them.
+#![cfg_attr(
+    not(all(feature = "quotas", feature = "audit")),
+    allow(dead_code, reason = "read by the extras that plug in here")
+)]
 
+use std::any::Any;
 use std::sync::Arc;
 
-use crate::adapter::routes::run::Refusal;
+use crate::adapter::admission::{RunKind, Thread};
+use crate::adapter::env::Env;
+pub(crate) use crate::adapter::routes::run::Refusal;
+use crate::agui::events::RunUsage;
+use crate::agui::input::ResumeEntry;
+use crate::app::RequestOrigin;
+use crate::errors::ApiError;
 use crate::i18n::Lang;
-use crate::principal::Caller;
+use crate::principal::{Caller, ThreadKey};
 
 /// What a gate sees of a run asking in: who, whether it joins a run already counted
 /// (guidance), when, and the language of a refusal.
@@ -19,8 +33,9 @@ pub(crate) struct Entry<'a> {
 }
 
 /// One admission gate: lets a well-formed run in, or refuses it before its thread is touched
-/// (nothing is written); what it lets in it may hold for the run's life.
-pub(crate) trait Gate: Send + Sync {
+/// (nothing is written); what it lets in it may hold for the run's life. `Any`: the extra
+/// that set it up finds it again (`Policies::gate`).
+pub(crate) trait Gate: Any + Send + Sync {
     fn enter(&self, entry: &Entry<'_>) -> Result<Option<Box<dyn Hold>>, Refusal>;
 }
 
@@ -28,107 +43,120 @@ pub(crate) trait Gate: Send + Sync {
 /// what it used when it ends; dropped with the run (a run that never started gives it back).
 pub(crate) trait Hold: Send {
     fn started(&mut self);
-    fn ended(&mut self, now_ms: u64, used: crate::quota::Used);
+    fn ended(&mut self, now_ms: u64, used: RunUsage);
 }
 
-/// The extras' policies, each set up by its `with_*` builder on `Shared`.
+/// A decision about to be acted on, for its record: whose thread, which run and execution,
+/// where the request came from, and what.
+pub(crate) struct Decision<'a> {
+    pub(crate) origin: &'a RequestOrigin,
+    pub(crate) key: &'a ThreadKey,
+    pub(crate) run_id: Option<&'a str>,
+    pub(crate) execution_id: Option<&'a str>,
+    pub(crate) act: Act<'a>,
+}
+
+/// What was decided.
+pub(crate) enum Act<'a> {
+    /// A run admitted, before its admission is saved; `current` is the thread as it was (its
+    /// pending interrupts say what each of a resume's answers was for).
+    Admitted {
+        kind: RunKind,
+        current: Option<&'a Thread>,
+        resume: Option<&'a [ResumeEntry]>,
+    },
+    /// A cancel the route is about to carry out.
+    Cancel,
+    /// A thread about to be deleted by its caller.
+    Delete,
+    /// A thread about to be deleted by `--thread-retention` (no request).
+    Expire,
+    /// A run's end, before its terminal event leaves: it has happened whatever the record
+    /// says, so a failure to record it is the record's to log, never a refusal.
+    RunEnd {
+        outcome: &'static str,
+        usage: RunUsage,
+    },
+}
+
+/// The decisions' record: each decision is written before it is acknowledged.
+pub(crate) trait Record: Send + Sync {
+    /// `Err`: the decision could not be recorded, and is refused with this error (nothing
+    /// is done).
+    fn record(&self, env: &dyn Env, d: &Decision<'_>) -> Result<(), ApiError>;
+}
+
+/// The extras' policies, each set up by the extra's `with_*` builder (`crate::extras::shared`).
 #[derive(Default)]
 pub struct Policies {
     /// Admission's gates, in the order they are asked.
-    gates: Vec<Box<dyn Gate>>,
-    /// Each decision's record, written before it is acknowledged (`--audit-log`).
-    pub(crate) audit: crate::audit::Audit,
-    /// Per-caller quotas and usage (the `/usage` route reads them too), and the tokens file
-    /// whose lines may set a principal's own.
-    pub(crate) quotas: Arc<crate::quota::Quotas>,
-    token_file: Option<Arc<crate::auth::TokenFile>>,
+    gates: Vec<Arc<dyn Gate>>,
+    /// Each decision's record (`--audit-log`); none: decisions are not recorded.
+    record: Option<Box<dyn Record>>,
 }
 
 impl Policies {
     /// The gates, in order.
-    pub(crate) fn gates(&self) -> &[Box<dyn Gate>] {
+    pub(crate) fn gates(&self) -> &[Arc<dyn Gate>] {
         &self.gates
     }
 
-    pub(crate) fn set_audit(&mut self, audit: crate::audit::Audit) {
-        self.audit = audit;
+    /// Ask `gate` after the gates set up before it (once, at start-up).
+    pub(crate) fn add_gate(&mut self, gate: Arc<dyn Gate>) {
+        self.gates.push(gate);
     }
 
-    /// Hold callers to `quotas` (a principal's tokens-file line may set its own): one gate
-    /// (set up once, at start-up).
-    pub(crate) fn set_quotas(
-        &mut self,
-        quotas: Arc<crate::quota::Quotas>,
-        token_file: Option<Arc<crate::auth::TokenFile>>,
-    ) {
-        self.quotas = quotas.clone();
-        self.token_file = token_file.clone();
-        self.gates.push(Box::new(QuotaGate { quotas, token_file }));
+    /// The gate of type `G` (an extra's own, to serve what it keeps).
+    pub(crate) fn gate<G: Gate>(&self) -> Option<Arc<G>> {
+        self.gates.iter().find_map(|g| {
+            let any: Arc<dyn Any + Send + Sync> = g.clone();
+            any.downcast::<G>().ok()
+        })
     }
 
-    /// The quotas `caller` is held to: the options, with its tokens-file line's over them.
-    pub(crate) fn limits_of(&self, caller: &Caller) -> crate::quota::Limits {
-        limits_of(&self.quotas, self.token_file.as_ref(), caller)
+    /// Record each decision in `record` (once, at start-up).
+    pub(crate) fn set_record(&mut self, record: Box<dyn Record>) {
+        self.record = Some(record);
     }
-}
 
-fn limits_of(
-    quotas: &crate::quota::Quotas,
-    token_file: Option<&Arc<crate::auth::TokenFile>>,
-    caller: &Caller,
-) -> crate::quota::Limits {
-    let own = match token_file.map(|f| f.tokens()) {
-        Some(t) => match &*t {
-            crate::auth::Tokens::Table(t) => t.limits(caller),
-            crate::auth::Tokens::Down(_) => Default::default(),
-        },
-        None => Default::default(),
-    };
-    quotas.defaults().over(own)
-}
-
-/// Per-caller quotas (issue 44): concurrent runs and admissions per minute, checked once the
-/// request is known to be well formed, before anything is written. Guidance joins a run
-/// already counted.
-struct QuotaGate {
-    quotas: Arc<crate::quota::Quotas>,
-    token_file: Option<Arc<crate::auth::TokenFile>>,
-}
-
-impl Gate for QuotaGate {
-    fn enter(&self, e: &Entry<'_>) -> Result<Option<Box<dyn Hold>>, Refusal> {
-        if e.guidance {
-            return Ok(None);
-        }
-        let limits = limits_of(&self.quotas, self.token_file.as_ref(), e.caller);
-        match self.quotas.admit(e.caller, limits, e.now_ms) {
-            Ok(ticket) => Ok(Some(Box::new(ticket))),
-            Err(over) => Err(rate_limited(over, e.lang)),
+    /// Record `d` before it is acted on; without a record, `Ok` at once.
+    pub(crate) fn record(&self, env: &dyn Env, d: &Decision<'_>) -> Result<(), ApiError> {
+        match &self.record {
+            Some(r) => r.record(env, d),
+            None => Ok(()),
         }
     }
 }
 
-impl Hold for crate::quota::Ticket {
-    fn started(&mut self) {
-        self.start();
-    }
-    fn ended(&mut self, now_ms: u64, used: crate::quota::Used) {
-        self.used(now_ms, used);
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// `429 RATE_LIMITED` before the stream, `Retry-After` in seconds.
-fn rate_limited(over: crate::quota::Over, lang: Lang) -> Refusal {
-    use crate::catalog::Msg;
-    use crate::errors::{ApiError, Code};
-    crate::metrics::M.quota_refusals.inc(over.label());
-    let msg = match over {
-        crate::quota::Over::Runs { .. } => Msg::RateLimitedRuns,
-        crate::quota::Over::Rate { .. } => Msg::RateLimitedRate,
-    };
-    Refusal::from(
-        ApiError::new(Code::RateLimited, msg)
-            .response(lang)
-            .with_header("retry-after", over.retry_after().to_string()),
-    )
+    struct Quota;
+    struct Other;
+
+    impl Gate for Quota {
+        fn enter(&self, _: &Entry<'_>) -> Result<Option<Box<dyn Hold>>, Refusal> {
+            Ok(None)
+        }
+    }
+
+    impl Gate for Other {
+        fn enter(&self, _: &Entry<'_>) -> Result<Option<Box<dyn Hold>>, Refusal> {
+            Ok(None)
+        }
+    }
+
+    /// An extra serves what its gate keeps (`GET /usage`, the usage flush) by finding its
+    /// own gate in the list, whatever else is in it.
+    #[test]
+    fn an_extra_finds_its_own_gate_among_the_others() {
+        let mut p = Policies::default();
+        assert!(p.gate::<Quota>().is_none());
+        let quota = Arc::new(Quota);
+        p.add_gate(Arc::new(Other));
+        p.add_gate(quota.clone());
+        assert!(Arc::ptr_eq(&p.gate::<Quota>().unwrap(), &quota));
+        assert_eq!(p.gates().len(), 2);
+    }
 }

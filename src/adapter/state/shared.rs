@@ -112,12 +112,6 @@ impl Shared {
         }
     }
 
-    /// Record each decision in the audit log (issue 44).
-    pub fn with_audit(mut self, audit: crate::audit::Audit) -> Shared {
-        self.policies.set_audit(audit);
-        self
-    }
-
     /// Another kernel than the A2A client (the driver's unit tests use an in-memory one).
     #[cfg(test)]
     pub(crate) fn with_kernel(mut self, kernel: Arc<dyn Kernel>) -> Shared {
@@ -135,16 +129,6 @@ impl Shared {
     /// Requests without `forwardedProps.iacCode` run in `cwd` (`--default-cwd`).
     pub fn with_default_cwd(mut self, cwd: Option<String>) -> Shared {
         self.default_cwd = cwd;
-        self
-    }
-
-    /// Hold callers to `quotas`; a principal's tokens-file line may set its own.
-    pub fn with_quotas(
-        mut self,
-        quotas: Arc<crate::quota::Quotas>,
-        token_file: Option<Arc<crate::auth::TokenFile>>,
-    ) -> Shared {
-        self.policies.set_quotas(quotas, token_file);
         self
     }
 
@@ -189,7 +173,7 @@ impl Shared {
             .env
             .now_ms()
             .saturating_sub(self.retention.thread_retention.as_millis() as u64);
-        // Each deletion is in the audit log first; one that cannot be recorded is kept.
+        // Each deletion is recorded first; one that cannot be recorded is kept.
         let record =
             |k: &crate::principal::ThreadKey| crate::adapter::audited::expire(self, k).is_ok();
         let gone = self.registry.expire(cutoff, &record);

@@ -248,3 +248,20 @@ fn titles_and_searches_refuse_bidi_controls_and_search_folds_case() {
 fn json(s: &str) -> String {
     serde_json::to_string(s).unwrap()
 }
+
+#[test]
+fn origin_names_the_peer_and_the_requests_span() {
+    let span = crate::trace::SpanContext {
+        trace_id: [0x0a; 16],
+        span_id: [0xb7; 8],
+        flags: 1,
+        state: None,
+        principal: None,
+    };
+    let peer: std::net::SocketAddr = "10.0.0.7:4242".parse().unwrap();
+    let o = RequestOrigin::of(Some(peer), Some(&span));
+    assert_eq!(o.client, Some(peer));
+    assert_eq!(o.trace_id.as_deref(), Some("0a".repeat(16).as_str()));
+    assert_eq!(o.request_id.as_deref(), Some("b7".repeat(8).as_str()));
+    assert_eq!(RequestOrigin::of(None, None), RequestOrigin::default());
+}

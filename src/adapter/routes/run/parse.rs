@@ -17,7 +17,7 @@ pub(super) struct Parsed {
     pub(super) lang: Lang,
     /// sha256 of the body: a run id sent again with another body is a conflict.
     pub(super) digest: String,
-    pub(super) origin: crate::audit::Origin,
+    pub(super) origin: crate::app::RequestOrigin,
 }
 
 pub(super) fn parse(

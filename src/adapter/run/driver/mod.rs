@@ -109,7 +109,7 @@ pub(crate) struct RunArgs {
     /// it used when it ends (`adapter::policies`).
     pub(crate) holds: Vec<Box<dyn crate::adapter::policies::Hold>>,
     /// Where the run came from: its end's audit record says so too.
-    pub(crate) origin: crate::audit::Origin,
+    pub(crate) origin: crate::app::RequestOrigin,
     /// The dialect its request declared (or `--agui-protocol`'s): every event of the run,
     /// its terminal one included, is framed in it.
     pub(crate) dialect: crate::agui::dialect::Dialect,
@@ -724,7 +724,7 @@ impl<'a, 's> Run<'a, 's> {
         } else {
             self.mapper.usage()
         };
-        let used = crate::quota::Used::of(&usage);
+        let used = crate::agui::events::RunUsage::of(&usage);
         crate::trace::note_usage(used.input_tokens, used.output_tokens);
         let now = self.sh.env.now_ms();
         for h in &mut self.a.holds {

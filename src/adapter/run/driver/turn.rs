@@ -430,7 +430,7 @@ impl Run<'_, '_> {
         self.stream
             .note_outcome(&self.execution_id, "client_disconnected");
         crate::metrics::M.runs.inc("client_disconnected");
-        let used = crate::quota::Used::of(&self.mapper.usage());
+        let used = crate::agui::events::RunUsage::of(&self.mapper.usage());
         let outcome = "client_disconnected";
         audited::run_end(self.sh, &self.a, &self.execution_id, outcome, used);
         // Nothing decided: the run abandons its task (unless an interrupt waits for an

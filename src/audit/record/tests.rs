@@ -14,29 +14,12 @@ fn parsed(line: &[u8]) -> Value {
     serde_json::from_slice(line).unwrap()
 }
 
-fn origin(peer: &str) -> Origin {
-    Origin {
+fn origin(peer: &str) -> RequestOrigin {
+    RequestOrigin {
         client: Some(peer.parse().unwrap()),
         trace_id: Some("0af7651916cd43dd8448eb211c80319c".into()),
         request_id: Some("b7ad6b7169203331".into()),
     }
-}
-
-#[test]
-fn origin_names_the_peer_and_the_requests_span() {
-    let span = crate::trace::SpanContext {
-        trace_id: [0x0a; 16],
-        span_id: [0xb7; 8],
-        flags: 1,
-        state: None,
-        principal: None,
-    };
-    let peer: SocketAddr = "10.0.0.7:4242".parse().unwrap();
-    let o = Origin::of(Some(peer), Some(&span));
-    assert_eq!(o.client, Some(peer));
-    assert_eq!(o.trace_id.as_deref(), Some("0a".repeat(16).as_str()));
-    assert_eq!(o.request_id.as_deref(), Some("b7".repeat(8).as_str()));
-    assert_eq!(Origin::of(None, None), Origin::default());
 }
 
 #[test]
@@ -67,7 +50,12 @@ fn the_shared_principal_is_shared_and_absent_facts_are_left_out() {
         run_id: None,
         execution_id: Some(""),
     };
-    let r = parsed(&record(at(), &Origin::default(), &s, &Action::ThreadDelete));
+    let r = parsed(&record(
+        at(),
+        &RequestOrigin::default(),
+        &s,
+        &Action::ThreadDelete,
+    ));
     assert_eq!(r["caller"], "shared");
     assert_eq!(r["event"], "thread.delete");
     for k in ["runId", "executionId", "client", "traceId", "requestId"] {
@@ -83,7 +71,7 @@ fn a_run_end_record_has_its_outcome_and_usage() {
         run_id: Some("r"),
         execution_id: Some("e"),
     };
-    let usage = crate::quota::Used {
+    let usage = crate::agui::events::RunUsage {
         input_tokens: 3,
         output_tokens: 4,
         total_tokens: 7,
@@ -93,7 +81,7 @@ fn a_run_end_record_has_its_outcome_and_usage() {
         outcome: "success",
         usage,
     };
-    let r = parsed(&record(at(), &Origin::default(), &s, &action));
+    let r = parsed(&record(at(), &RequestOrigin::default(), &s, &action));
     assert_eq!(r["outcome"], "success");
     assert_eq!(
         r["usage"],
@@ -145,7 +133,7 @@ fn a_resume_record_says_what_each_answer_decided_and_no_other_value() {
     ];
     let r = parsed(&record(
         at(),
-        &Origin::default(),
+        &RequestOrigin::default(),
         &Subject {
             caller: &Caller::Shared,
             thread_id: "T",
@@ -198,7 +186,7 @@ fn a_record_stays_bounded_whatever_the_client_sends() {
         })
         .collect();
     let action = Action::Resume { interrupts: many };
-    let line = record(at(), &Origin::default(), &s, &action);
+    let line = record(at(), &RequestOrigin::default(), &s, &action);
     let r = parsed(&line);
     let listed = r["interrupts"].as_array().unwrap();
     assert_eq!(listed.len(), MAX_INTERRUPTS);
@@ -228,7 +216,7 @@ fn format_characters_in_a_record_are_escaped() {
     let action = Action::Resume {
         interrupts: vec![ans(id, None, Decided::Cancelled)],
     };
-    let line = record(at(), &Origin::default(), &s, &action);
+    let line = record(at(), &RequestOrigin::default(), &s, &action);
     let text = String::from_utf8(line.clone()).unwrap();
     let record = text.strip_suffix('\n').unwrap();
     assert!(!record.contains(crate::logging::unsafe_in_line), "{text:?}");
