@@ -383,20 +383,22 @@ pub fn render() -> String {
         "fsync calls of the state store (files and directories).",
         c(m.fsyncs.get()),
     );
-    scalar(
-        &mut o,
-        "iac_agui_otlp_spans_exported_total",
-        "counter",
-        "Spans the OTLP collector accepted (--otlp-endpoint).",
-        c(m.otlp_spans_exported.get()),
-    );
-    scalar(
-        &mut o,
-        "iac_agui_otlp_spans_dropped_total",
-        "counter",
-        "Spans lost: the export queue was full or the collector failed (runs never wait for it).",
-        c(m.otlp_spans_dropped.get()),
-    );
+    if cfg!(feature = "otlp") {
+        scalar(
+            &mut o,
+            "iac_agui_otlp_spans_exported_total",
+            "counter",
+            "Spans the OTLP collector accepted (--otlp-endpoint).",
+            c(m.otlp_spans_exported.get()),
+        );
+        scalar(
+            &mut o,
+            "iac_agui_otlp_spans_dropped_total",
+            "counter",
+            "Spans lost: the export queue was full or the collector failed (runs never wait for it).",
+            c(m.otlp_spans_dropped.get()),
+        );
+    }
     head(
         &mut o,
         "iac_agui_upstream_frames_total",
@@ -573,6 +575,12 @@ mod tests {
             has("iac_agui_audit_write_failures_total"),
             cfg!(feature = "audit")
         );
+        for family in [
+            "iac_agui_otlp_spans_exported_total",
+            "iac_agui_otlp_spans_dropped_total",
+        ] {
+            assert_eq!(has(family), cfg!(feature = "otlp"), "{family}");
+        }
     }
 
     #[test]
