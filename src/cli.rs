@@ -26,6 +26,10 @@ pub(crate) enum StartError {
     /// The state directory cannot be used, in the store's words.
     State(String),
     /// The caller identity settings cannot be used (tokens file, identity header).
+    #[cfg_attr(
+        not(feature = "identity"),
+        allow(dead_code, reason = "the identity extra's")
+    )]
     Identity(String),
     /// No secure randomness: no token or id could be made.
     Random(crate::ids::RandomUnavailable),
@@ -509,41 +513,6 @@ fn warn_about_roots(roots: &[std::path::PathBuf]) {
     }
 }
 
-/// The server's identity mode (`docs/operations.md`, "Callers").
-fn identity(
-    cfg: &Config,
-    addr: SocketAddr,
-    signals: &crate::signals::Target,
-) -> Result<crate::auth::Identity, StartError> {
-    use crate::auth::{Identity, TokenFile};
-    if let Some(path) = &cfg.auth_tokens_file {
-        // Read now; from then on its own thread watches it (a change within a tick, the
-        // read bounded in size and time) and SIGHUP only wakes that thread.
-        let file = TokenFile::open(path).map_err(StartError::Identity)?;
-        let f = file.clone();
-        signals.on_reload(Box::new(move || f.reload_now()));
-        return Ok(Identity::Tokens(file));
-    }
-    let token = crate::auth::shared_token(cfg.auth_token.clone());
-    if let Some(name) = &cfg.identity_header {
-        // Anyone who can reach the port can send the header: without a proxy in front that
-        // sets it (and the shared token proving the request came through that proxy), it
-        // names whoever the client says.
-        if !addr.ip().is_loopback() && token.is_none() && !cfg.trust_identity_header {
-            return Err(StartError::Identity(format!(
-                "--identity-header on the non-loopback address {addr} lets any client name \
-                 itself: set IAC_CODE_AGUI_AUTH_TOKEN (sent by the proxy), or confirm with \
-                 --trust-identity-header that only the proxy can reach this port"
-            )));
-        }
-        return Ok(Identity::Header {
-            name: name.clone(),
-            token,
-        });
-    }
-    Ok(Identity::Shared { token })
-}
-
 /// `--audit-log`, opened before anything is served: a torn last line (a crash during a
 /// write) is set aside to `PATH.torn` first, so the file reads as JSON Lines.
 fn audit_log(cfg: &Config) -> Result<crate::audit::Audit, StartError> {
@@ -571,14 +540,7 @@ fn audit_log(cfg: &Config) -> Result<crate::audit::Audit, StartError> {
 fn metrics_access(cfg: &Config, identity: &crate::auth::Identity) -> crate::auth::MetricsAccess {
     let access = crate::auth::MetricsAccess {
         token: crate::auth::shared_token(cfg.metrics_token.clone()),
-        principals: cfg.metrics_principals.clone(),
     };
-    if identity.per_caller() && access.token.is_none() && access.principals.is_empty() {
-        log::warn!(
-            "callers are told apart and no metrics credential is set: /metrics answers 401/403 \
-             (set IAC_CODE_AGUI_METRICS_TOKEN or --metrics-principals)"
-        );
-    }
     if !identity.authenticates() && access.token.is_some() {
         log::warn!(
             "IAC_CODE_AGUI_METRICS_TOKEN is set on a server without auth: /metrics stays open \
@@ -630,24 +592,21 @@ fn serve_with(
     let (threads, history_bytes) = store.history_census();
     crate::metrics::M.threads.set(threads);
     crate::metrics::M.history_bytes.set(history_bytes);
-    // Who is calling is decided before the backend exists: the tokens file also carries
-    // callers' own quotas.
-    let identity = identity(&cfg, addr, signals)?;
-    let token_file = match &identity {
-        crate::auth::Identity::Tokens(f) => Some(f.clone()),
-        _ => None,
-    };
-    let usage_files: Arc<dyn crate::quota::UsageFiles> = store.clone();
-    let quotas = Arc::new(
-        crate::quota::Quotas::new(cfg.caller_limits, Some(usage_files))
-            .with_named_metrics(token_file.is_some()),
-    );
     let ctx = crate::extras::Context {
         store: &store,
         addr,
         signals,
         env: &cfg.env,
     };
+    // Who is calling is decided before the backend exists: a caller's credentials may carry
+    // its own quotas (a tokens-file line).
+    let identity = crate::extras::identity(extras, &ctx)?
+        .unwrap_or_else(|| crate::auth::Identity::shared(cfg.auth_token.clone()));
+    let usage_files: Arc<dyn crate::quota::UsageFiles> = store.clone();
+    let quotas = Arc::new(
+        crate::quota::Quotas::new(cfg.caller_limits, Some(usage_files))
+            .with_named_metrics(identity.listed()),
+    );
     let shared = Shared::new(
         Registry::files(store.clone()),
         client,
@@ -667,7 +626,7 @@ fn serve_with(
     .with_default_cwd(cfg.default_cwd.clone())
     .with_server_key(server_key)
     .with_history(cfg.history, cfg.thread_retention)
-    .with_quotas(quotas.clone(), token_file)
+    .with_quotas(quotas.clone(), identity.clone())
     .with_audit(audit_log(&cfg)?);
     let shared = Arc::new(crate::extras::shared(extras, shared, &ctx)?);
     let backend: Arc<dyn Backend> = Arc::new(AguiBackend {
@@ -681,7 +640,7 @@ fn serve_with(
     if cfg.console {
         routes.console = Some(crate::console::Console::new());
     }
-    routes.cors = crate::cors::Cors::configured(&cfg.cors_origins, &routes.identity);
+    routes.cors = crate::cors::Cors::configured(&cfg.cors_origins, routes.identity.header());
     crate::extras::routes(extras, &mut routes, &ctx)?;
     if !addr.ip().is_loopback() && !routes.identity.authenticates() {
         log::warn!(

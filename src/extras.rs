@@ -7,17 +7,26 @@
 use crate::config::{ConfigError, Extra, Sources};
 
 /// Every extra, in the order of the help.
-pub(crate) const EXTRAS: &[Extra] = &[Extra {
-    feature: "otlp",
-    options: crate::trace::otlp::OPTIONS,
-    built: cfg!(feature = "otlp"),
-}];
+pub(crate) const EXTRAS: &[Extra] = &[
+    Extra {
+        feature: "otlp",
+        options: crate::trace::otlp::OPTIONS,
+        built: cfg!(feature = "otlp"),
+    },
+    Extra {
+        feature: "identity",
+        options: crate::auth::callers::OPTIONS,
+        built: cfg!(feature = "identity"),
+    },
+];
 
 /// The built extras' settings, read with the rest of the configuration.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Settings {
     #[cfg(feature = "otlp")]
     pub(crate) otlp: Option<crate::trace::otlp::Settings>,
+    #[cfg(feature = "identity")]
+    pub(crate) identity: Option<crate::auth::callers::Settings>,
 }
 
 /// Each built extra reads its own settings.
@@ -25,6 +34,8 @@ pub(crate) fn configure(_s: &Sources) -> Result<Settings, ConfigError> {
     Ok(Settings {
         #[cfg(feature = "otlp")]
         otlp: crate::trace::otlp::configure(_s)?,
+        #[cfg(feature = "identity")]
+        identity: crate::auth::callers::configure(_s)?,
     })
 }
 
@@ -39,12 +50,28 @@ pub(crate) fn start(_s: &Settings) -> std::io::Result<()> {
 
 /// What an extra may need to wire itself in: the state store, the address served, the
 /// signals (a tokens file's reload), the environment.
-#[allow(dead_code, reason = "read by the extras that need it; the sidecar has none")]
+#[allow(
+    dead_code,
+    reason = "read by the extras that need it; the sidecar has none"
+)]
 pub(crate) struct Context<'a> {
     pub(crate) store: &'a std::sync::Arc<crate::store::files::FileStore>,
     pub(crate) addr: std::net::SocketAddr,
     pub(crate) signals: &'a crate::signals::Target,
     pub(crate) env: &'a crate::config::Environ,
+}
+
+/// Who is calling, when a built extra tells callers apart (`None`: one shared caller, the
+/// core's `auth::Identity::Shared`). Decided before the adapter's state, whose quotas ask it.
+pub(crate) fn identity(
+    _s: &Settings,
+    _ctx: &Context<'_>,
+) -> Result<Option<crate::auth::Identity>, crate::cli::StartError> {
+    #[cfg(feature = "identity")]
+    if let Some(i) = &_s.identity {
+        return i.identity(_ctx).map(Some);
+    }
+    Ok(None)
 }
 
 /// The adapter's shared state with each built extra's `with_*` builder applied.

@@ -38,10 +38,10 @@ pub struct Policies {
     gates: Vec<Box<dyn Gate>>,
     /// Each decision's record, written before it is acknowledged (`--audit-log`).
     pub(crate) audit: crate::audit::Audit,
-    /// Per-caller quotas and usage (the `/usage` route reads them too), and the tokens file
-    /// whose lines may set a principal's own.
+    /// Per-caller quotas and usage (the `/usage` route reads them too), and who is calling:
+    /// a caller's credentials may set its own (a tokens-file line).
     pub(crate) quotas: Arc<crate::quota::Quotas>,
-    token_file: Option<Arc<crate::auth::TokenFile>>,
+    identity: Option<crate::auth::Identity>,
 }
 
 impl Policies {
@@ -54,37 +54,34 @@ impl Policies {
         self.audit = audit;
     }
 
-    /// Hold callers to `quotas` (a principal's tokens-file line may set its own): one gate
-    /// (set up once, at start-up).
+    /// Hold callers to `quotas` (a principal's credentials may set its own, `identity` says
+    /// them): one gate (set up once, at start-up).
     pub(crate) fn set_quotas(
         &mut self,
         quotas: Arc<crate::quota::Quotas>,
-        token_file: Option<Arc<crate::auth::TokenFile>>,
+        identity: crate::auth::Identity,
     ) {
         self.quotas = quotas.clone();
-        self.token_file = token_file.clone();
-        self.gates.push(Box::new(QuotaGate { quotas, token_file }));
+        self.identity = Some(identity.clone());
+        self.gates.push(Box::new(QuotaGate { quotas, identity }));
     }
 
     /// The quotas `caller` is held to: the options, with its tokens-file line's over them.
     pub(crate) fn limits_of(&self, caller: &Caller) -> crate::quota::Limits {
-        limits_of(&self.quotas, self.token_file.as_ref(), caller)
+        limits_of(&self.quotas, self.identity.as_ref(), caller)
     }
 }
 
 fn limits_of(
     quotas: &crate::quota::Quotas,
-    token_file: Option<&Arc<crate::auth::TokenFile>>,
+    identity: Option<&crate::auth::Identity>,
     caller: &Caller,
 ) -> crate::quota::Limits {
-    let own = match token_file.map(|f| f.tokens()) {
-        Some(t) => match &*t {
-            crate::auth::Tokens::Table(t) => t.limits(caller),
-            crate::auth::Tokens::Down(_) => Default::default(),
-        },
-        None => Default::default(),
-    };
-    quotas.defaults().over(own)
+    let own = identity.map(|i| i.own_limits(caller)).unwrap_or_default();
+    quotas.defaults().over(crate::quota::Limits {
+        max_runs: own.max_runs,
+        rate_per_min: own.rate_per_min,
+    })
 }
 
 /// Per-caller quotas (issue 44): concurrent runs and admissions per minute, checked once the
@@ -92,7 +89,7 @@ fn limits_of(
 /// already counted.
 struct QuotaGate {
     quotas: Arc<crate::quota::Quotas>,
-    token_file: Option<Arc<crate::auth::TokenFile>>,
+    identity: crate::auth::Identity,
 }
 
 impl Gate for QuotaGate {
@@ -100,7 +97,7 @@ impl Gate for QuotaGate {
         if e.guidance {
             return Ok(None);
         }
-        let limits = limits_of(&self.quotas, self.token_file.as_ref(), e.caller);
+        let limits = limits_of(&self.quotas, Some(&self.identity), e.caller);
         match self.quotas.admit(e.caller, limits, e.now_ms) {
             Ok(ticket) => Ok(Some(Box::new(ticket))),
             Err(over) => Err(rate_limited(over, e.lang)),

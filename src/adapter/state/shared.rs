@@ -138,13 +138,14 @@ impl Shared {
         self
     }
 
-    /// Hold callers to `quotas`; a principal's tokens-file line may set its own.
+    /// Hold callers to `quotas`; a principal's credentials may set its own (`identity`: a
+    /// tokens-file line).
     pub fn with_quotas(
         mut self,
         quotas: Arc<crate::quota::Quotas>,
-        token_file: Option<Arc<crate::auth::TokenFile>>,
+        identity: crate::auth::Identity,
     ) -> Shared {
-        self.policies.set_quotas(quotas, token_file);
+        self.policies.set_quotas(quotas, identity);
         self
     }
 
