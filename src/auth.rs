@@ -111,11 +111,6 @@ impl Identity {
         !matches!(self, Identity::Shared { token: None })
     }
 
-    /// Whether callers are told apart (a tokens file or an identity header).
-    pub fn per_caller(&self) -> bool {
-        !matches!(self, Identity::Shared { .. })
-    }
-
     /// Whether requests can be authenticated at all (`/health`): not while the tokens file
     /// cannot be used.
     pub fn usable(&self) -> bool {
