@@ -1,13 +1,11 @@
 //! Who is calling: the server's identity mode, decided once, and the principal of a request
-//! decided from its head on the loop (no I/O there: the tokens file is read by `TokenFile`'s
-//! watcher thread, `auth/tokens.rs`).
+//! decided from its head on the loop (no I/O there).
 //!
 //! - `Identity::Shared`: no auth, or the one `IAC_CODE_AGUI_AUTH_TOKEN` (reference §1.5);
 //!   every request is `Caller::Shared`.
-//! - `Identity::Tokens`: `--auth-tokens-file`, one `NAME SHA256HEX` line per principal; a
-//!   bearer token is hashed and compared with every line in constant time.
-//! - `Identity::Header`: `--identity-header NAME`, the principal set by a trusted proxy
-//!   (optionally with the shared token as well, which then authenticates the proxy).
+//! - `Identity::PerCaller`: callers told apart (the `identity` extra, `callers.rs`): a tokens
+//!   file (`--auth-tokens-file`, read by its own watcher thread: `tokens.rs`), or the
+//!   principal a trusted proxy's header names (`--identity-header`).
 //!
 //! A header that says who is calling (`Authorization`, the identity header) counts only when
 //! sent once: a proxy that appends its copy after the client's would otherwise let the client's
@@ -18,8 +16,11 @@ use std::sync::Arc;
 use crate::principal::{BadName, Caller};
 use crate::server::http::RequestHead;
 
+pub(crate) mod callers;
+#[cfg(feature = "identity")]
 mod tokens;
 
+#[cfg(feature = "identity")]
 pub use tokens::{TokenFile, TokenTable, Tokens};
 
 /// How the server tells callers apart.
@@ -28,12 +29,36 @@ pub enum Identity {
     Shared {
         token: Option<Vec<u8>>,
     },
-    Tokens(Arc<TokenFile>),
-    Header {
-        /// Lowercase header name.
-        name: String,
-        token: Option<Vec<u8>>,
-    },
+    /// Callers told apart (the `identity` extra).
+    PerCaller(Arc<dyn PerCaller>),
+}
+
+/// What the core asks of a mode that tells callers apart (the `identity` extra: a tokens
+/// file, a trusted proxy's header); the routes and the quotas name only this.
+pub trait PerCaller: Send + Sync + std::fmt::Debug {
+    /// The request's principal, from its head alone (on the loop: no I/O).
+    fn caller(&self, head: &RequestHead) -> Result<Caller, Refusal>;
+    /// Whether requests can be authenticated now (`/health`).
+    fn usable(&self) -> bool;
+    /// Whether `caller` may read `/metrics` (`--metrics-principals`).
+    fn reads_metrics(&self, caller: &Caller) -> bool;
+    /// The request header that names the caller, lowercase (a CORS page may send it).
+    fn header(&self) -> Option<&str>;
+    /// Whether the callers are a list the operator wrote (a tokens file: `/metrics` may name
+    /// them, a bounded set).
+    fn listed(&self) -> bool;
+    /// What `caller`'s credentials say of its own quotas.
+    fn own_limits(&self, caller: &Caller) -> OwnLimits;
+}
+
+/// What a caller's credentials say of its own quotas (a tokens-file line's `max_runs=N`,
+/// `rate=N`; issue 44), for the quota gate to put over its options: where the extra that
+/// reads credentials and the one that counts runs meet. `None`: nothing said.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OwnLimits {
+    pub max_runs: Option<u32>,
+    /// Run admissions per minute.
+    pub rate_per_min: Option<u32>,
 }
 
 /// The shared token's bytes; an empty token counts as none.
@@ -56,16 +81,15 @@ pub enum Refusal {
     Forbidden,
 }
 
-/// Who may read `/metrics` besides what the identity mode says: the metrics token, and with
-/// per-caller identity the principals listed (`--metrics-principals`).
+/// Who may read `/metrics` besides what the identity mode says: the metrics token (once
+/// callers are told apart, also the principals the mode lists: `PerCaller::reads_metrics`).
 #[derive(Debug, Clone, Default)]
 pub struct MetricsAccess {
     pub(crate) token: Option<Vec<u8>>,
-    pub(crate) principals: Vec<Caller>,
 }
 
 /// The one value of `name`, if any; `Repeated` when sent more than once.
-fn single<'h>(head: &'h RequestHead, name: &str) -> Result<Option<&'h [u8]>, Refusal> {
+pub(crate) fn single<'h>(head: &'h RequestHead, name: &str) -> Result<Option<&'h [u8]>, Refusal> {
     if head.header_count(name) > 1 {
         return Err(Refusal::Repeated {
             header: name.to_string(),
@@ -87,52 +111,51 @@ impl Identity {
         !matches!(self, Identity::Shared { token: None })
     }
 
-    /// Whether callers are told apart (a tokens file or an identity header).
-    pub fn per_caller(&self) -> bool {
-        !matches!(self, Identity::Shared { .. })
-    }
-
     /// Whether requests can be authenticated at all (`/health`): not while the tokens file
     /// cannot be used.
     pub fn usable(&self) -> bool {
         match self {
-            Identity::Tokens(file) => file.usable(),
-            _ => true,
+            Identity::Shared { .. } => true,
+            Identity::PerCaller(p) => p.usable(),
+        }
+    }
+
+    /// The request header that names the caller, if one does (lowercase).
+    pub fn header(&self) -> Option<&str> {
+        match self {
+            Identity::Shared { .. } => None,
+            Identity::PerCaller(p) => p.header(),
+        }
+    }
+
+    /// Whether the callers are a list the operator wrote, which `/metrics` may name.
+    pub fn listed(&self) -> bool {
+        match self {
+            Identity::Shared { .. } => false,
+            Identity::PerCaller(p) => p.listed(),
+        }
+    }
+
+    /// What `caller`'s credentials say of its own quotas (nothing, with one shared caller).
+    pub fn own_limits(&self, caller: &Caller) -> OwnLimits {
+        match self {
+            Identity::Shared { .. } => OwnLimits::default(),
+            Identity::PerCaller(p) => p.own_limits(caller),
         }
     }
 
     /// The request's principal, from its head alone.
     pub fn caller(&self, head: &RequestHead) -> Result<Caller, Refusal> {
-        let auth = || single(head, "authorization");
         match self {
             Identity::Shared { token: None } => Ok(Caller::Shared),
             Identity::Shared { token } => {
-                if bearer_matches(auth()?, token.as_deref()) {
+                if bearer_matches(single(head, "authorization")?, token.as_deref()) {
                     Ok(Caller::Shared)
                 } else {
                     Err(Refusal::Unauthorized)
                 }
             }
-            Identity::Tokens(file) => {
-                let auth = auth()?;
-                match &*file.tokens() {
-                    Tokens::Table(t) => bearer(auth).and_then(|b| t.lookup(b)),
-                    Tokens::Down(_) => None,
-                }
-                .ok_or(Refusal::Unauthorized)
-            }
-            Identity::Header { name, token } => {
-                if token.is_some() && !bearer_matches(auth()?, token.as_deref()) {
-                    return Err(Refusal::Unauthorized);
-                }
-                let value = single(head, name)?.ok_or_else(|| Refusal::NoHeader {
-                    header: name.clone(),
-                })?;
-                Caller::named(value.trim_ascii()).map_err(|why| Refusal::BadHeader {
-                    header: name.clone(),
-                    why,
-                })
-            }
+            Identity::PerCaller(p) => p.caller(head),
         }
     }
 
@@ -150,16 +173,15 @@ impl Identity {
             return Ok(());
         }
         let caller = self.caller(head)?;
-        if !self.per_caller() || access.principals.contains(&caller) {
-            Ok(())
-        } else {
-            Err(Refusal::Forbidden)
+        match self {
+            Identity::PerCaller(p) if !p.reads_metrics(&caller) => Err(Refusal::Forbidden),
+            _ => Ok(()),
         }
     }
 }
 
 /// Reference §1.5: split at the first space, scheme `bearer` in any case, the rest verbatim.
-fn bearer(header: Option<&[u8]>) -> Option<&[u8]> {
+pub(crate) fn bearer(header: Option<&[u8]>) -> Option<&[u8]> {
     let value = header?;
     let sp = value.iter().position(|&b| b == b' ')?;
     let (scheme, token) = (&value[..sp], &value[sp + 1..]);
@@ -177,7 +199,7 @@ pub(crate) fn bearer_matches(header: Option<&[u8]>, expected: Option<&[u8]>) -> 
 
 /// Compares every byte of the longer input whatever the contents, so timing reveals at most
 /// the lengths.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     let n = a.len().max(b.len());
     let mut diff = (a.len() ^ b.len()) as u64;
     for i in 0..n {

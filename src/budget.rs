@@ -13,9 +13,46 @@ use std::time::Duration;
 
 use crate::sync::lock;
 
-pub(crate) mod fair;
+#[cfg(feature = "identity")]
+mod fair;
 mod ledger;
+pub(crate) use fair::Seat;
 pub(crate) use ledger::Ledger;
+
+/// Without per-caller identity the output budget and the connections are one pool: a
+/// connection has no seat, and nothing is counted per caller.
+#[cfg(not(feature = "identity"))]
+mod fair {
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    pub(crate) struct Seat;
+
+    #[derive(Debug, Default)]
+    pub(crate) struct Callers;
+
+    impl Callers {
+        pub(crate) fn count(&mut self, _: Seat, _: usize, _: usize) {}
+        pub(crate) fn vacate(&mut self, _: Seat, _: usize) {}
+        pub(crate) fn squeezed(&self, _: Seat) -> bool {
+            false
+        }
+        pub(crate) fn update(&mut self, _: usize) -> bool {
+            false
+        }
+        pub(crate) fn refuses_stream(&self, _: Seat, _: impl FnOnce() -> usize, _: usize) -> bool {
+            false
+        }
+        pub(crate) fn seat(
+            &mut self,
+            _: &mut Seat,
+            _: Option<std::sync::Arc<str>>,
+            _: usize,
+            _: usize,
+            _: usize,
+        ) -> bool {
+            true
+        }
+    }
+}
 
 // ---------------------------------------------------------------- the rules
 

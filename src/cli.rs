@@ -396,54 +396,12 @@ fn warn_about_roots(roots: &[std::path::PathBuf]) {
     }
 }
 
-/// The server's identity mode (`docs/operations.md`, "Callers").
-fn identity(
-    cfg: &Config,
-    addr: SocketAddr,
-    signals: &crate::signals::Target,
-) -> Result<crate::auth::Identity, StartError> {
-    use crate::auth::{Identity, TokenFile};
-    if let Some(path) = &cfg.auth_tokens_file {
-        // Read now; from then on its own thread watches it (a change within a tick, the
-        // read bounded in size and time) and SIGHUP only wakes that thread.
-        let file = TokenFile::open(path).map_err(StartError::Identity)?;
-        let f = file.clone();
-        signals.on_reload(Box::new(move || f.reload_now()));
-        return Ok(Identity::Tokens(file));
-    }
-    let token = crate::auth::shared_token(cfg.auth_token.clone());
-    if let Some(name) = &cfg.identity_header {
-        // Anyone who can reach the port can send the header: without a proxy in front that
-        // sets it (and the shared token proving the request came through that proxy), it
-        // names whoever the client says.
-        if !addr.ip().is_loopback() && token.is_none() && !cfg.trust_identity_header {
-            return Err(StartError::Identity(format!(
-                "--identity-header on the non-loopback address {addr} lets any client name \
-                 itself: set IAC_CODE_AGUI_AUTH_TOKEN (sent by the proxy), or confirm with \
-                 --trust-identity-header that only the proxy can reach this port"
-            )));
-        }
-        return Ok(Identity::Header {
-            name: name.clone(),
-            token,
-        });
-    }
-    Ok(Identity::Shared { token })
-}
-
 /// Who may read `/metrics` besides the identity mode's callers (`docs/operations.md`,
 /// "Callers").
 fn metrics_access(cfg: &Config, identity: &crate::auth::Identity) -> crate::auth::MetricsAccess {
     let access = crate::auth::MetricsAccess {
         token: crate::auth::shared_token(cfg.metrics_token.clone()),
-        principals: cfg.metrics_principals.clone(),
     };
-    if identity.per_caller() && access.token.is_none() && access.principals.is_empty() {
-        log::warn!(
-            "callers are told apart and no metrics credential is set: /metrics answers 401/403 \
-             (set IAC_CODE_AGUI_METRICS_TOKEN or --metrics-principals)"
-        );
-    }
     if !identity.authenticates() && access.token.is_some() {
         log::warn!(
             "IAC_CODE_AGUI_METRICS_TOKEN is set on a server without auth: /metrics stays open \
@@ -494,19 +452,16 @@ fn serve_with(
     let (threads, history_bytes) = store.history_census();
     crate::metrics::M.threads.set(threads);
     crate::metrics::M.history_bytes.set(history_bytes);
-    // Who is calling is decided before the backend exists: the tokens file also carries
-    // callers' own quotas.
-    let identity = identity(&cfg, addr, signals)?;
-    let token_file = match &identity {
-        crate::auth::Identity::Tokens(f) => Some(f.clone()),
-        _ => None,
-    };
+    // Who is calling is decided before the backend exists: a caller's credentials may carry
+    // its own quotas (a tokens-file line).
+    let identity = crate::extras::identity(extras, addr, signals)?
+        .unwrap_or_else(|| crate::auth::Identity::shared(cfg.auth_token.clone()));
     let ctx = crate::extras::Context {
         store: &store,
         addr,
         signals,
         env: &cfg.env,
-        tokens: token_file.as_ref(),
+        identity: &identity,
     };
     let shared = Shared::new(
         Registry::files(store.clone()),
@@ -532,7 +487,7 @@ fn serve_with(
         shared: shared.clone(),
     });
     let mut routes = RouteConfig::new(cfg.auth_token.clone(), health_body(cfg.agui_protocol));
-    routes.identity = identity;
+    routes.identity = identity.clone();
     routes.metrics = metrics_access(&cfg, &routes.identity);
     routes.capabilities_body = capabilities_body(&cfg, extras, cfg.default_cwd.as_deref());
     routes.hosts = HostRule::for_listener(addr.ip().is_loopback(), cfg.allowed_hosts.as_deref());

@@ -57,7 +57,7 @@ impl Settings {
     /// The head decision's CORS check; the identity header, when callers are named by one, is
     /// allowed in requests (so `r.identity` is decided first).
     pub(crate) fn route(&self, r: &mut crate::routes::RouteConfig) {
-        if let Some(cors) = Cors::configured(&self.origins, &r.identity) {
+        if let Some(cors) = Cors::configured(&self.origins, r.identity.header()) {
             r.checks.push(std::sync::Arc::new(cors));
         }
     }

@@ -38,6 +38,11 @@ pub(crate) const EXTRAS: &[Extra] = &[
         options: crate::audit::OPTIONS,
         built: cfg!(feature = "audit"),
     },
+    Extra {
+        feature: "identity",
+        options: crate::auth::callers::OPTIONS,
+        built: cfg!(feature = "identity"),
+    },
 ];
 
 /// The built extras' settings, read with the rest of the configuration.
@@ -55,6 +60,8 @@ pub(crate) struct Settings {
     pub(crate) quotas: crate::quota::Settings,
     #[cfg(feature = "audit")]
     pub(crate) audit: Option<crate::audit::Settings>,
+    #[cfg(feature = "identity")]
+    pub(crate) identity: Option<crate::auth::callers::Settings>,
 }
 
 /// Each built extra reads its own settings.
@@ -81,6 +88,8 @@ pub(crate) fn configure(_s: &Sources) -> Result<Settings, ConfigError> {
         quotas: crate::quota::configure(_s)?,
         #[cfg(feature = "audit")]
         audit: crate::audit::configure(_s)?,
+        #[cfg(feature = "identity")]
+        identity: crate::auth::callers::configure(_s)?,
     })
 }
 
@@ -156,7 +165,22 @@ pub(crate) struct Context<'a> {
     pub(crate) addr: std::net::SocketAddr,
     pub(crate) signals: &'a crate::signals::Target,
     pub(crate) env: &'a crate::config::Environ,
-    pub(crate) tokens: Option<&'a std::sync::Arc<crate::auth::TokenFile>>,
+    /// Who is calling (decided first: `identity`).
+    pub(crate) identity: &'a crate::auth::Identity,
+}
+
+/// Who is calling, when a built extra tells callers apart (`None`: one shared caller, the
+/// core's `auth::Identity::Shared`). Decided before the adapter's state, whose quotas ask it.
+pub(crate) fn identity(
+    _s: &Settings,
+    _addr: std::net::SocketAddr,
+    _signals: &crate::signals::Target,
+) -> Result<Option<crate::auth::Identity>, crate::startup::StartError> {
+    #[cfg(feature = "identity")]
+    if let Some(i) = &_s.identity {
+        return i.identity(_addr, _signals).map(Some);
+    }
+    Ok(None)
 }
 
 /// The adapter's shared state with each built extra's `with_*` builder applied.
@@ -168,9 +192,11 @@ pub(crate) fn shared(
     #[cfg(feature = "quotas")]
     let sh = {
         let files: std::sync::Arc<dyn crate::quota::UsageFiles> = _ctx.store.clone();
-        let own = _ctx
-            .tokens
-            .map(|f| f.clone() as std::sync::Arc<dyn crate::quota::OwnLimits>);
+        // Callers told apart may have their own (a tokens-file line), and are few enough for
+        // `/metrics` to name.
+        let own = Some(_ctx.identity.clone())
+            .filter(crate::auth::Identity::listed)
+            .map(|i| std::sync::Arc::new(i) as std::sync::Arc<dyn crate::quota::OwnLimits>);
         _s.quotas.with_quotas(sh, files, own)
     };
     #[cfg(feature = "audit")]

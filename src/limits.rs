@@ -153,17 +153,6 @@ pub(crate) const CANCEL_ANSWER_BOUND: Duration = Duration::from_secs(5);
 pub(crate) const KERNEL_STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
 /// How often the kernel's `/health` is probed (and `/health` of this server updated).
 pub(crate) const KERNEL_PROBE_INTERVAL: Duration = Duration::from_secs(5);
-/// How often `--auth-tokens-file` is checked for changes (SIGHUP re-reads it at once).
-pub(crate) const TOKENS_FILE_TICK: Duration = Duration::from_secs(1);
-/// The largest tokens file read (one line per principal: thousands fit); a larger one is
-/// unusable and refuses everyone.
-pub(crate) const MAX_TOKENS_FILE: u64 = 1024 * 1024;
-/// How long a read of the tokens file may take (a FIFO, a hung network mount) before the file
-/// counts as unreadable and every request is refused: revocation must not wait on a read.
-pub(crate) const TOKENS_READ_TIMEOUT: Duration = Duration::from_secs(5);
-/// Reads of the tokens file left hanging (each change of a file whose read hangs leaves one);
-/// past it no read starts and the file stays unusable.
-pub(crate) const MAX_TOKENS_READS: usize = 4;
 /// How long one probe waits (connect, and each read): a hung kernel (SIGSTOP, a wedged
 /// event loop) accepts connections but never answers, and must not look healthy for the
 /// whole `--a2a-idle-timeout`. Down within interval + timeout (8 s), up at the next probe.
@@ -278,4 +267,5 @@ pub(crate) const LINGER_BYTES: usize = 4 * 1024 * 1024;
 pub(crate) const REFUSALS_LINGERING: usize = 64;
 
 /// The largest quota a tokens-file line or an option may give (runs, admissions per minute).
+#[cfg(any(feature = "identity", feature = "quotas"))]
 pub(crate) const MAX_QUOTA_VALUE: u32 = 1_000_000;

@@ -61,6 +61,18 @@ pub trait OwnLimits: Send + Sync {
     fn own_limits(&self, caller: &Caller) -> Limits;
 }
 
+/// A caller's own quotas are what its credentials say (a tokens-file line, `auth`), put over
+/// the options; callers not told apart have none.
+impl OwnLimits for crate::auth::Identity {
+    fn own_limits(&self, caller: &crate::principal::Caller) -> Limits {
+        let own = crate::auth::Identity::own_limits(self, caller);
+        Limits {
+            max_runs: own.max_runs,
+            rate_per_min: own.rate_per_min,
+        }
+    }
+}
+
 #[cfg(feature = "quotas")]
 mod book;
 #[cfg(feature = "quotas")]

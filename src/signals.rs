@@ -1,9 +1,10 @@
 //! Process signals, from the first moment of `serve` to the exit.
 //!
 //! - SIGTERM, SIGINT, SIGHUP, SIGQUIT: drain (a second one stops at once) — except SIGHUP
-//!   with `--auth-tokens-file`, which re-reads that file (`Target::on_reload`). HUP and QUIT are
-//!   handled like TERM so that no signal a supervisor or a closing terminal sends can end
-//!   the process without stopping the managed kernel; QUIT writes no core dump.
+//!   with `--auth-tokens-file` (feature `identity`), which re-reads that file
+//!   (`Target::on_reload`). HUP and QUIT are handled like TERM so that no signal a
+//!   supervisor or a closing terminal sends can end the process without stopping the
+//!   managed kernel; QUIT writes no core dump.
 //! - SIGUSR1, SIGUSR2: ignored (logged), never fatal.
 //! - During start-up (before the server listens) a stop signal ends the kernel's start-up
 //!   wait: the child is stopped and the process exits 0.
@@ -37,7 +38,11 @@ pub(crate) struct Target(
 );
 
 impl Target {
-    /// SIGHUP calls `reload` from now on instead of draining.
+    /// SIGHUP calls `reload` from now on instead of draining (an extra's: the tokens file).
+    #[cfg_attr(
+        not(feature = "identity"),
+        allow(dead_code, reason = "the identity extra's")
+    )]
     pub(crate) fn on_reload(&self, reload: Reload) {
         *lock(&self.1) = Some(reload);
     }

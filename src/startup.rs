@@ -12,6 +12,10 @@ pub(crate) enum StartError {
     /// The state directory cannot be used, in the store's words.
     State(String),
     /// The caller identity settings cannot be used (tokens file, identity header).
+    #[cfg_attr(
+        not(feature = "identity"),
+        allow(dead_code, reason = "the identity extra's")
+    )]
     Identity(String),
     /// No secure randomness: no token or id could be made.
     Random(crate::ids::RandomUnavailable),

@@ -3,7 +3,8 @@
 //! by the time it is acknowledged; a log that cannot be written refuses the decision and
 //! nothing is done; a torn last line is set aside at start-up; the file rotates by size; and
 //! no credential ever reaches it.
-#![cfg(all(feature = "demo", feature = "audit"))]
+//! Every test names its callers with a tokens file (feature `identity`).
+#![cfg(all(feature = "demo", feature = "audit", feature = "identity"))]
 
 mod common;
 

@@ -3,6 +3,8 @@
 //! principal and a request without identity, in each identity mode (tokens file, identity
 //! header, single shared token); and the red-team attack (THREAD_BUSY ids → derived
 //! rosInvocationId → replay/cancel) in the one mode where both callers are one principal.
+//! The modes that tell callers apart need the `identity` feature; the single shared token is
+//! the core's (its tests run in every build).
 #![cfg(feature = "demo")]
 
 mod common;
@@ -40,6 +42,7 @@ fn bearer(t: &str) -> (&'static str, String) {
     ("Authorization", format!("Bearer {t}"))
 }
 
+#[cfg(feature = "identity")]
 fn tokens_file_mode(dir: &std::path::Path) -> Mode {
     std::fs::create_dir_all(dir).unwrap();
     let file = dir.join("tokens");
@@ -66,6 +69,7 @@ fn tokens_file_mode(dir: &std::path::Path) -> Mode {
     }
 }
 
+#[cfg(feature = "identity")]
 fn header_mode() -> Mode {
     let user = |u: &str| ("X-Forwarded-User", u.to_string());
     Mode {
@@ -384,6 +388,7 @@ fn run_as(
     run(p, who, &run_body(p, thread, id, text))
 }
 
+#[cfg(feature = "identity")]
 #[test]
 fn another_principal_sees_nothing_of_a_thread_with_the_tokens_file() {
     let dir = tempdir("callers-tokens");
@@ -393,6 +398,7 @@ fn another_principal_sees_nothing_of_a_thread_with_the_tokens_file() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+#[cfg(feature = "identity")]
 #[test]
 fn another_principal_sees_nothing_of_a_thread_with_the_identity_header() {
     others_see_nothing(&header_mode());
@@ -458,6 +464,7 @@ fn thread_busy_ids_and_a_derived_ros_id_neither_replay_nor_cancel_a_run() {
 /// own (a state directory of the reference's shape); the shared principal's stay where they
 /// were; the server key is owner-only and survives a restart, so a thread's supplied
 /// rosInvocationId does too.
+#[cfg(feature = "identity")]
 #[test]
 fn principals_threads_live_apart_and_the_server_key_survives_a_restart() {
     let dir = tempdir("callers-files-tokens");
@@ -518,6 +525,7 @@ fn principals_threads_live_apart_and_the_server_key_survives_a_restart() {
 
 /// An identity header that cannot name a caller is a 400 that names the header, in the
 /// request's language; with no header at all, 401.
+#[cfg(feature = "identity")]
 #[test]
 fn a_bad_identity_header_is_a_400_naming_it() {
     let mode = header_mode();
@@ -538,6 +546,7 @@ fn a_bad_identity_header_is_a_400_naming_it() {
     assert_eq!(r.status, 401);
 }
 
+#[cfg(feature = "identity")]
 /// A server reading a tokens file of its own that holds `lines` (its log kept); the file's
 /// directory goes with it.
 struct TokensServer {
@@ -546,6 +555,7 @@ struct TokensServer {
     file: std::path::PathBuf,
 }
 
+#[cfg(feature = "identity")]
 impl Drop for TokensServer {
     fn drop(&mut self) {
         if let Some(dir) = self.file.parent() {
@@ -554,6 +564,7 @@ impl Drop for TokensServer {
     }
 }
 
+#[cfg(feature = "identity")]
 fn tokens_server(name: &str, lines: &str) -> TokensServer {
     let file = tempdir(&format!("{name}-tokens")).join("tokens");
     std::fs::write(&file, lines).unwrap();
@@ -569,6 +580,7 @@ fn capabilities(addr: SocketAddr, tok: &str) -> u16 {
 
 /// The tokens file is read again when it changes and on SIGHUP, which no longer drains the
 /// server.
+#[cfg(feature = "identity")]
 #[test]
 fn the_tokens_file_is_reread_on_change_and_on_sighup() {
     let t = tokens_server("callers-reload", &format!("alice {}\n", sha("alice-token")));
@@ -601,6 +613,7 @@ fn the_tokens_file_is_reread_on_change_and_on_sighup() {
 }
 
 /// Identity settings that cannot be safe refuse to start, naming why.
+#[cfg(feature = "identity")]
 #[test]
 fn unsafe_identity_settings_refuse_to_start() {
     let dir = tempdir("callers-refuse");
@@ -666,6 +679,7 @@ fn refused_naming(r: &common::Resp, status: u16, code: &str, header: &str) {
     assert!(r.error_message().contains(header), "{}", r.text());
 }
 
+#[cfg(feature = "identity")]
 /// `/health` as seen by a probe: status and body, or `None` when no answer came within
 /// `within` (the loop is stuck).
 fn health_within(addr: SocketAddr, within: std::time::Duration) -> Option<(u16, Value)> {
@@ -692,6 +706,7 @@ fn health_within(addr: SocketAddr, within: std::time::Duration) -> Option<(u16, 
     }
 }
 
+#[cfg(feature = "identity")]
 fn health(addr: SocketAddr) -> (u16, Value) {
     health_within(addr, std::time::Duration::from_secs(10)).expect("/health answers")
 }
@@ -699,6 +714,7 @@ fn health(addr: SocketAddr) -> (u16, Value) {
 /// Issue 45, 11: a proxy that appends its identity header (or its `Authorization`) after
 /// the client's let the client's first copy win: alice's threads, read with her name first.
 /// Now a second copy of either is a 400 naming it, in every mode that reads it.
+#[cfg(feature = "identity")]
 #[test]
 fn a_second_copy_of_an_identity_header_or_authorization_is_a_400_naming_it() {
     let mode = header_mode();
@@ -724,28 +740,35 @@ fn a_second_copy_of_an_identity_header_or_authorization_is_a_400_naming_it() {
     drop(p);
 
     let dir = tempdir("callers-twice-tokens");
-    let tokens = tokens_file_mode(&dir);
-    for (mode, first, second) in [
-        (tokens, "alice-token", "bob-token"),
-        (single_token_mode(), "shared-token", "other"),
-    ] {
-        let p = start(&mode, &format!("callers-twice-{}", mode.name), &[]);
-        for who in [
-            vec![bearer(first), bearer(second)],
-            vec![bearer(second), bearer(first)],
-            vec![bearer(first), bearer(first)],
-        ] {
-            let r = call(p.addr, "GET", "/threads", &who);
-            refused_naming(&r, 400, "INVALID_INPUT", "authorization");
-            let r = call(p.addr, "GET", "/capabilities", &who);
-            assert_eq!(r.status, 400, "{}: {who:?}: {}", mode.name, r.text());
-        }
-        assert_eq!(capabilities(p.addr, first), 200);
-    }
+    authorization_twice_is_a_400(&tokens_file_mode(&dir), "alice-token", "bob-token");
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Issue 45, 11 with the one shared token: a second `Authorization` is a 400 naming it.
+#[test]
+fn a_second_copy_of_authorization_is_a_400_naming_it_with_the_single_token() {
+    authorization_twice_is_a_400(&single_token_mode(), "shared-token", "other");
+}
+
+/// `Authorization` twice, in either order or the same twice, is a 400 naming it (the thread
+/// routes, `/capabilities`); once, `first` is let in.
+fn authorization_twice_is_a_400(mode: &Mode, first: &str, second: &str) {
+    let p = start(mode, &format!("callers-twice-{}", mode.name), &[]);
+    for who in [
+        vec![bearer(first), bearer(second)],
+        vec![bearer(second), bearer(first)],
+        vec![bearer(first), bearer(first)],
+    ] {
+        let r = call(p.addr, "GET", "/threads", &who);
+        refused_naming(&r, 400, "INVALID_INPUT", "authorization");
+        let r = call(p.addr, "GET", "/capabilities", &who);
+        assert_eq!(r.status, 400, "{}: {who:?}: {}", mode.name, r.text());
+    }
+    assert_eq!(capabilities(p.addr, first), 200);
+}
+
 /// Issue 46, 12: a request without the identity header was answered as a token problem.
+#[cfg(feature = "identity")]
 #[test]
 fn a_request_without_the_identity_header_is_told_which_header_is_missing() {
     let mode = header_mode();
@@ -765,6 +788,7 @@ fn a_request_without_the_identity_header_is_told_which_header_is_missing() {
 /// (bob's revoked token went on working), and a deleted file changed nothing. Now a line
 /// that is gone is gone at the next read; a bad line refuses its own principal (logged by
 /// number, never with its hash); a missing file refuses everyone and `/health` says so.
+#[cfg(feature = "identity")]
 #[test]
 fn a_revoked_line_is_gone_at_once_and_a_bad_line_refuses_only_its_principal() {
     let line = |who: &str| format!("{who} {}\n", sha(&format!("{who}-token")));
@@ -835,6 +859,7 @@ fn a_revoked_line_is_gone_at_once_and_a_bad_line_refuses_only_its_principal() {
 
 /// Issue 45, 13: a tokens file saved with a byte-order mark renamed its first principal
 /// (`\u{feff}alice`): her token worked and all her threads vanished from her view.
+#[cfg(feature = "identity")]
 #[test]
 fn a_tokens_file_saved_with_a_byte_order_mark_keeps_the_first_callers_threads() {
     let alice = format!("alice {}\n", sha("alice-token"));
@@ -858,22 +883,10 @@ fn a_tokens_file_saved_with_a_byte_order_mark_keeps_the_first_callers_threads() 
 
 /// Issue 45, 14: with per-caller identity any caller read `/metrics`, whose thread counts and
 /// history bytes move with other callers' private threads. Now it needs the metrics token
-/// or a listed principal (403 for other callers, 401 for strangers); one shared caller keeps
-/// the one token.
+/// or a listed principal (403 for other callers, 401 for strangers).
+#[cfg(feature = "identity")]
 #[test]
 fn metrics_need_their_own_credential_once_callers_are_told_apart() {
-    let metrics = |addr: SocketAddr, who: &[(&'static str, String)]| {
-        let r = call(addr, "GET", "/metrics", who);
-        if r.status == 200 {
-            assert!(r.text().contains("iac_agui_threads"), "{}", r.text());
-        }
-        let code = if r.status == 200 {
-            String::new()
-        } else {
-            r.error_code()
-        };
-        (r.status, code)
-    };
     let dir = tempdir("callers-metrics-tokens");
     let mode = tokens_file_mode(&dir);
     let p = start(&mode, "callers-metrics-none", &[]);
@@ -908,17 +921,36 @@ fn metrics_need_their_own_credential_once_callers_are_told_apart() {
         // The scrape token is for /metrics alone.
         assert_eq!(capabilities(p.addr, "scrape-token"), 401, "{}", mode.name);
     }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// One shared caller keeps the one token for `/metrics` too.
+#[test]
+fn metrics_take_the_shared_token_with_one_shared_caller() {
     let mode = single_token_mode();
     let p = start(&mode, "callers-metrics-single", &[]);
     assert_eq!(metrics(p.addr, &mode.alice).0, 200);
     assert_eq!(metrics(p.addr, &[]).0, 401);
-    drop(p);
-    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `GET /metrics` as `who`: the status, and the error code of a refusal.
+fn metrics(addr: SocketAddr, who: &[(&'static str, String)]) -> (u16, String) {
+    let r = call(addr, "GET", "/metrics", who);
+    if r.status == 200 {
+        assert!(r.text().contains("iac_agui_threads"), "{}", r.text());
+    }
+    let code = if r.status == 200 {
+        String::new()
+    } else {
+        r.error_code()
+    };
+    (r.status, code)
 }
 
 /// Issue 45, 15: `Host: localhost..` is not a loopback name (421) on every route of the
 /// identity modes, whatever its spelling, alone or after a good request on the connection;
 /// `/health` alone answers any Host (probes).
+#[cfg(feature = "identity")]
 #[test]
 fn host_names_with_empty_labels_are_421_in_the_per_caller_modes() {
     let dir = tempdir("callers-hosts-tokens");
@@ -975,6 +1007,7 @@ fn host_names_with_empty_labels_are_421_in_the_per_caller_modes() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+#[cfg(feature = "identity")]
 fn run_body_bytes(p: &Procs) -> Vec<u8> {
     p.body("t", "r", "hello")
 }
@@ -983,6 +1016,7 @@ fn run_body_bytes(p: &Procs) -> Vec<u8> {
 /// blocks (a FIFO with no writer; a hung network mount) stopped every connection. Now the
 /// watcher thread reads it: `/health` keeps answering within 100 ms, and once the read has
 /// not finished in time the file counts as unreadable (everyone refused, `/health` 503).
+#[cfg(feature = "identity")]
 #[test]
 fn a_tokens_file_whose_read_blocks_never_stalls_the_loop() {
     let t = tokens_server("callers-fifo", &format!("alice {}\n", sha("alice-token")));

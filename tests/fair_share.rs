@@ -1,7 +1,7 @@
 //! One caller cannot refuse the others (issue 45 item 2, issue 44 item 3): with callers told
 //! apart, a caller past its fair share of the output budget or of the connection limit is
 //! paused and refused first, and the others are still served.
-#![cfg(feature = "demo")]
+#![cfg(all(feature = "demo", feature = "identity"))]
 
 mod common;
 

@@ -3,7 +3,8 @@
 //! `Retry-After` before the stream, a caller's own limits from its tokens-file line, usage
 //! summed per caller from `RUN_FINISHED.usage` and kept across a restart, `GET /usage`
 //! answering only the caller's own.
-#![cfg(all(feature = "demo", feature = "quotas"))]
+//! Every test names its callers with a tokens file (feature `identity`).
+#![cfg(all(feature = "demo", feature = "quotas", feature = "identity"))]
 
 mod common;
 

@@ -1,5 +1,6 @@
-//! `--auth-tokens-file`: its lines read into a `TokenTable`, and the `TokenFile` the loop
-//! reads, kept current by a watcher thread of its own (the loop never opens or stats it).
+//! `--auth-tokens-file` (feature `identity`): its lines read into a `TokenTable`, and the
+//! `TokenFile` the loop reads, kept current by a watcher thread of its own (the loop never
+//! opens or stats it).
 //!
 //! Fail closed, line by line: a line that is gone is gone at the next read (within a second
 //! of the change); a bad line that names a principal refuses that principal (none of their
@@ -17,9 +18,22 @@ use std::time::{Duration, SystemTime};
 
 use sha2::{Digest, Sha256};
 
+use super::OwnLimits;
 use crate::limits;
 use crate::principal::{BadName, Caller};
 use crate::sync::Kick;
+
+/// How often `--auth-tokens-file` is checked for changes (SIGHUP re-reads it at once).
+const TOKENS_FILE_TICK: Duration = Duration::from_secs(1);
+/// The largest tokens file read (one line per principal: thousands fit); a larger one is
+/// unusable and refuses everyone.
+const MAX_TOKENS_FILE: u64 = 1024 * 1024;
+/// How long a read of the tokens file may take (a FIFO, a hung network mount) before the file
+/// counts as unreadable and every request is refused: revocation must not wait on a read.
+const TOKENS_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Reads of the tokens file left hanging (each change of a file whose read hangs leaves one);
+/// past it no read starts and the file stays unusable.
+const MAX_TOKENS_READS: usize = 4;
 
 /// The parsed tokens file: each principal with the SHA-256 of a token of theirs, and what
 /// was wrong with the lines left out.
@@ -28,27 +42,36 @@ pub struct TokenTable {
     entries: Vec<(Caller, [u8; 32])>,
     /// A principal's own quotas (`max_runs=N`, `rate=N` after the hash; issue 44): the
     /// smallest given on any of its lines.
-    limits: HashMap<Caller, crate::quota::Limits>,
+    limits: HashMap<Caller, OwnLimits>,
     /// `line N: …`, in line order; never a hash.
     problems: Vec<String>,
 }
 
-/// The quotas of a line's words after its hash; `Err` names the word that is not one.
-fn line_limits<'a>(words: impl Iterator<Item = &'a [u8]>) -> Result<crate::quota::Limits, String> {
-    let mut l = crate::quota::Limits::default();
+/// Why a word after a line's hash is refused.
+#[derive(Debug, PartialEq, Eq)]
+enum Word {
+    /// Not `max_runs=N` or `rate=N` (its text, escaped and cut).
+    NotAQuota(String),
+    /// A quota, in a build without the `quotas` extra: refused, never silently unenforced.
+    Unbuilt(String),
+}
+
+/// The quotas of a line's words after its hash (`quotas`: the build enforces them).
+fn line_limits<'a>(words: impl Iterator<Item = &'a [u8]>, quotas: bool) -> Result<OwnLimits, Word> {
+    let mut l = OwnLimits::default();
     for w in words {
         let text = String::from_utf8_lossy(w);
+        let shown = || crate::logging::escape(&text).chars().take(40).collect();
         let (k, v) = text.split_once('=').unwrap_or((&text, ""));
         let n = v
             .parse::<u32>()
             .ok()
             .filter(|n| (1..=limits::MAX_QUOTA_VALUE).contains(n));
         match (k, n) {
+            ("max_runs" | "rate", Some(_)) if !quotas => return Err(Word::Unbuilt(shown())),
             ("max_runs", Some(n)) => l.max_runs = Some(n),
             ("rate", Some(n)) => l.rate_per_min = Some(n),
-            _ => {
-                return Err(crate::logging::escape(&text).chars().take(40).collect());
-            }
+            _ => return Err(Word::NotAQuota(shown())),
         }
     }
     Ok(l)
@@ -74,7 +97,7 @@ impl TokenTable {
         let mut problems: Vec<(usize, String)> = Vec::new();
         let mut refused: BTreeSet<Caller> = BTreeSet::new();
         let mut good: Vec<(Caller, [u8; 32], usize)> = Vec::new();
-        let mut limits: HashMap<Caller, crate::quota::Limits> = HashMap::new();
+        let mut limits: HashMap<Caller, OwnLimits> = HashMap::new();
         for (i, line) in text.split(|&b| b == b'\n').enumerate() {
             let n = i + 1;
             let line = line.trim_ascii();
@@ -103,19 +126,27 @@ impl TokenTable {
                 .and_then(|h| std::str::from_utf8(h).ok())
                 .and_then(crate::ids::unhex32);
             if digest.is_some() {
-                match line_limits(parts) {
+                match line_limits(parts, cfg!(feature = "quotas")) {
                     Ok(l) => {
                         let e = limits.entry(caller.clone()).or_default();
                         e.max_runs = smaller(e.max_runs, l.max_runs);
                         e.rate_per_min = smaller(e.rate_per_min, l.rate_per_min);
                     }
                     Err(word) => {
+                        let why = match word {
+                            Word::NotAQuota(w) => format!(
+                                "`{w}` is not a quota (`max_runs=N` or `rate=N`, N from 1 to {})",
+                                limits::MAX_QUOTA_VALUE
+                            ),
+                            Word::Unbuilt(w) => format!(
+                                "`{w}` needs the `quotas` feature, which this build of iac-agui \
+                                 lacks"
+                            ),
+                        };
                         problems.push((
                             n,
                             format!(
-                                "line {n}: `{word}` is not a quota (`max_runs=N` or `rate=N`, \
-                                 N from 1 to {}): {} is refused until the line is fixed",
-                                limits::MAX_QUOTA_VALUE,
+                                "line {n}: {why}: {} is refused until the line is fixed",
                                 name_of(&caller)
                             ),
                         ));
@@ -181,7 +212,7 @@ impl TokenTable {
     }
 
     /// `caller`'s own quotas (nothing said: none of its own).
-    pub fn limits(&self, caller: &Caller) -> crate::quota::Limits {
+    pub fn limits(&self, caller: &Caller) -> OwnLimits {
         self.limits.get(caller).copied().unwrap_or_default()
     }
 
@@ -259,7 +290,7 @@ impl TokenFile {
             .stack_size(limits::SMALL_WORKER_STACK_BYTES)
             .spawn(move || {
                 while let Some(f) = weak.upgrade() {
-                    let kicked = f.kick.sleep(limits::TOKENS_FILE_TICK);
+                    let kicked = f.kick.sleep(TOKENS_FILE_TICK);
                     if let Some(t) = watcher.look(kicked) {
                         f.post(t);
                     }
@@ -290,17 +321,6 @@ impl TokenFile {
     fn post(&self, tokens: Tokens) {
         log_outcome(&self.path, !self.usable(), &tokens);
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(tokens);
-    }
-}
-
-/// A principal's own quotas are its lines' (the quotas put them over the options); a file
-/// that cannot be used gives none.
-impl crate::quota::OwnLimits for TokenFile {
-    fn own_limits(&self, caller: &Caller) -> crate::quota::Limits {
-        match &*self.tokens() {
-            Tokens::Table(t) => t.limits(caller),
-            Tokens::Down(_) => Default::default(),
-        }
     }
 }
 
@@ -369,7 +389,7 @@ impl Watcher {
             seen: None,
             stuck: None,
             in_flight: Arc::default(),
-            timeout: limits::TOKENS_READ_TIMEOUT,
+            timeout: TOKENS_READ_TIMEOUT,
         }
     }
 
@@ -400,10 +420,10 @@ impl Watcher {
     /// a hung network mount) leaves the file down rather than the watcher stuck.
     fn read(&mut self) -> Result<Vec<u8>, String> {
         let shown = self.path.display();
-        if self.in_flight.load(Ordering::SeqCst) >= limits::MAX_TOKENS_READS {
+        if self.in_flight.load(Ordering::SeqCst) >= MAX_TOKENS_READS {
             return Err(format!(
                 "{} earlier reads of {shown} have not finished",
-                limits::MAX_TOKENS_READS
+                MAX_TOKENS_READS
             ));
         }
         let (tx, rx) = mpsc::channel();
@@ -439,13 +459,13 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
     use std::io::Read;
     let mut bytes = Vec::new();
     std::fs::File::open(path)
-        .and_then(|f| f.take(limits::MAX_TOKENS_FILE + 1).read_to_end(&mut bytes))
+        .and_then(|f| f.take(MAX_TOKENS_FILE + 1).read_to_end(&mut bytes))
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if bytes.len() as u64 > limits::MAX_TOKENS_FILE {
+    if bytes.len() as u64 > MAX_TOKENS_FILE {
         return Err(format!(
             "{} is larger than {} KiB",
             path.display(),
-            limits::MAX_TOKENS_FILE / 1024
+            MAX_TOKENS_FILE / 1024
         ));
     }
     Ok(bytes)
@@ -591,7 +611,7 @@ mod tests {
         assert!(table(w.look(false)).lookup(b"t1").is_some());
         assert!(w.look(false).is_none(), "unchanged");
         // Each shape of trouble: reported at the change, then quiet until the next one.
-        let big = "#".repeat(limits::MAX_TOKENS_FILE as usize + 1);
+        let big = "#".repeat(MAX_TOKENS_FILE as usize + 1);
         for (text, down) in [
             ("bob not-a-hash\n".to_string(), false),
             (big, true),
@@ -652,12 +672,12 @@ mod tests {
         assert!(table(w.look(false)).lookup(b"t1").is_some(), "the new file");
         w.timeout = short;
         // Each FIFO put in its place leaves one read hanging, up to the bound.
-        for n in 1..limits::MAX_TOKENS_READS + 1 {
+        for n in 1..MAX_TOKENS_READS + 1 {
             fifo(n);
             let Some(Tokens::Down(why)) = w.look(false) else {
                 panic!("not down")
             };
-            let want = if n < limits::MAX_TOKENS_READS {
+            let want = if n < MAX_TOKENS_READS {
                 "did not finish"
             } else {
                 "have not finished"
@@ -665,7 +685,7 @@ mod tests {
             assert!(why.contains(want), "{n}: {why}");
         }
         // A writer ends the hanging reads (their FIFOs empty): the file is read again.
-        for n in 0..limits::MAX_TOKENS_READS {
+        for n in 0..MAX_TOKENS_READS {
             drop(
                 std::fs::OpenOptions::new()
                     .write(true)
@@ -695,12 +715,39 @@ mod tests {
         let p = dir.join("tokens");
         let e = TokenFile::open(&p).unwrap_err();
         assert!(e.contains("cannot read"), "{e}");
-        std::fs::write(&p, "#".repeat(limits::MAX_TOKENS_FILE as usize + 1)).unwrap();
+        std::fs::write(&p, "#".repeat(MAX_TOKENS_FILE as usize + 1)).unwrap();
         let e = TokenFile::open(&p).unwrap_err();
         assert!(e.contains("larger than"), "{e}");
         std::fs::write(&p, format!("alice {}\nbob x\n", sha("t"))).unwrap();
         let f = TokenFile::open(&p).expect("a bad line does not stop the start");
         assert!(f.usable());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Issue 58: a line's own quotas in a build that cannot enforce them (no `quotas`
+    /// extra) refuse the line's principal, as any word that is not a quota does: an operator
+    /// who gave a caller a quota must not have it run without one.
+    #[test]
+    fn a_quota_on_a_line_of_a_build_without_quotas_refuses_its_principal() {
+        let words = |s: &'static str| s.split(' ').map(str::as_bytes);
+        assert_eq!(
+            line_limits(words("max_runs=2 rate=9"), true),
+            Ok(OwnLimits {
+                max_runs: Some(2),
+                rate_per_min: Some(9)
+            })
+        );
+        assert_eq!(
+            line_limits(words("rate=9"), false),
+            Err(Word::Unbuilt("rate=9".into()))
+        );
+        assert_eq!(
+            line_limits(words("colour=blue"), false),
+            Err(Word::NotAQuota("colour=blue".into()))
+        );
+        assert_eq!(
+            line_limits(std::iter::empty(), false),
+            Ok(OwnLimits::default())
+        );
     }
 }

@@ -1,5 +1,5 @@
 //! Fair shares of the output budget and of the connection limit between callers (issue 45
-//! item 2, issue 44 item 3): pure bookkeeping, the loop acts on it.
+//! item 2, issue 44 item 3; feature `identity`): pure bookkeeping, the loop acts on it.
 //!
 //! The policy. A caller's fair share of a pool (bytes held for its clients, or connections)
 //! is the pool divided by the callers with a connection open, and never more than half of it:
@@ -19,6 +19,12 @@ use std::sync::Arc;
 /// A caller's place in [`Callers`] (valid while one of its connections is open).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct CallerId(usize);
+
+/// A connection's place among the callers: whose requests it carries (the last one
+/// identified; none until a request names its caller, and always none while callers are not
+/// told apart).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Seat(Option<CallerId>);
 
 #[derive(Debug)]
 struct Entry {
@@ -164,6 +170,71 @@ impl Callers {
         };
         live <= limit.saturating_sub((limit / 8).max(1)) || mine <= self.share(limit).max(1)
     }
+
+    // What the ledger asks, by a connection's seat.
+
+    /// The connection holds `now` bytes instead of `before`.
+    pub(crate) fn count(&mut self, seat: Seat, before: usize, now: usize) {
+        if let Some(id) = seat.0 {
+            self.set(id, before, now);
+        }
+    }
+
+    /// The connection is gone with what it held.
+    pub(crate) fn vacate(&mut self, seat: Seat, held: usize) {
+        if let Some(id) = seat.0 {
+            self.leave(id, held);
+        }
+    }
+
+    /// The connection's caller is past its share of the output budget.
+    pub(crate) fn squeezed(&self, seat: Seat) -> bool {
+        seat.0.is_some_and(|id| self.is_over(id))
+    }
+
+    /// A new stream of the connection's caller waits (`admits_stream` with the budget not
+    /// spent: that is the ledger's own refusal).
+    pub(crate) fn refuses_stream(
+        &self,
+        seat: Seat,
+        held: impl FnOnce() -> usize,
+        budget: usize,
+    ) -> bool {
+        seat.0
+            .is_some_and(|id| !self.admits_stream(id, held(), budget, false))
+    }
+
+    /// Seat a connection holding `held` bytes for `caller` (`None`: callers are not told
+    /// apart), moving it from the caller it was counted for; false when the caller is past its
+    /// share of the connection limit while `live` connections are near it.
+    pub(crate) fn seat(
+        &mut self,
+        seat: &mut Seat,
+        caller: Option<Arc<str>>,
+        held: usize,
+        live: usize,
+        max_connections: usize,
+    ) -> bool {
+        let same = match (seat.0, &caller) {
+            (Some(id), Some(name)) => self.is(id, name),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
+            if let Some(old) = seat.0.take() {
+                self.leave(old, held);
+            }
+            if let Some(name) = &caller {
+                let id = self.join(name);
+                self.set(id, 0, held);
+                seat.0 = Some(id);
+            }
+        }
+        match seat.0 {
+            Some(id) => self.admits_connection(id, live, max_connections),
+            None => true,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -266,6 +337,28 @@ mod tests {
         assert!(c.is_over(bob), "300 > 1600 / 8");
         assert!(c.admits_stream(bob, 700, 1600, false));
         assert_eq!(others.len(), 6);
+    }
+
+    #[test]
+    fn a_connection_seated_for_another_caller_takes_what_it_holds_along() {
+        let mut c = Callers::default();
+        let mut seat = Seat::default();
+        assert!(c.seat(&mut seat, None, 100, 1, 16), "nobody told apart");
+        assert_eq!((seat, c.active()), (Seat::default(), 0));
+        assert!(c.seat(&mut seat, Some(name("bob")), 100, 1, 16));
+        let bob = seat.0.unwrap();
+        assert_eq!(c.held(bob), 100);
+        // The same caller again: counted once.
+        assert!(c.seat(&mut seat, Some(name("bob")), 100, 1, 16));
+        assert_eq!((c.held(bob), c.active()), (100, 1));
+        c.count(seat, 100, 250);
+        assert_eq!(c.held(bob), 250);
+        // A keep-alive connection's next request is alice's: bob's part goes with it.
+        assert!(c.seat(&mut seat, Some(name("alice")), 250, 1, 16));
+        let alice = seat.0.unwrap();
+        assert_eq!((c.held(alice), c.active()), (250, 1));
+        c.vacate(seat, 250);
+        assert_eq!(c.active(), 0);
     }
 
     #[test]

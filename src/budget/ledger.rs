@@ -1,10 +1,11 @@
 //! The loop's ledger of the output budget: every connection's unsent output (a [`Share`]),
-//! each caller's part of it ([`Callers`]), and what is published to the workers' [`Budget`].
-//! The loop tells it what changed and asks it what to do; it never looks at a socket.
+//! each caller's part of it ([`Callers`], by the connection's [`Seat`]; one pool without the
+//! `identity` feature), and what is published to the workers' [`Budget`]. The loop tells it
+//! what changed and asks it what to do; it never looks at a socket.
 
 use std::sync::Arc;
 
-use super::fair::{CallerId, Callers};
+use super::fair::{Callers, Seat};
 use super::{Budget, OutputBudget, Share};
 
 pub(crate) struct Ledger {
@@ -31,25 +32,21 @@ impl Ledger {
         crate::metrics::M.output_budget.set(limit as i64);
         Ledger {
             out: OutputBudget::new(limit),
-            callers: Callers::default(),
+            callers: Default::default(),
             shared,
             published: 0,
         }
     }
 
     /// A connection's output is `now` bytes (counted for its caller too).
-    pub(crate) fn count(&mut self, share: &mut Share, caller: Option<CallerId>, now: usize) {
-        if let Some(id) = caller {
-            self.callers.set(id, OutputBudget::get(share), now);
-        }
+    pub(crate) fn count(&mut self, share: &mut Share, seat: Seat, now: usize) {
+        self.callers.count(seat, OutputBudget::get(share), now);
         self.out.set(share, now);
     }
 
     /// A connection is gone: its share and its place in its caller's are given back.
-    pub(crate) fn leave(&mut self, share: Share, caller: Option<CallerId>) {
-        if let Some(id) = caller {
-            self.callers.leave(id, OutputBudget::get(&share));
-        }
+    pub(crate) fn leave(&mut self, share: Share, seat: Seat) {
+        self.callers.vacate(seat, OutputBudget::get(&share));
         self.out.release(share);
     }
 
@@ -57,8 +54,8 @@ impl Ledger {
     /// worker reads no further upstream: the watermark, and far less while the output budget
     /// is spent or the connection's caller is past its fair share of it (so every such run
     /// with a client behind pauses, and clients that keep up do not).
-    pub(crate) fn out_limit(&self, watermark: usize, caller: Option<CallerId>) -> usize {
-        let squeezed = self.out.is_over() || caller.is_some_and(|id| self.callers.is_over(id));
+    pub(crate) fn out_limit(&self, watermark: usize, seat: Seat) -> usize {
+        let squeezed = self.out.is_over() || self.callers.squeezed(seat);
         super::out_limit(watermark, squeezed)
     }
 
@@ -104,7 +101,7 @@ impl Ledger {
     pub(crate) fn refuses_stream(
         &self,
         spent: bool,
-        caller: Option<CallerId>,
+        seat: Seat,
         held_behind: impl FnOnce() -> usize,
     ) -> Option<&'static str> {
         let starved = self.shared.reads_starved();
@@ -113,41 +110,23 @@ impl Ledger {
         {
             return Some("output_budget");
         }
-        let id = caller?;
-        let (held, limit) = (self.held_now(), self.out.limit());
-        (!self.callers.admits_stream(id, held, limit, false)).then_some("caller_share")
+        self.callers
+            .refuses_stream(seat, || self.held_now(), self.out.limit())
+            .then_some("caller_share")
     }
 
     /// Count a connection holding `held` bytes for `caller` (`None`: callers are not told
-    /// apart), moving it from the caller it was counted for (`current`); false when the
+    /// apart), moving it from the caller it was counted for (its `seat`); false when the
     /// caller is past its share of the connection limit while `live` connections are near it.
     pub(crate) fn identify(
         &mut self,
-        current: &mut Option<CallerId>,
+        seat: &mut Seat,
         caller: Option<Arc<str>>,
         held: usize,
         live: usize,
         max_connections: usize,
     ) -> bool {
-        let same = match (*current, &caller) {
-            (Some(id), Some(name)) => self.callers.is(id, name),
-            (None, None) => true,
-            _ => false,
-        };
-        if !same {
-            if let Some(old) = current.take() {
-                self.callers.leave(old, held);
-            }
-            if let Some(name) = &caller {
-                let id = self.callers.join(name);
-                self.callers.set(id, 0, held);
-                *current = Some(id);
-            }
-        }
-        match *current {
-            Some(id) => self.callers.admits_connection(id, live, max_connections),
-            None => true,
-        }
+        self.callers.seat(seat, caller, held, live, max_connections)
     }
 }
 

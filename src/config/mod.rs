@@ -66,16 +66,8 @@ pub(crate) struct Config {
     pub(crate) a2a_url: Option<String>,
     pub(crate) a2a_token: Option<String>,
     pub(crate) auth_token: Option<String>,
-    /// `--auth-tokens-file`: per-caller tokens (SHA-256 of each).
-    pub(crate) auth_tokens_file: Option<PathBuf>,
-    /// `--identity-header`: the caller named by a trusted proxy's header (lowercase).
-    pub(crate) identity_header: Option<String>,
-    /// `--trust-identity-header`: the operator confirms only the proxy reaches the port.
-    pub(crate) trust_identity_header: bool,
     /// `IAC_CODE_AGUI_METRICS_TOKEN`: a bearer token that reads `/metrics` (a secret).
     pub(crate) metrics_token: Option<String>,
-    /// `--metrics-principals`: callers allowed to read `/metrics` with per-caller identity.
-    pub(crate) metrics_principals: Vec<crate::principal::Caller>,
     pub(crate) state_dir: Option<PathBuf>,
     /// Each thread's stored conversation: its bounds, and how long an idle thread is kept
     /// (zero: for ever).
@@ -127,11 +119,7 @@ impl Default for Config {
             a2a_url: None,
             a2a_token: None,
             auth_token: None,
-            auth_tokens_file: None,
-            identity_header: None,
-            trust_identity_header: false,
             metrics_token: None,
-            metrics_principals: Vec::new(),
             state_dir: None,
             history: Default::default(),
             thread_retention: Duration::ZERO,
@@ -244,6 +232,10 @@ impl Sources {
     }
 
     /// Where a switch or setting that is set came from, for errors about combinations.
+    #[allow(
+        dead_code,
+        reason = "read by the extras whose options combine; the sidecar has none"
+    )]
     pub(crate) fn origin(&self, key: &str) -> String {
         if self.switches.contains(key) {
             return flag_name(key);
@@ -346,10 +338,8 @@ pub(crate) fn parse(
         return Err(e);
     }
     let file = &sources.file;
-    let env_of_key = |key: &str| sources.env_of_key(key);
     let in_file = |key: &str| sources.in_file(key);
     let pick = |key: &str| sources.pick(key);
-    let origin = |key: &str| sources.origin(key);
 
     let mut c = Config::default();
     for key in file
@@ -452,72 +442,11 @@ pub(crate) fn parse(
     if let Some(v) = pick("thread_retention") {
         c.thread_retention = as_seconds(&v, true)?;
     }
-    if let Some(v) = pick("auth_tokens_file") {
-        let s = as_string(&v)?;
-        if !s.trim().is_empty() {
-            c.auth_tokens_file = Some(PathBuf::from(s.trim()));
-        }
-    }
-    if let Some(v) = pick("identity_header") {
-        let s = as_string(&v)?;
-        let name = s.trim().to_ascii_lowercase();
-        // An RFC 9110 token; the headers that carry credentials or routing are not names.
-        let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
-        if name.is_empty()
-            || !name.bytes().all(token)
-            || matches!(
-                name.as_str(),
-                "authorization" | "host" | "cookie" | "content-type"
-            )
-        {
-            return Err(v.err(format_args!(
-                "must be a header name such as X-Forwarded-User, not {}.",
-                v.shown()
-            )));
-        }
-        c.identity_header = Some(name);
-    }
-    c.trust_identity_header = sources.switch("trust_identity_header")?;
-    if let Some(v) = pick("metrics_principals") {
-        let s = as_string(&v)?;
-        for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-            let caller = crate::principal::Caller::named(name.as_bytes()).map_err(|_| {
-                v.err(format_args!(
-                    "takes principal names (comma-separated), not {name:?}."
-                ))
-            })?;
-            c.metrics_principals.push(caller);
-        }
-        if c.auth_tokens_file.is_none() && c.identity_header.is_none() {
-            return Err(v.err(
-                "names callers, but callers are not told apart: it needs --auth-tokens-file \
-                 or --identity-header.",
-            ));
-        }
-    }
     if let Some(v) = pick("a2a_idle_timeout") {
         c.a2a_idle_timeout = as_seconds(&v, false)?;
     }
     let secret = |key: &str| sources.secret(key);
     c.auth_token = secret("auth_token")?;
-    if c.auth_tokens_file.is_some() && c.identity_header.is_some() {
-        return Err(ConfigError(format!(
-            "{} and {} cannot be combined: pick one way to name callers.",
-            origin("auth_tokens_file"),
-            origin("identity_header")
-        )));
-    }
-    if c.auth_tokens_file.is_some() && c.auth_token.as_deref().is_some_and(|t| !t.is_empty()) {
-        let token = match env_of_key("auth_token") {
-            Some((name, _)) => name.to_string(),
-            None => in_file("auth_token").map_or_else(String::new, |g| g.origin),
-        };
-        return Err(ConfigError(format!(
-            "{} and {token} cannot be combined: give the shared token a line of its own in \
-             the tokens file.",
-            origin("auth_tokens_file")
-        )));
-    }
     c.a2a_token = secret("a2a_token")?;
     c.metrics_token = secret("metrics_token")?;
     c.debug = sources.switch("debug")?;

@@ -142,33 +142,6 @@ pub(crate) const CORE: &[Opt] = &[
     // The help follows the build: the demo's choice only where there is a demo.
     .default(if cfg!(feature = "demo") { "none; --demo: its workspace" } else { "none" }),
     opt(
-        "auth_tokens_file",
-        "One caller per line, `NAME SHA256HEX-OF-TOKEN`: a bearer token names its caller, whose \
-         threads are their own (re-read on SIGHUP or when it changes)",
-    )
-    .flag("auth-tokens-file", Some("FILE"))
-    .env("IAC_CODE_AGUI_AUTH_TOKENS_FILE"),
-    opt(
-        "identity_header",
-        "The caller is this request header's value, as set by a trusted proxy that strips it \
-         from clients (e.g. X-Forwarded-User)",
-    )
-    .flag("identity-header", Some("NAME"))
-    .env("IAC_CODE_AGUI_IDENTITY_HEADER"),
-    opt(
-        "trust_identity_header",
-        "Accept --identity-header on a non-loopback address without IAC_CODE_AGUI_AUTH_TOKEN \
-         (only where nothing but the proxy can reach the port)",
-    )
-    .flag("trust-identity-header", None),
-    opt(
-        "metrics_principals",
-        "Callers (comma-separated principal names) that may read /metrics when callers are told \
-         apart; the metrics token also does",
-    )
-    .flag("metrics-principals", Some("NAMES"))
-    .env("IAC_CODE_AGUI_METRICS_PRINCIPALS"),
-    opt(
         "history_max_messages",
         "Messages each thread's stored conversation keeps (the oldest go first, behind a marker)",
     )
@@ -242,8 +215,8 @@ pub(crate) const CORE: &[Opt] = &[
     .env("IAC_CODE_AGUI_AUTH_TOKEN"),
     opt(
         "metrics_token",
-        "Bearer token that reads /metrics in every identity mode (with a tokens file or an \
-         identity header, /metrics needs it or a --metrics-principals caller)",
+        "Bearer token that reads /metrics in every identity mode (once callers are told apart, \
+         /metrics needs it or a caller listed to read it)",
     )
     .env("IAC_CODE_AGUI_METRICS_TOKEN"),
     opt("a2a_token", "Bearer token for an external A2A kernel").env("IAC_CODE_AGUI_A2A_TOKEN"),

@@ -132,12 +132,8 @@ impl Cors {
 
     /// The server's CORS from `--cors-origins` (none when it lists nothing); the identity
     /// header, when callers are named by one, is allowed in requests.
-    pub(crate) fn configured(origins: &[String], identity: &crate::auth::Identity) -> Option<Cors> {
-        let header = match identity {
-            crate::auth::Identity::Header { name, .. } => Some(name.as_str()),
-            _ => None,
-        };
-        (!origins.is_empty()).then(|| Cors::new(origins.to_vec(), header))
+    pub(crate) fn configured(origins: &[String], identity_header: Option<&str>) -> Option<Cors> {
+        (!origins.is_empty()).then(|| Cors::new(origins.to_vec(), identity_header))
     }
 
     /// The request's `Origin` against the list. Same-origin is `Origin` naming the `Host`
@@ -364,17 +360,13 @@ mod tests {
 
     #[test]
     fn the_identity_header_is_allowed_and_no_origins_mean_no_cors() {
-        let header = crate::auth::Identity::Header {
-            name: "x-forwarded-user".into(),
-            token: None,
-        };
+        let header = Some("x-forwarded-user");
         let origins = vec!["http://localhost:5173".to_string()];
-        let cors = Cors::configured(&origins, &header).unwrap();
+        let cors = Cors::configured(&origins, header).unwrap();
         assert!(cors.allow_headers.ends_with(", x-forwarded-user"));
-        let shared = crate::auth::Identity::shared(None);
-        let cors = Cors::configured(&origins, &shared).unwrap();
+        let cors = Cors::configured(&origins, None).unwrap();
         assert_eq!(cors.allow_headers, ALLOW_HEADERS);
-        assert!(Cors::configured(&[], &header).is_none());
+        assert!(Cors::configured(&[], header).is_none());
     }
 
     #[test]

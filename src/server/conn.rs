@@ -123,8 +123,9 @@ pub(crate) struct Conn<R> {
     pub(crate) peer_eof: bool,
     /// Its unsent output as the output budget counts it (synced after each flush).
     pub(crate) share: Share,
-    /// Whose requests it carries (the last one identified; `None`: nobody told apart).
-    pub(crate) caller: Option<crate::budget::fair::CallerId>,
+    /// Whose requests it carries, as the output budget counts them (the last one identified;
+    /// none while nobody is told apart).
+    pub(crate) caller: crate::budget::Seat,
     /// `Handler::answer_headers` of the request being answered, taken by its answer.
     pub(crate) answer_headers: Vec<(&'static str, String)>,
     /// The client's address, for the audit log (set at accept).
@@ -145,7 +146,7 @@ impl<R> Conn<R> {
             read_deadline: None,
             peer_eof: false,
             share: Share::default(),
-            caller: None,
+            caller: Default::default(),
             answer_headers: Vec::new(),
             peer: None,
         }

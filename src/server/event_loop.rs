@@ -572,7 +572,8 @@ impl<H: Handler> Server<H> {
             .conns
             .get(slot)
             .and_then(Option::as_ref)
-            .and_then(|c| c.caller);
+            .map(|c| c.caller)
+            .unwrap_or_default();
         if let Some(reason) = self
             .handler
             .opens_stream(&b.route)
@@ -637,7 +638,8 @@ impl<H: Handler> Server<H> {
             .conns
             .get(slot)
             .and_then(Option::as_ref)
-            .and_then(|c| c.caller);
+            .map(|c| c.caller)
+            .unwrap_or_default();
         let limit = self.out_limit(caller);
         let Some(conn) = self.conn(slot) else { return };
         let before = conn.pending_out();
@@ -691,7 +693,7 @@ impl<H: Handler> Server<H> {
             return;
         };
         self.ledger
-            .leave(std::mem::take(&mut conn.share), conn.caller.take());
+            .leave(std::mem::take(&mut conn.share), conn.caller);
         if let Some(job) = conn.job() {
             // The stream never reached its end: whoever produces it must learn the client is gone.
             self.client_gone(job);

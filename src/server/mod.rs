@@ -123,7 +123,9 @@ pub trait Handler: Send + Sync + 'static {
     }
 
     /// Who sends a request, when callers are told apart: the output budget and the connection
-    /// limit are then shared fairly between them (`fair`). `None` (the default): one pool.
+    /// limit are then shared fairly between them (`budget/fair.rs`, feature `identity`; without
+    /// it the ledger has one pool and no seats, whatever this says). `None` (the default): one
+    /// pool.
     fn caller(&self, _route: &Self::Route) -> Option<std::sync::Arc<str>> {
         None
     }

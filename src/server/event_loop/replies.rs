@@ -7,7 +7,7 @@ use super::super::conn::State;
 use super::super::http;
 use super::super::job::{JobShared, Reply, StopReason};
 use super::{Handler, Server, push_out};
-use crate::budget::fair::CallerId;
+use crate::budget::Seat;
 use crate::limits;
 
 impl<H: Handler> Server<H> {
@@ -43,7 +43,8 @@ impl<H: Handler> Server<H> {
             .conns
             .get(slot)
             .and_then(Option::as_ref)
-            .and_then(|c| c.caller);
+            .map(|c| c.caller)
+            .unwrap_or_default();
         let limit = self.out_limit(caller);
         loop {
             let Some(conn) = self.conn(slot) else { return };
@@ -148,7 +149,7 @@ impl<H: Handler> Server<H> {
     }
 
     /// The connection's limit of unsent output (`Ledger::out_limit`).
-    pub(super) fn out_limit(&self, caller: Option<CallerId>) -> usize {
+    pub(super) fn out_limit(&self, caller: Seat) -> usize {
         self.ledger.out_limit(self.cfg.max_output_bytes / 2, caller)
     }
 
@@ -171,7 +172,7 @@ impl<H: Handler> Server<H> {
     }
 
     /// Why a new stream of `caller` is refused, if it is (`Ledger::refuses_stream`).
-    pub(super) fn refuses_stream(&mut self, caller: Option<CallerId>) -> Option<&'static str> {
+    pub(super) fn refuses_stream(&mut self, caller: Seat) -> Option<&'static str> {
         let spent = self.settle_budget();
         let now = self.clock.now();
         let conns = &self.conns;
