@@ -58,8 +58,17 @@ pub(crate) enum Action {
         interrupts: Vec<Answered>,
     },
     Cancel,
+    /// A thread deleted by its caller (`DELETE /threads/{id}`, feature `threads`).
+    #[cfg_attr(
+        not(feature = "threads"),
+        allow(dead_code, reason = "the threads extra's")
+    )]
     ThreadDelete,
-    /// A thread idle past `--thread-retention`, deleted by the server.
+    /// A thread idle past `--thread-retention`, deleted by the server (feature `threads`).
+    #[cfg_attr(
+        not(feature = "threads"),
+        allow(dead_code, reason = "the threads extra's")
+    )]
     ThreadExpire,
     /// A run's end: its outcome label (`success`, `interrupt`, an error code's, …) and usage.
     RunEnd {

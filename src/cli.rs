@@ -273,9 +273,6 @@ pub(crate) fn capabilities_body(
                     "run": "POST /",
                     "cancel": "POST /extensions/iac-code/v1/executions/{executionId}/cancel",
                     "subscribe": "POST /extensions/iac-code/v1/executions/{executionId}/subscribe",
-                    "threads": "GET /threads",
-                    "threadMessages": "GET /threads/{threadId}/messages",
-                    "deleteThread": "DELETE /threads/{threadId}",
                     "health": "GET /health",
                     "metrics": "GET /metrics",
                 },
@@ -627,9 +624,6 @@ fn serve_with(
         log::info!("state directory {}", store.root().display());
     }
     let server_key = store.server_key().map_err(StartError::State)?;
-    let (threads, history_bytes) = store.history_census();
-    crate::metrics::M.threads.set(threads);
-    crate::metrics::M.history_bytes.set(history_bytes);
     // Who is calling is decided before the backend exists: the tokens file also carries
     // callers' own quotas.
     let identity = identity(&cfg, addr, signals)?;
@@ -649,7 +643,7 @@ fn serve_with(
         env: &cfg.env,
     };
     let shared = Shared::new(
-        Registry::files(store.clone()),
+        Registry::new(store.clone()),
         client,
         Arc::new(SystemEnv),
         cfg.allowed_roots.clone(),
@@ -666,7 +660,6 @@ fn serve_with(
     .with_readiness(ready.clone())
     .with_default_cwd(cfg.default_cwd.clone())
     .with_server_key(server_key)
-    .with_history(cfg.history, cfg.thread_retention)
     .with_quotas(quotas.clone(), token_file)
     .with_audit(audit_log(&cfg)?);
     let shared = Arc::new(crate::extras::shared(extras, shared, &ctx)?);
@@ -743,9 +736,8 @@ fn serve_with(
 }
 
 /// Finished runs' replay logs go when their retention ends (not at the next request), so an
-/// idle server gives their memory back; threads idle past `--thread-retention` are deleted
-/// (each round reads the callers' thread indexes). Off the loop: both take locks the workers
-/// take (`chores.rs`).
+/// idle server gives their memory back. Off the loop: it takes locks the workers take
+/// (`chores.rs`).
 fn housekeeping(shared: &Arc<Shared>, cfg: &Config) -> Vec<crate::chores::Chore> {
     let tick = (cfg.replay_retention / 4).clamp(
         std::time::Duration::from_millis(250),
@@ -757,9 +749,6 @@ fn housekeeping(shared: &Arc<Shared>, cfg: &Config) -> Vec<crate::chores::Chore>
             return false;
         };
         sh.retention.replay.purge_expired();
-        if sh.thread_expiry_due() {
-            sh.expire_threads();
-        }
         true
     })]
     .into_iter()

@@ -7,17 +7,26 @@
 use crate::config::{ConfigError, Extra, Sources};
 
 /// Every extra, in the order of the help.
-pub(crate) const EXTRAS: &[Extra] = &[Extra {
-    feature: "otlp",
-    options: crate::trace::otlp::OPTIONS,
-    built: cfg!(feature = "otlp"),
-}];
+pub(crate) const EXTRAS: &[Extra] = &[
+    Extra {
+        feature: "otlp",
+        options: crate::trace::otlp::OPTIONS,
+        built: cfg!(feature = "otlp"),
+    },
+    Extra {
+        feature: "threads",
+        options: crate::conversation::OPTIONS,
+        built: cfg!(feature = "threads"),
+    },
+];
 
 /// The built extras' settings, read with the rest of the configuration.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Settings {
     #[cfg(feature = "otlp")]
     pub(crate) otlp: Option<crate::trace::otlp::Settings>,
+    #[cfg(feature = "threads")]
+    pub(crate) threads: crate::conversation::Settings,
 }
 
 /// Each built extra reads its own settings.
@@ -25,6 +34,8 @@ pub(crate) fn configure(_s: &Sources) -> Result<Settings, ConfigError> {
     Ok(Settings {
         #[cfg(feature = "otlp")]
         otlp: crate::trace::otlp::configure(_s)?,
+        #[cfg(feature = "threads")]
+        threads: crate::conversation::configure(_s)?,
     })
 }
 
@@ -39,7 +50,10 @@ pub(crate) fn start(_s: &Settings) -> std::io::Result<()> {
 
 /// What an extra may need to wire itself in: the state store, the address served, the
 /// signals (a tokens file's reload), the environment.
-#[allow(dead_code, reason = "read by the extras that need it; the sidecar has none")]
+#[allow(
+    dead_code,
+    reason = "read by the extras that need it; the sidecar has none"
+)]
 pub(crate) struct Context<'a> {
     pub(crate) store: &'a std::sync::Arc<crate::store::files::FileStore>,
     pub(crate) addr: std::net::SocketAddr,
@@ -53,27 +67,61 @@ pub(crate) fn shared(
     sh: crate::adapter::Shared,
     _ctx: &Context<'_>,
 ) -> Result<crate::adapter::Shared, crate::cli::StartError> {
+    #[cfg(feature = "threads")]
+    let sh = _s.threads.shared(sh, _ctx.store);
     Ok(sh)
 }
 
-/// Each built extra's routes and head checks in the route configuration.
+/// Each built extra's routes and head checks in the route configuration: its worker routes
+/// in `RouteConfig::extra_routes` (answered by [`answer`]).
 pub(crate) fn routes(
     _s: &Settings,
-    _r: &mut crate::routes::RouteConfig,
+    r: &mut crate::routes::RouteConfig,
     _ctx: &Context<'_>,
 ) -> Result<(), crate::cli::StartError> {
+    #[cfg(feature = "threads")]
+    r.extra_routes.push(crate::adapter::routes::threads::find);
+    // `GET /usage` (per-caller quotas and usage; in the core until they are an extra).
+    r.extra_routes.push(crate::adapter::routes::usage::find);
     Ok(())
 }
 
+/// A request on a worker route of an extra's (`routes::ExtraWork`), answered by that extra
+/// (`Backend::extra`).
+pub(crate) fn answer(
+    sh: &crate::adapter::Shared,
+    req: crate::app::ExtraRequest,
+) -> crate::server::http::Response {
+    match req.work.extra {
+        #[cfg(feature = "threads")]
+        "threads" => crate::adapter::routes::threads::answer(sh, req),
+        "usage" => crate::adapter::routes::usage::answer(sh, req),
+        _ => crate::server::http::Response::text(404, "Not Found"),
+    }
+}
+
 /// Each built extra's entries in `/capabilities` (`custom.iacCode`).
-pub(crate) fn capabilities(_s: &Settings, _iac: &mut serde_json::Map<String, serde_json::Value>) {}
+pub(crate) fn capabilities(_s: &Settings, _iac: &mut serde_json::Map<String, serde_json::Value>) {
+    #[cfg(feature = "threads")]
+    crate::conversation::capabilities(_iac);
+}
+
+/// Each built extra's series in `/metrics` (none is rendered without its extra).
+pub(crate) fn metrics(_out: &mut String) {
+    #[cfg(feature = "threads")]
+    crate::conversation::SERIES.render(_out);
+}
 
 /// Each built extra's periodic work, off the loop (`crate::chores`).
 pub(crate) fn chores(
     _s: &Settings,
     _sh: &std::sync::Arc<crate::adapter::Shared>,
 ) -> Vec<crate::chores::Chore> {
-    Vec::new()
+    #[allow(unused_mut, reason = "the sidecar has no chores of an extra")]
+    let mut out = Vec::new();
+    #[cfg(feature = "threads")]
+    out.extend(_s.threads.chores(_sh));
+    out
 }
 
 /// What each built extra does once the server stopped (a last flush).

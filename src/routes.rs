@@ -23,31 +23,9 @@ pub enum Work {
     Subscribe {
         execution_id: String,
     },
-    /// `GET /threads?limit=N&cursor=C` (the raw query).
-    ListThreads {
-        query: String,
-    },
-    /// `GET /threads/{threadId}/messages?limit=N&before=C`.
-    ThreadMessages {
-        thread_id: String,
-        query: String,
-    },
-    /// `DELETE /threads/{threadId}`.
-    DeleteThread {
-        thread_id: String,
-    },
-    /// `GET /threads/{threadId}`: its listing entry, pending interrupts whole.
-    Thread {
-        thread_id: String,
-    },
-    /// `PATCH /threads/{threadId}` `{"title": …}`.
-    RenameThread {
-        thread_id: String,
-    },
-    /// `GET /usage?days=N`: the caller's own usage (issue 44).
-    Usage {
-        query: String,
-    },
+    /// A route of an extra's (`RouteConfig::extra_routes`), answered with one response.
+    /// Boxed: a worker's first frames hold a `Work` for a stream's whole life.
+    Extra(Box<ExtraWork>),
 }
 
 impl Work {
@@ -55,31 +33,55 @@ impl Work {
     fn method(&self) -> &'static str {
         match self {
             Work::Run | Work::Cancel { .. } | Work::Subscribe { .. } => "POST",
-            Work::ListThreads { .. }
-            | Work::ThreadMessages { .. }
-            | Work::Thread { .. }
-            | Work::Usage { .. } => "GET",
-            Work::DeleteThread { .. } => "DELETE",
-            Work::RenameThread { .. } => "PATCH",
+            Work::Extra(w) => w.method,
         }
     }
 
     /// Whether the route reads a JSON body.
     fn has_body(&self) -> bool {
-        matches!(self.method(), "POST" | "PATCH")
-    }
-
-    /// `/threads/{threadId}` is one path for three methods: the route for `method`.
-    fn for_method(self, method: &str) -> Work {
         match self {
-            Work::DeleteThread { thread_id } => match method {
-                "GET" => Work::Thread { thread_id },
-                "PATCH" => Work::RenameThread { thread_id },
-                _ => Work::DeleteThread { thread_id },
-            },
-            w => w,
+            Work::Extra(w) => w.body.is_some(),
+            _ => true,
         }
     }
+}
+
+/// A path one of an extra's routes names: what `RouteConfig::extra_routes` finds for a raw
+/// path (each segment decoded on its own: an id may hold `/` once decoded).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtraPath {
+    /// Whose route it is (the extra's feature): its answer is that extra's
+    /// (`Backend::extra`).
+    pub extra: &'static str,
+    /// The route as spans name it (`/threads/{threadId}`); its extra answers by it.
+    pub route: &'static str,
+    /// The methods it takes, as an `allow` header lists them (`GET, PATCH, DELETE`).
+    pub allow: &'static str,
+    /// The method that reads a JSON body, and what a body too large is told.
+    pub body: Option<(&'static str, Msg)>,
+    /// The path's parameter, percent-decoded (a thread id).
+    pub id: Option<String>,
+}
+
+impl ExtraPath {
+    /// `method`, when the route takes it.
+    fn method(&self, method: &str) -> Option<&'static str> {
+        self.allow.split(", ").find(|m| *m == method)
+    }
+}
+
+/// A request on an extra's route, as the head decided it: what the worker hands the backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtraWork {
+    pub extra: &'static str,
+    pub route: &'static str,
+    /// The request's method, one the route takes.
+    pub method: &'static str,
+    /// What a body too large is told, when this method reads one.
+    pub body: Option<Msg>,
+    pub id: Option<String>,
+    /// The raw query (read on the worker).
+    pub query: String,
 }
 
 /// A body route with the principal it acts for (decided from the head, on the loop).
@@ -93,23 +95,23 @@ const CANCEL_PREFIX: &str = "/extensions/iac-code/v1/executions/";
 const CANCEL_SUFFIX: &str = "/cancel";
 const SUBSCRIBE_SUFFIX: &str = "/subscribe";
 
-/// Every route: the ones answered from the head, and the body routes a worker takes.
+/// Every route: the ones answered from the head, and the body routes a worker takes (the
+/// core's, and the extras' found in `RouteConfig::extra_routes`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Route {
     Health,
     Metrics,
     Capabilities,
     Work(Work),
+    Extra(ExtraPath),
 }
 
 impl Route {
     fn allow(&self) -> &'static str {
         match self {
             Route::Health | Route::Metrics | Route::Capabilities => "HEAD, GET",
-            Route::Work(
-                Work::DeleteThread { .. } | Work::Thread { .. } | Work::RenameThread { .. },
-            ) => "GET, PATCH, DELETE",
             Route::Work(w) => w.method(),
+            Route::Extra(p) => p.allow,
         }
     }
 
@@ -119,40 +121,9 @@ impl Route {
                 method == "GET" || method == "HEAD"
             }
             Route::Work(w) => method == w.method(),
+            Route::Extra(p) => p.method(method).is_some(),
         }
     }
-}
-
-/// The thread routes, from the raw path (a thread id may hold `/` once decoded, so each
-/// segment is decoded on its own). The query is read later, on the worker.
-fn match_thread_route(raw: &str, query: &str) -> Option<Route> {
-    let rest = raw.strip_prefix("/threads")?;
-    let work = match rest.strip_prefix('/') {
-        None if rest.is_empty() => Work::ListThreads {
-            query: query.into(),
-        },
-        None => return None,
-        Some(rest) => {
-            let (seg, messages) = match rest.split_once('/') {
-                Some((seg, "messages")) => (seg, true),
-                Some(_) => return None,
-                None => (rest, false),
-            };
-            let thread_id = http::percent_decode(seg);
-            if thread_id.is_empty() {
-                return None;
-            }
-            if messages {
-                Work::ThreadMessages {
-                    thread_id,
-                    query: query.into(),
-                }
-            } else {
-                Work::DeleteThread { thread_id }
-            }
-        }
-    };
-    Some(Route::Work(work))
 }
 
 /// Match a percent-decoded path against the route table.
@@ -251,6 +222,9 @@ pub struct RouteConfig {
     pub console: Option<crate::console::Console>,
     /// `--cors-origins`: the pages on other origins that may call; None: no CORS at all.
     pub(crate) cors: Option<Cors>,
+    /// The extras' worker routes (`crate::extras::routes`): each finds the route a raw path
+    /// names, if it is one of its extra's.
+    pub(crate) extra_routes: Vec<fn(&str) -> Option<ExtraPath>>,
     pub(crate) max_run_body: usize,
     pub(crate) max_cancel_body: usize,
     /// The language of errors when the request asks for none (`config::Config::default_lang`).
@@ -270,6 +244,7 @@ impl RouteConfig {
             capabilities_body: b"{}".to_vec(),
             console: None,
             cors: None,
+            extra_routes: Vec::new(),
             health_body,
             max_run_body: limits::MAX_RUN_BODY,
             max_cancel_body: limits::MAX_CANCEL_BODY,
@@ -345,21 +320,14 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
             _ => Response::text(405, "Method Not Allowed").with_header("allow", "HEAD, GET".into()),
         });
     }
-    let route = match_thread_route(head.raw_path(), head.query().unwrap_or(""))
-        .or_else(|| {
-            (path == "/usage").then(|| {
-                Route::Work(Work::Usage {
-                    query: head.query().unwrap_or("").into(),
-                })
-            })
-        })
+    let route = cfg
+        .extra_routes
+        .iter()
+        .find_map(|find| find(head.raw_path()))
+        .map(Route::Extra)
         .or_else(|| match_route(&path));
     let Some(route) = route else {
         return HeadDecision::Respond(not_found_or_redirect(head, &path));
-    };
-    let route = match route {
-        Route::Work(w) => Route::Work(w.for_method(&head.method)),
-        r => r,
     };
     if let Some(cors) = &cfg.cors
         && Cors::is_preflight(head)
@@ -393,6 +361,16 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
             ));
         }
         Route::Work(work) => work,
+        Route::Extra(p) => Work::Extra(Box::new(ExtraWork {
+            method: p.method(&head.method).unwrap_or(""),
+            body: p
+                .body
+                .and_then(|(m, msg)| (m == head.method).then_some(msg)),
+            extra: p.extra,
+            route: p.route,
+            id: p.id,
+            query: head.query().unwrap_or("").into(),
+        })),
     };
     if live.draining {
         return HeadDecision::Respond(
@@ -422,7 +400,10 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
     let (limit, msg) = match &work {
         Work::Run => (cfg.max_run_body, Msg::RunBodyTooLarge),
         Work::Subscribe { .. } => (cfg.max_cancel_body, Msg::SubscribeBodyTooLarge),
-        Work::RenameThread { .. } => (cfg.max_cancel_body, Msg::RenameBodyTooLarge),
+        Work::Extra(w) => (
+            cfg.max_cancel_body,
+            w.body.unwrap_or(Msg::CancelBodyTooLarge),
+        ),
         _ => (cfg.max_cancel_body, Msg::CancelBodyTooLarge),
     };
     HeadDecision::ReadBody {

@@ -130,6 +130,7 @@ pub(super) fn cancel(
 }
 
 /// A thread about to be deleted.
+#[cfg(feature = "threads")]
 pub(super) fn delete(sh: &Shared, origin: &Origin, key: &ThreadKey) -> Result<(), ApiError> {
     let subject = Subject {
         caller: &key.caller,
@@ -142,6 +143,7 @@ pub(super) fn delete(sh: &Shared, origin: &Origin, key: &ThreadKey) -> Result<()
 
 /// A thread about to be deleted by `--thread-retention` (no request: the owner is named, no
 /// client).
+#[cfg(feature = "threads")]
 pub(super) fn expire(sh: &Shared, key: &ThreadKey) -> Result<(), ApiError> {
     let subject = Subject {
         caller: &key.caller,

@@ -94,10 +94,6 @@ pub(crate) struct Config {
     /// `--metrics-principals`: callers allowed to read `/metrics` with per-caller identity.
     pub(crate) metrics_principals: Vec<crate::principal::Caller>,
     pub(crate) state_dir: Option<PathBuf>,
-    /// Each thread's stored conversation: its bounds, and how long an idle thread is kept
-    /// (zero: for ever).
-    pub(crate) history: crate::history::Bounds,
-    pub(crate) thread_retention: Duration,
     /// `--caller-max-runs`, `--caller-rate` (issue 44).
     pub(crate) caller_limits: crate::quota::Limits,
     /// `--audit-log` (issue 44): the decisions' file, its rotation size and rotated files.
@@ -163,8 +159,6 @@ impl Default for Config {
             metrics_token: None,
             metrics_principals: Vec::new(),
             state_dir: None,
-            history: Default::default(),
-            thread_retention: Duration::ZERO,
             caller_limits: crate::quota::Limits::default(),
             audit_log: None,
             audit_max_bytes: limits::AUDIT_MAX_BYTES,
@@ -487,15 +481,6 @@ pub(crate) fn parse(
             c.default_cwd = Some(s);
             c.default_cwd_origin = v.origin;
         }
-    }
-    if let Some(v) = pick("history_max_messages") {
-        c.history.max_messages = as_count(&v)?;
-    }
-    if let Some(v) = pick("history_max_bytes") {
-        c.history.max_bytes = as_count(&v)?;
-    }
-    if let Some(v) = pick("thread_retention") {
-        c.thread_retention = as_seconds(&v, true)?;
     }
     if let Some(v) = pick("caller_max_runs") {
         c.caller_limits.max_runs = as_quota(&v)?;

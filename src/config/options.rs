@@ -185,27 +185,6 @@ pub(crate) const CORE: &[Opt] = &[
     .flag("metrics-principals", Some("NAMES"))
     .env("IAC_CODE_AGUI_METRICS_PRINCIPALS"),
     opt(
-        "history_max_messages",
-        "Messages each thread's stored conversation keeps (the oldest go first, behind a marker)",
-    )
-    .flag("history-max-messages", Some("N"))
-    .env("IAC_CODE_AGUI_HISTORY_MAX_MESSAGES")
-    .default("2000"),
-    opt(
-        "history_max_bytes",
-        "Bytes of JSON each thread's stored conversation keeps",
-    )
-    .flag("history-max-bytes", Some("N"))
-    .env("IAC_CODE_AGUI_HISTORY_MAX_BYTES")
-    .default("4194304"),
-    opt(
-        "thread_retention",
-        "Delete a thread (state and conversation) this long after its last activity (0 = keep)",
-    )
-    .flag("thread-retention", Some("SECS"))
-    .env("IAC_CODE_AGUI_THREAD_RETENTION")
-    .default("0"),
-    opt(
         "caller_max_runs",
         "Runs one caller may have going at once before its next gets 429 (0 = no limit; a \
          tokens-file line's max_runs=N is that caller's own)",
