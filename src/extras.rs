@@ -72,18 +72,25 @@ pub(crate) fn shared(
     Ok(sh)
 }
 
-/// Each built extra's routes and head checks in the route configuration: its worker routes
-/// in `RouteConfig::extra_routes` (answered by [`answer`]).
+/// Each built extra's routes and head checks in the route configuration.
 pub(crate) fn routes(
     _s: &Settings,
-    r: &mut crate::routes::RouteConfig,
+    _r: &mut crate::routes::RouteConfig,
     _ctx: &Context<'_>,
 ) -> Result<(), crate::cli::StartError> {
-    #[cfg(feature = "threads")]
-    r.extra_routes.push(crate::adapter::routes::threads::find);
-    // `GET /usage` (per-caller quotas and usage; in the core until they are an extra).
-    r.extra_routes.push(crate::adapter::routes::usage::find);
     Ok(())
+}
+
+/// Each built extra's worker routes, which every route configuration has
+/// (`RouteConfig::extra_routes`; answered by [`answer`]): each finds the route a raw path
+/// names, if it is one of its extra's.
+pub(crate) fn worker_routes() -> Vec<fn(&str) -> Option<crate::routes::ExtraPath>> {
+    vec![
+        #[cfg(feature = "threads")]
+        crate::adapter::routes::threads::find,
+        // `GET /usage` (per-caller quotas and usage; in the core until they are an extra).
+        crate::adapter::routes::usage::find,
+    ]
 }
 
 /// A request on a worker route of an extra's (`routes::ExtraWork`), answered by that extra

@@ -222,8 +222,8 @@ pub struct RouteConfig {
     pub console: Option<crate::console::Console>,
     /// `--cors-origins`: the pages on other origins that may call; None: no CORS at all.
     pub(crate) cors: Option<Cors>,
-    /// The extras' worker routes (`crate::extras::routes`): each finds the route a raw path
-    /// names, if it is one of its extra's.
+    /// The extras' worker routes (`crate::extras::worker_routes`): each finds the route a raw
+    /// path names, if it is one of its extra's.
     pub(crate) extra_routes: Vec<fn(&str) -> Option<ExtraPath>>,
     pub(crate) max_run_body: usize,
     pub(crate) max_cancel_body: usize,
@@ -244,7 +244,7 @@ impl RouteConfig {
             capabilities_body: b"{}".to_vec(),
             console: None,
             cors: None,
-            extra_routes: Vec::new(),
+            extra_routes: crate::extras::worker_routes(),
             health_body,
             max_run_body: limits::MAX_RUN_BODY,
             max_cancel_body: limits::MAX_CANCEL_BODY,
