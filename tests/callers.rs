@@ -869,6 +869,7 @@ fn a_tokens_file_saved_with_a_byte_order_mark_keeps_the_first_callers_threads() 
     }));
     // Still her thread: its run id is taken.
     let again = post(p.addr, "/", &who, &run_body(p, "mine", "m1", "hello"));
+    assert_eq!(again.status, 409, "a principal without her thread");
     assert_eq!(again.error_code(), "DUPLICATE_RUN_ID", "{}", again.text());
     #[cfg(feature = "threads")]
     {
