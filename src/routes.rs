@@ -555,6 +555,72 @@ mod tests {
         );
     }
 
+    /// An extra's route table of the test: `/things/{id}`, read with `GET`, changed with
+    /// `PATCH` and a JSON body.
+    fn things(raw: &str) -> Option<ExtraPath> {
+        let id = raw.strip_prefix("/things/")?;
+        Some(ExtraPath {
+            extra: "things",
+            route: "/things/{id}",
+            allow: "GET, PATCH",
+            body: Some(("PATCH", Msg::RenameBodyTooLarge)),
+            id: Some(http::percent_decode(id)),
+        })
+    }
+
+    fn head(method: &str, target: &str, fields: &str) -> RequestHead {
+        let raw = format!("{method} {target} HTTP/1.1\r\nHost: localhost\r\n{fields}\r\n");
+        http::parse_head(raw.as_bytes()).unwrap().unwrap().0
+    }
+
+    #[test]
+    fn an_extras_route_is_found_through_its_table_only() {
+        let live = Live {
+            draining: false,
+            kernel_up: true,
+            store_up: true,
+        };
+        let mut cfg = RouteConfig::new(None, b"{}".to_vec());
+        cfg.extra_routes = Vec::new();
+        let decided = |cfg: &RouteConfig, h: RequestHead| match decide(&h, cfg, live) {
+            HeadDecision::Respond(r) => Err((r.status, r.headers)),
+            HeadDecision::ReadBody { limit, route, .. } => Ok((limit, route.work)),
+        };
+        // Without its table (a build without the extra): not found, as any unknown path.
+        let got = decided(&cfg, head("GET", "/things/a%2Fb", ""));
+        assert_eq!(got.unwrap_err().0, 404);
+        cfg.extra_routes.push(things);
+        let work = |method, body, id: &str, query: &str| {
+            Work::Extra(Box::new(ExtraWork {
+                extra: "things",
+                route: "/things/{id}",
+                method,
+                body,
+                id: Some(id.into()),
+                query: query.into(),
+            }))
+        };
+        // Its id decoded, its query raw; a method without a body reads none.
+        let got = decided(&cfg, head("GET", "/things/a%2Fb?x=%41", ""));
+        assert_eq!(got, Ok((0, work("GET", None, "a/b", "x=%41"))));
+        // A method it does not take: 405 naming its methods.
+        let (status, headers) = decided(&cfg, head("DELETE", "/things/a", "")).unwrap_err();
+        assert_eq!(status, 405);
+        assert!(
+            headers.contains(&("allow", "GET, PATCH".into())),
+            "{headers:?}"
+        );
+        // The method that reads a body: JSON only, within the small bodies' bound.
+        let patch = |fields| decided(&cfg, head("PATCH", "/things/a", fields));
+        assert_eq!(patch("Content-Length: 2\r\n").unwrap_err().0, 415);
+        let json = "Content-Type: application/json\r\nContent-Length: 2\r\n";
+        let body = Some(Msg::RenameBodyTooLarge);
+        assert_eq!(
+            patch(json),
+            Ok((cfg.max_cancel_body, work("PATCH", body, "a", "")))
+        );
+    }
+
     #[test]
     fn loopback_listeners_answer_only_loopback_host_names() {
         // Regression (DNS rebinding): any Host used to be answered.

@@ -368,6 +368,7 @@ impl Job {
                 self.extra(work, body, (caller, origin), routed);
                 Vec::new()
             }
+            // A run is worked by `traced_work` itself.
             Work::Run => Vec::new(),
         }
     }
