@@ -184,9 +184,6 @@ pub(crate) fn capabilities_body(
                     "run": "POST /",
                     "cancel": "POST /extensions/iac-code/v1/executions/{executionId}/cancel",
                     "subscribe": "POST /extensions/iac-code/v1/executions/{executionId}/subscribe",
-                    "threads": "GET /threads",
-                    "threadMessages": "GET /threads/{threadId}/messages",
-                    "deleteThread": "DELETE /threads/{threadId}",
                     "health": "GET /health",
                     "metrics": "GET /metrics",
                 },
@@ -449,9 +446,6 @@ fn serve_with(
         log::info!("state directory {}", store.root().display());
     }
     let server_key = store.server_key().map_err(StartError::State)?;
-    let (threads, history_bytes) = store.history_census();
-    crate::metrics::M.threads.set(threads);
-    crate::metrics::M.history_bytes.set(history_bytes);
     // Who is calling is decided before the backend exists: a caller's credentials may carry
     // its own quotas (a tokens-file line).
     let identity = crate::extras::identity(extras, addr, signals)?
@@ -464,7 +458,7 @@ fn serve_with(
         identity: &identity,
     };
     let shared = Shared::new(
-        Registry::files(store.clone()),
+        Registry::new(store.clone()),
         client,
         Arc::new(SystemEnv),
         cfg.allowed_roots.clone(),
@@ -480,8 +474,7 @@ fn serve_with(
     )
     .with_readiness(ready.clone())
     .with_default_cwd(cfg.default_cwd.clone())
-    .with_server_key(server_key)
-    .with_history(cfg.history, cfg.thread_retention);
+    .with_server_key(server_key);
     let shared = Arc::new(crate::extras::shared(extras, shared, &ctx)?);
     let backend: Arc<dyn Backend> = Arc::new(AguiBackend {
         shared: shared.clone(),
@@ -548,9 +541,8 @@ fn serve_with(
 }
 
 /// Finished runs' replay logs go when their retention ends (not at the next request), so an
-/// idle server gives their memory back; threads idle past `--thread-retention` are deleted
-/// (each round reads the callers' thread indexes). Off the loop: both take locks the workers
-/// take (`chores.rs`).
+/// idle server gives their memory back. Off the loop: it takes locks the workers take
+/// (`chores.rs`).
 fn housekeeping(shared: &Arc<Shared>, cfg: &Config) -> Vec<crate::chores::Chore> {
     let tick = (cfg.replay_retention / 4).clamp(
         std::time::Duration::from_millis(250),
@@ -562,9 +554,6 @@ fn housekeeping(shared: &Arc<Shared>, cfg: &Config) -> Vec<crate::chores::Chore>
             return false;
         };
         sh.retention.replay.purge_expired();
-        if sh.thread_expiry_due() {
-            sh.expire_threads();
-        }
         true
     })]
     .into_iter()

@@ -43,6 +43,11 @@ pub(crate) const EXTRAS: &[Extra] = &[
         options: crate::auth::callers::OPTIONS,
         built: cfg!(feature = "identity"),
     },
+    Extra {
+        feature: "threads",
+        options: crate::conversation::OPTIONS,
+        built: cfg!(feature = "threads"),
+    },
 ];
 
 /// The built extras' settings, read with the rest of the configuration.
@@ -62,6 +67,8 @@ pub(crate) struct Settings {
     pub(crate) audit: Option<crate::audit::Settings>,
     #[cfg(feature = "identity")]
     pub(crate) identity: Option<crate::auth::callers::Settings>,
+    #[cfg(feature = "threads")]
+    pub(crate) threads: crate::conversation::Settings,
 }
 
 /// Each built extra reads its own settings.
@@ -90,6 +97,8 @@ pub(crate) fn configure(_s: &Sources) -> Result<Settings, ConfigError> {
         audit: crate::audit::configure(_s)?,
         #[cfg(feature = "identity")]
         identity: crate::auth::callers::configure(_s)?,
+        #[cfg(feature = "threads")]
+        threads: crate::conversation::configure(_s)?,
     })
 }
 
@@ -210,6 +219,8 @@ pub(crate) fn shared(
         }
         None => sh,
     };
+    #[cfg(feature = "threads")]
+    let sh = _s.threads.shared(sh, _ctx.store);
     Ok(sh)
 }
 
@@ -231,8 +242,6 @@ pub(crate) fn routes(
     if let Some(c) = &_s.console {
         c.route(_r);
     }
-    #[cfg(feature = "quotas")]
-    _s.quotas.routes(_sh, _r);
     Ok(())
 }
 
@@ -244,8 +253,44 @@ pub(crate) fn listening(_s: &Settings, _local: std::net::SocketAddr) {
     }
 }
 
+/// Each built extra's worker routes, which every route configuration has
+/// (`RouteConfig::extra_routes`; answered by [`answer`]): each finds the route a raw path
+/// names, if it is one of its extra's.
+pub(crate) fn worker_routes() -> Vec<fn(&str) -> Option<crate::routes::ExtraPath>> {
+    vec![
+        #[cfg(feature = "threads")]
+        crate::adapter::routes::threads::find,
+        #[cfg(feature = "quotas")]
+        crate::quota::gate::find,
+    ]
+}
+
+/// A request on a worker route of an extra's (`routes::ExtraWork`), answered by that extra
+/// (`Backend::extra`).
+pub(crate) fn answer(
+    _sh: &crate::adapter::Shared,
+    req: crate::app::ExtraRequest,
+) -> crate::server::http::Response {
+    match req.work.extra {
+        #[cfg(feature = "threads")]
+        "threads" => crate::adapter::routes::threads::answer(_sh, req),
+        #[cfg(feature = "quotas")]
+        "usage" => crate::quota::gate::answer(_sh, req),
+        _ => crate::server::http::Response::text(404, "Not Found"),
+    }
+}
+
 /// Each built extra's entries in `/capabilities` (`custom.iacCode`).
-pub(crate) fn capabilities(_s: &Settings, _iac: &mut serde_json::Map<String, serde_json::Value>) {}
+pub(crate) fn capabilities(_s: &Settings, _iac: &mut serde_json::Map<String, serde_json::Value>) {
+    #[cfg(feature = "threads")]
+    crate::conversation::capabilities(_iac);
+}
+
+/// Each built extra's series in `/metrics` (none is rendered without its extra).
+pub(crate) fn metrics(_out: &mut String) {
+    #[cfg(feature = "threads")]
+    crate::conversation::SERIES.render(_out);
+}
 
 /// Each built extra's periodic work, off the loop (`crate::chores`).
 pub(crate) fn chores(
@@ -259,6 +304,8 @@ pub(crate) fn chores(
     let mut chores = Vec::new();
     #[cfg(feature = "quotas")]
     chores.extend(_s.quotas.chores(_sh));
+    #[cfg(feature = "threads")]
+    chores.extend(_s.threads.chores(_sh));
     chores
 }
 

@@ -19,7 +19,7 @@ use crate::sync::lock;
 pub struct Counter(AtomicU64);
 
 impl Counter {
-    const fn new() -> Counter {
+    pub(crate) const fn new() -> Counter {
         Counter(AtomicU64::new(0))
     }
     pub fn inc(&self) {
@@ -36,7 +36,7 @@ impl Counter {
 pub struct Gauge(AtomicI64);
 
 impl Gauge {
-    const fn new(v: i64) -> Gauge {
+    pub(crate) const fn new(v: i64) -> Gauge {
         Gauge(AtomicI64::new(v))
     }
     pub fn set(&self, v: i64) {
@@ -117,10 +117,6 @@ pub struct Metrics {
     pub subscribers: Gauge,
     pub kernel_up: Gauge,
     pub kernel_restarts: Counter,
-    /// Threads with a stored conversation, and the bytes of those files.
-    pub threads: Gauge,
-    pub history_bytes: Gauge,
-    pub history_write_failures: Counter,
     /// What a run pays besides its events (issue 37): a worker thread started for a request,
     /// a call handed to a call thread (and its answer handed back: two wake-ups), a worker
     /// waking the loop; and fsyncs of the state store.
@@ -173,9 +169,6 @@ pub static M: Metrics = Metrics {
     subscribers: Gauge::new(0),
     kernel_up: Gauge::new(1),
     kernel_restarts: Counter::new(),
-    threads: Gauge::new(0),
-    history_bytes: Gauge::new(0),
-    history_write_failures: Counter::new(),
     worker_starts: Counter::new(),
     call_handoffs: Counter::new(),
     loop_wakes: Counter::new(),
@@ -281,7 +274,7 @@ fn head(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
-fn scalar(out: &mut String, name: &str, kind: &str, help: &str, v: i64) {
+pub(crate) fn scalar(out: &mut String, name: &str, kind: &str, help: &str, v: i64) {
     head(out, name, kind, help);
     let _ = writeln!(out, "{name} {v}");
 }
@@ -338,27 +331,8 @@ pub fn render() -> String {
         "Runs being driven now (detached ones included).",
         m.runs_active.get(),
     );
-    scalar(
-        &mut o,
-        "iac_agui_threads",
-        "gauge",
-        "Threads with a stored conversation (every caller's).",
-        m.threads.get(),
-    );
-    scalar(
-        &mut o,
-        "iac_agui_history_bytes",
-        "gauge",
-        "Bytes of the stored conversations.",
-        m.history_bytes.get(),
-    );
-    scalar(
-        &mut o,
-        "iac_agui_history_write_failures_total",
-        "counter",
-        "Conversation writes that failed (the run then ended with STATE_PERSISTENCE_FAILED).",
-        c(m.history_write_failures.get()),
-    );
+    // The extras' series: stored conversations (`threads`).
+    crate::extras::metrics(&mut o);
     head(
         &mut o,
         "iac_agui_thread_handoffs_total",

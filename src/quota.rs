@@ -76,7 +76,7 @@ impl OwnLimits for crate::auth::Identity {
 #[cfg(feature = "quotas")]
 mod book;
 #[cfg(feature = "quotas")]
-mod gate;
+pub(crate) mod gate;
 
 #[cfg(feature = "quotas")]
 pub use book::*;

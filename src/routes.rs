@@ -23,32 +23,9 @@ pub enum Work {
     Subscribe {
         execution_id: String,
     },
-    /// `GET /threads?limit=N&cursor=C` (the raw query).
-    ListThreads {
-        query: String,
-    },
-    /// `GET /threads/{threadId}/messages?limit=N&before=C`.
-    ThreadMessages {
-        thread_id: String,
-        query: String,
-    },
-    /// `DELETE /threads/{threadId}`.
-    DeleteThread {
-        thread_id: String,
-    },
-    /// `GET /threads/{threadId}`: its listing entry, pending interrupts whole.
-    Thread {
-        thread_id: String,
-    },
-    /// `PATCH /threads/{threadId}` `{"title": …}`.
-    RenameThread {
-        thread_id: String,
-    },
-    /// `GET` of a route an extra added (`ExtraRoute`), with the raw query.
-    Extra {
-        path: &'static str,
-        query: String,
-    },
+    /// A route of an extra's (`RouteConfig::extra_routes`), answered with one response.
+    /// Boxed: a worker's first frames hold a `Work` for a stream's whole life.
+    Extra(Box<ExtraWork>),
 }
 
 impl Work {
@@ -56,31 +33,55 @@ impl Work {
     fn method(&self) -> &'static str {
         match self {
             Work::Run | Work::Cancel { .. } | Work::Subscribe { .. } => "POST",
-            Work::ListThreads { .. }
-            | Work::ThreadMessages { .. }
-            | Work::Thread { .. }
-            | Work::Extra { .. } => "GET",
-            Work::DeleteThread { .. } => "DELETE",
-            Work::RenameThread { .. } => "PATCH",
+            Work::Extra(w) => w.method,
         }
     }
 
     /// Whether the route reads a JSON body.
     fn has_body(&self) -> bool {
-        matches!(self.method(), "POST" | "PATCH")
-    }
-
-    /// `/threads/{threadId}` is one path for three methods: the route for `method`.
-    fn for_method(self, method: &str) -> Work {
         match self {
-            Work::DeleteThread { thread_id } => match method {
-                "GET" => Work::Thread { thread_id },
-                "PATCH" => Work::RenameThread { thread_id },
-                _ => Work::DeleteThread { thread_id },
-            },
-            w => w,
+            Work::Extra(w) => w.body.is_some(),
+            _ => true,
         }
     }
+}
+
+/// A path one of an extra's routes names: what `RouteConfig::extra_routes` finds for a raw
+/// path (each segment decoded on its own: an id may hold `/` once decoded).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtraPath {
+    /// Whose route it is (the extra's feature): its answer is that extra's
+    /// (`Backend::extra`).
+    pub extra: &'static str,
+    /// The route as spans name it (`/threads/{threadId}`); its extra answers by it.
+    pub route: &'static str,
+    /// The methods it takes, as an `allow` header lists them (`GET, PATCH, DELETE`).
+    pub allow: &'static str,
+    /// The method that reads a JSON body, and what a body too large is told.
+    pub body: Option<(&'static str, Msg)>,
+    /// The path's parameter, percent-decoded (a thread id).
+    pub id: Option<String>,
+}
+
+impl ExtraPath {
+    /// `method`, when the route takes it.
+    fn method(&self, method: &str) -> Option<&'static str> {
+        self.allow.split(", ").find(|m| *m == method)
+    }
+}
+
+/// A request on an extra's route, as the head decided it: what the worker hands the backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtraWork {
+    pub extra: &'static str,
+    pub route: &'static str,
+    /// The request's method, one the route takes.
+    pub method: &'static str,
+    /// What a body too large is told, when this method reads one.
+    pub body: Option<Msg>,
+    pub id: Option<String>,
+    /// The raw query (read on the worker).
+    pub query: String,
 }
 
 /// A body route with the principal it acts for (decided from the head, on the loop).
@@ -94,39 +95,23 @@ const CANCEL_PREFIX: &str = "/extensions/iac-code/v1/executions/";
 const CANCEL_SUFFIX: &str = "/cancel";
 const SUBSCRIBE_SUFFIX: &str = "/subscribe";
 
-/// A route an extra adds (`extras::routes`): a `GET` of its own path, answered on a worker
-/// (it may read files) for the caller the head decided. Without the extra the path is not
-/// found, as any unknown path.
-pub trait ExtraRoute: Send + Sync {
-    /// The route's path, exact once decoded (`/usage`).
-    fn path(&self) -> &'static str;
-    /// The answer to `caller`'s request with the raw `query` (a refusal in `lang`).
-    fn answer(&self, caller: &Caller, query: &str, lang: Lang) -> Response;
-}
-
-impl std::fmt::Debug for dyn ExtraRoute {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "GET {}", self.path())
-    }
-}
-
-/// Every route: the ones answered from the head, and the body routes a worker takes.
+/// Every route: the ones answered from the head, and the body routes a worker takes (the
+/// core's, and the extras' found in `RouteConfig::extra_routes`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Route {
     Health,
     Metrics,
     Capabilities,
     Work(Work),
+    Extra(ExtraPath),
 }
 
 impl Route {
     fn allow(&self) -> &'static str {
         match self {
             Route::Health | Route::Metrics | Route::Capabilities => "HEAD, GET",
-            Route::Work(
-                Work::DeleteThread { .. } | Work::Thread { .. } | Work::RenameThread { .. },
-            ) => "GET, PATCH, DELETE",
             Route::Work(w) => w.method(),
+            Route::Extra(p) => p.allow,
         }
     }
 
@@ -136,40 +121,9 @@ impl Route {
                 method == "GET" || method == "HEAD"
             }
             Route::Work(w) => method == w.method(),
+            Route::Extra(p) => p.method(method).is_some(),
         }
     }
-}
-
-/// The thread routes, from the raw path (a thread id may hold `/` once decoded, so each
-/// segment is decoded on its own). The query is read later, on the worker.
-fn match_thread_route(raw: &str, query: &str) -> Option<Route> {
-    let rest = raw.strip_prefix("/threads")?;
-    let work = match rest.strip_prefix('/') {
-        None if rest.is_empty() => Work::ListThreads {
-            query: query.into(),
-        },
-        None => return None,
-        Some(rest) => {
-            let (seg, messages) = match rest.split_once('/') {
-                Some((seg, "messages")) => (seg, true),
-                Some(_) => return None,
-                None => (rest, false),
-            };
-            let thread_id = http::percent_decode(seg);
-            if thread_id.is_empty() {
-                return None;
-            }
-            if messages {
-                Work::ThreadMessages {
-                    thread_id,
-                    query: query.into(),
-                }
-            } else {
-                Work::DeleteThread { thread_id }
-            }
-        }
-    };
-    Some(Route::Work(work))
 }
 
 /// Match a percent-decoded path against the route table.
@@ -287,8 +241,9 @@ pub struct RouteConfig {
     pub(crate) tokens_down_body: Vec<u8>,
     /// The extras' checks and routes (CORS, the console); none in the sidecar.
     pub(crate) checks: Vec<std::sync::Arc<dyn HeadCheck>>,
-    /// The routes the built extras added (`GET /usage`).
-    pub(crate) extra: Vec<std::sync::Arc<dyn ExtraRoute>>,
+    /// The extras' worker routes (`crate::extras::worker_routes`): each finds the route a raw
+    /// path names, if it is one of its extra's.
+    pub(crate) extra_routes: Vec<fn(&str) -> Option<ExtraPath>>,
     pub(crate) max_run_body: usize,
     pub(crate) max_cancel_body: usize,
     /// The language of errors when the request asks for none (`config::Config::default_lang`).
@@ -307,7 +262,7 @@ impl RouteConfig {
             tokens_down_body: with_status(&health_body, "unavailable", Some("tokens")),
             capabilities_body: b"{}".to_vec(),
             checks: Vec::new(),
-            extra: Vec::new(),
+            extra_routes: crate::extras::worker_routes(),
             health_body,
             max_run_body: limits::MAX_RUN_BODY,
             max_cancel_body: limits::MAX_CANCEL_BODY,
@@ -380,21 +335,14 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
     {
         return HeadDecision::Respond(r);
     }
-    let route = match_thread_route(head.raw_path(), head.query().unwrap_or(""))
-        .or_else(|| {
-            let r = cfg.extra.iter().find(|r| r.path() == path)?;
-            Some(Route::Work(Work::Extra {
-                path: r.path(),
-                query: head.query().unwrap_or("").into(),
-            }))
-        })
+    let route = cfg
+        .extra_routes
+        .iter()
+        .find_map(|find| find(head.raw_path()))
+        .map(Route::Extra)
         .or_else(|| match_route(&path));
     let Some(route) = route else {
         return HeadDecision::Respond(not_found_or_redirect(head, &path));
-    };
-    let route = match route {
-        Route::Work(w) => Route::Work(w.for_method(&head.method)),
-        r => r,
     };
     if let Some(r) = cfg
         .checks
@@ -430,6 +378,16 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
             ));
         }
         Route::Work(work) => work,
+        Route::Extra(p) => Work::Extra(Box::new(ExtraWork {
+            method: p.method(&head.method).unwrap_or(""),
+            body: p
+                .body
+                .and_then(|(m, msg)| (m == head.method).then_some(msg)),
+            extra: p.extra,
+            route: p.route,
+            id: p.id,
+            query: head.query().unwrap_or("").into(),
+        })),
     };
     if live.draining {
         return HeadDecision::Respond(
@@ -459,7 +417,10 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
     let (limit, msg) = match &work {
         Work::Run => (cfg.max_run_body, Msg::RunBodyTooLarge),
         Work::Subscribe { .. } => (cfg.max_cancel_body, Msg::SubscribeBodyTooLarge),
-        Work::RenameThread { .. } => (cfg.max_cancel_body, Msg::RenameBodyTooLarge),
+        Work::Extra(w) => (
+            cfg.max_cancel_body,
+            w.body.unwrap_or(Msg::CancelBodyTooLarge),
+        ),
         _ => (cfg.max_cancel_body, Msg::CancelBodyTooLarge),
     };
     HeadDecision::ReadBody {
@@ -611,6 +572,72 @@ mod tests {
         );
     }
 
+    /// An extra's route table of the test: `/things/{id}`, read with `GET`, changed with
+    /// `PATCH` and a JSON body.
+    fn things(raw: &str) -> Option<ExtraPath> {
+        let id = raw.strip_prefix("/things/")?;
+        Some(ExtraPath {
+            extra: "things",
+            route: "/things/{id}",
+            allow: "GET, PATCH",
+            body: Some(("PATCH", Msg::RenameBodyTooLarge)),
+            id: Some(http::percent_decode(id)),
+        })
+    }
+
+    fn head_fields(method: &str, target: &str, fields: &str) -> RequestHead {
+        let raw = format!("{method} {target} HTTP/1.1\r\nHost: localhost\r\n{fields}\r\n");
+        http::parse_head(raw.as_bytes()).unwrap().unwrap().0
+    }
+
+    #[test]
+    fn an_extras_route_is_found_through_its_table_only() {
+        let live = Live {
+            draining: false,
+            kernel_up: true,
+            store_up: true,
+        };
+        let mut cfg = RouteConfig::new(None, b"{}".to_vec());
+        cfg.extra_routes = Vec::new();
+        let decided = |cfg: &RouteConfig, h: RequestHead| match decide(&h, cfg, live) {
+            HeadDecision::Respond(r) => Err((r.status, r.headers)),
+            HeadDecision::ReadBody { limit, route, .. } => Ok((limit, route.work)),
+        };
+        // Without its table (a build without the extra): not found, as any unknown path.
+        let got = decided(&cfg, head_fields("GET", "/things/a%2Fb", ""));
+        assert_eq!(got.unwrap_err().0, 404);
+        cfg.extra_routes.push(things);
+        let work = |method, body, id: &str, query: &str| {
+            Work::Extra(Box::new(ExtraWork {
+                extra: "things",
+                route: "/things/{id}",
+                method,
+                body,
+                id: Some(id.into()),
+                query: query.into(),
+            }))
+        };
+        // Its id decoded, its query raw; a method without a body reads none.
+        let got = decided(&cfg, head_fields("GET", "/things/a%2Fb?x=%41", ""));
+        assert_eq!(got, Ok((0, work("GET", None, "a/b", "x=%41"))));
+        // A method it does not take: 405 naming its methods.
+        let (status, headers) = decided(&cfg, head_fields("DELETE", "/things/a", "")).unwrap_err();
+        assert_eq!(status, 405);
+        assert!(
+            headers.contains(&("allow", "GET, PATCH".into())),
+            "{headers:?}"
+        );
+        // The method that reads a body: JSON only, within the small bodies' bound.
+        let patch = |fields| decided(&cfg, head_fields("PATCH", "/things/a", fields));
+        assert_eq!(patch("Content-Length: 2\r\n").unwrap_err().0, 415);
+        let json = "Content-Type: application/json\r\nContent-Length: 2\r\n";
+        let body = Some(Msg::RenameBodyTooLarge);
+        assert_eq!(
+            patch(json),
+            Ok((cfg.max_cancel_body, work("PATCH", body, "a", "")))
+        );
+    }
+
     #[test]
     fn loopback_listeners_answer_only_loopback_host_names() {
         // Regression (DNS rebinding): any Host used to be answered.
@@ -732,60 +759,6 @@ mod tests {
         // Its headers for every answer; the rest of the order as it was.
         assert_eq!(cfg.answer_headers(&options), [("x-probe", "1".to_string())]);
         assert_eq!(get("/capabilities", &local, &cfg), Some(401));
-    }
-
-    struct Usage;
-
-    impl ExtraRoute for Usage {
-        fn path(&self) -> &'static str {
-            "/usage"
-        }
-        fn answer(&self, _caller: &Caller, _query: &str, _lang: Lang) -> Response {
-            Response::json(200, b"{}".to_vec())
-        }
-    }
-
-    /// Issue 58: an extra's route exists only where the extra added it: without (a build
-    /// without the extra) its path is not found, as any unknown path.
-    #[test]
-    fn an_extras_route_is_not_found_unless_the_extra_added_it() {
-        let get = |target: &str| {
-            let raw = format!("GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
-            http::parse_head(raw.as_bytes()).unwrap().unwrap().0
-        };
-        let live = Live {
-            draining: false,
-            kernel_up: true,
-            store_up: true,
-        };
-        let mut cfg = RouteConfig::new(None, b"{}".to_vec());
-        match decide(&get("/usage?days=3"), &cfg, live) {
-            HeadDecision::Respond(r) => assert_eq!(r.status, 404),
-            _ => panic!("/usage without its extra is routed"),
-        }
-        cfg.extra.push(std::sync::Arc::new(Usage));
-        match decide(&get("/usage?days=3"), &cfg, live) {
-            HeadDecision::ReadBody { route, limit, .. } => {
-                assert_eq!(limit, 0);
-                assert_eq!(
-                    route.work,
-                    Work::Extra {
-                        path: "/usage",
-                        query: "days=3".into()
-                    }
-                );
-            }
-            _ => panic!("/usage with its extra is not routed"),
-        }
-        // Only its own path and method.
-        for (method, target, status) in [("GET", "/usage/x", 404), ("POST", "/usage", 405)] {
-            let raw = format!("{method} {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
-            let head = http::parse_head(raw.as_bytes()).unwrap().unwrap().0;
-            match decide(&head, &cfg, live) {
-                HeadDecision::Respond(r) => assert_eq!(r.status, status, "{method} {target}"),
-                _ => panic!("{method} {target} is routed"),
-            }
-        }
     }
 
     #[test]

@@ -284,6 +284,7 @@ fn others_see_nothing(mode: &Mode) {
         theirs.extend(thread_probes("T"));
         let mut nobodys = probes("nobody-has-this", "00000000-0000-4000-8000-000000000000");
         nobodys.extend(thread_probes("nobody-has-this"));
+        #[cfg(feature = "threads")]
         for q in [
             "/threads",
             "/threads?q=question",
@@ -311,9 +312,12 @@ fn others_see_nothing(mode: &Mode) {
             "two principals' thread T share a kernel context"
         );
         assert_ne!(session_event(&his)["executionId"].as_str(), Some(&*exec));
-        let theirs = call(p.addr, "GET", "/threads/T/messages", bob).json();
-        assert_eq!(theirs["messages"][0]["content"], "hello", "{theirs}");
-        assert_eq!(theirs["messages"].as_array().unwrap().len(), 2);
+        #[cfg(feature = "threads")]
+        {
+            let theirs = call(p.addr, "GET", "/threads/T/messages", bob).json();
+            assert_eq!(theirs["messages"][0]["content"], "hello", "{theirs}");
+            assert_eq!(theirs["messages"].as_array().unwrap().len(), 2);
+        }
     }
 
     // Nothing of the above touched alice's thread: her interrupt is still hers to answer.
@@ -336,10 +340,13 @@ fn others_see_nothing(mode: &Mode) {
         &json!({"threadId": "T", "runId": "r2", "rosInvocationId": ros, "afterSequence": -1}),
     );
     assert_eq!(replay.status, 200, "{}: {}", mode.name, replay.text());
-    let gone = call(p.addr, "DELETE", "/threads/T", alice);
-    assert_eq!(gone.status, 204, "{}: {}", mode.name, gone.text());
-    let after = call(p.addr, "GET", "/threads/T/messages", alice);
-    assert_eq!(after.error_code(), "THREAD_NOT_FOUND");
+    #[cfg(feature = "threads")]
+    {
+        let gone = call(p.addr, "DELETE", "/threads/T", alice);
+        assert_eq!(gone.status, 204, "{}: {}", mode.name, gone.text());
+        let after = call(p.addr, "GET", "/threads/T/messages", alice);
+        assert_eq!(after.error_code(), "THREAD_NOT_FOUND");
+    }
 }
 
 /// THREAD_BUSY names the active run to its owner only; another principal's thread of the
@@ -728,11 +735,15 @@ fn a_second_copy_of_an_identity_header_or_authorization_is_a_400_naming_it() {
     ] {
         let mut with_lang = who.clone();
         with_lang.push(("Accept-Language", lang.to_string()));
-        for r in [
-            call(p.addr, "GET", "/threads", &with_lang),
-            call(p.addr, "GET", "/threads/hers/messages", &with_lang),
+        let mut tried = vec![
+            call(p.addr, "GET", "/capabilities", &with_lang),
             post(p.addr, "/", &with_lang, &run_body(&p, "hers", "h2", "x")),
-        ] {
+        ];
+        if cfg!(feature = "threads") {
+            tried.push(call(p.addr, "GET", "/threads", &with_lang));
+            tried.push(call(p.addr, "GET", "/threads/hers/messages", &with_lang));
+        }
+        for r in tried {
             refused_naming(&r, 400, "INVALID_INPUT", "x-forwarded-user");
             assert!(!r.text().contains("hers"), "{}", r.text());
         }
@@ -773,11 +784,18 @@ fn authorization_twice_is_a_400(mode: &Mode, first: &str, second: &str) {
 fn a_request_without_the_identity_header_is_told_which_header_is_missing() {
     let mode = header_mode();
     let p = start(&mode, "callers-noheader", &[]);
-    for lang in ["en", "fr", "zh"] {
+    let mut paths = vec!["/capabilities"];
+    if cfg!(feature = "threads") {
+        paths.push("/threads");
+    }
+    for (lang, path) in ["en", "fr", "zh"]
+        .into_iter()
+        .flat_map(|l| paths.iter().map(move |p| (l, p)))
+    {
         let r = call(
             p.addr,
             "GET",
-            "/threads",
+            path,
             &[("Accept-Language", lang.to_string())],
         );
         refused_naming(&r, 401, "UNAUTHORIZED", "x-forwarded-user");
@@ -871,14 +889,21 @@ fn a_tokens_file_saved_with_a_byte_order_mark_keeps_the_first_callers_threads() 
     assert!(wait_until(std::time::Duration::from_secs(10), || {
         capabilities(p.addr, "bob-token") == 200
     }));
-    let listed = call(p.addr, "GET", "/threads", &who);
-    assert_eq!(listed.status, 200, "{}", listed.text());
-    assert_eq!(
-        listed.json()["threads"][0]["threadId"],
-        "mine",
-        "{}",
-        listed.text()
-    );
+    // Still her thread: its run id is taken.
+    let again = post(p.addr, "/", &who, &run_body(p, "mine", "m1", "hello"));
+    assert_eq!(again.status, 409, "a principal without her thread");
+    assert_eq!(again.error_code(), "DUPLICATE_RUN_ID", "{}", again.text());
+    #[cfg(feature = "threads")]
+    {
+        let listed = call(p.addr, "GET", "/threads", &who);
+        assert_eq!(listed.status, 200, "{}", listed.text());
+        assert_eq!(
+            listed.json()["threads"][0]["threadId"],
+            "mine",
+            "{}",
+            listed.text()
+        );
+    }
 }
 
 /// Issue 45, 14: with per-caller identity any caller read `/metrics`, whose thread counts and
@@ -887,6 +912,20 @@ fn a_tokens_file_saved_with_a_byte_order_mark_keeps_the_first_callers_threads() 
 #[cfg(feature = "identity")]
 #[test]
 fn metrics_need_their_own_credential_once_callers_are_told_apart() {
+    let metrics = |addr: SocketAddr, who: &[(&'static str, String)]| {
+        let r = call(addr, "GET", "/metrics", who);
+        if r.status == 200 {
+            assert!(r.text().contains("iac_agui_runs_active"), "{}", r.text());
+            #[cfg(feature = "threads")]
+            assert!(r.text().contains("iac_agui_threads"), "{}", r.text());
+        }
+        let code = if r.status == 200 {
+            String::new()
+        } else {
+            r.error_code()
+        };
+        (r.status, code)
+    };
     let dir = tempdir("callers-metrics-tokens");
     let mode = tokens_file_mode(&dir);
     let p = start(&mode, "callers-metrics-none", &[]);

@@ -1199,6 +1199,19 @@ fn capabilities_describe_the_agent_and_need_the_token_when_one_is_set() {
             .unwrap()
             .contains("/subscribe")
     );
+    // The thread routes only where they exist (feature `threads`), after subscribe as always.
+    let routes: Vec<&str> = c["custom"]["iacCode"]["routes"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let mut want = vec!["run", "cancel", "subscribe"];
+    if cfg!(feature = "threads") {
+        want.extend(["threads", "threadMessages", "deleteThread"]);
+    }
+    want.extend(["health", "metrics"]);
+    assert_eq!(routes, want);
     child.kill().unwrap();
     let _ = child.wait();
     let (mut child, addr) = start_with_env(
@@ -1388,4 +1401,46 @@ fn a_default_cwd_outside_the_roots_is_explained_in_option_terms() {
     assert!(err.contains("IAC_CODE_AGUI_ALLOWED_CWDS"), "{err}");
     assert!(!err.contains("forwardedProps"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Without the `threads` feature the server keeps no conversation: a run writes its thread's
+/// state file and nothing beside it (no log, no index), the thread routes are a plain 404
+/// like any unknown path, and `/metrics` renders no conversation series.
+#[test]
+#[cfg(not(feature = "threads"))]
+fn without_stored_conversations_a_run_writes_only_its_state_file_and_thread_routes_are_404() {
+    let p = common::procs::start("cli-no-threads", &[]);
+    let r = common::post_json(p.addr, "/", &[], &p.body("t1", "r1", "hello"));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let (events, _) = common::sse_events(&r.body);
+    assert_eq!(common::last(&events)["type"], "RUN_FINISHED", "{events:?}");
+    let mut files: Vec<String> = std::fs::read_dir(p.dir.join("state/threads"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(files, ["t1.json"]);
+    for (method, path) in [
+        ("GET", "/threads"),
+        ("GET", "/threads/t1"),
+        ("PATCH", "/threads/t1"),
+        ("DELETE", "/threads/t1"),
+        ("GET", "/threads/t1/messages"),
+    ] {
+        let h = [("Content-Type", "application/json")];
+        let r = common::raw(p.addr, &common::request(method, path, &h, b"{}"));
+        assert_eq!(
+            (r.status, r.text()),
+            (404, "Not Found".into()),
+            "{method} {path}"
+        );
+    }
+    let metrics = common::raw(p.addr, &common::request("GET", "/metrics", &[], b""));
+    assert!(metrics.text().contains("iac_agui_runs_active"));
+    assert!(
+        !metrics.text().contains("iac_agui_threads"),
+        "{}",
+        metrics.text()
+    );
+    assert!(!metrics.text().contains("iac_agui_history"));
 }

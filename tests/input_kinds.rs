@@ -321,6 +321,7 @@ fn a_candidate_choice_has_its_own_reason_in_1_0_and_the_references_in_0_1() {
 }
 
 #[test]
+#[cfg(feature = "threads")]
 fn a_listing_shows_a_waiting_selection_with_its_kind() {
     let s = stack(AguiProtocol::V1_0);
     let i = selection(&s, "t1");
@@ -334,6 +335,7 @@ fn a_listing_shows_a_waiting_selection_with_its_kind() {
     assert_eq!(listed["metadata"]["selector"]["id"], "vpc.vswitch");
 }
 
+#[cfg(feature = "threads")]
 fn get(addr: std::net::SocketAddr, path: &str) -> Resp {
     raw(addr, &request("GET", path, &[], b""))
 }
@@ -503,8 +505,11 @@ fn a_deployment_confirmation_is_its_own_interrupt_in_1_0_answered_as_the_runner_
         i["responseSchema"]["oneOf"][0]["properties"]["action"]["enum"],
         json!(["confirm", "reselect", "cancel"])
     );
-    let r = get(s.addr(), "/threads/t1");
-    assert_eq!(r.json()["interrupts"][0]["kind"], "deployment_confirmation");
+    #[cfg(feature = "threads")]
+    {
+        let r = get(s.addr(), "/threads/t1");
+        assert_eq!(r.json()["interrupts"][0]["kind"], "deployment_confirmation");
+    }
     let id = i["id"].as_str().unwrap();
     // An action the step did not offer, or a blank override name, is refused before the kernel.
     for (run, bad) in [

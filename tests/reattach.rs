@@ -179,6 +179,7 @@ fn replaying_an_ended_run_gives_the_rest_and_its_one_terminal_event() {
 }
 
 #[test]
+#[cfg(feature = "threads")]
 fn a_deleted_threads_runs_are_not_replayed_even_when_its_id_is_used_again() {
     // Regression (issue 45, item 8): after `DELETE /threads/T` and a new turn on `T`, a
     // subscribe to the deleted run replayed it in full for the replay retention.

@@ -1,7 +1,8 @@
 //! Threads as durable conversations (issue 39), against the real binary and a demo kernel
 //! process: the listing, a conversation's pages, deletion, their refusals, a restart, and a
 //! damaged conversation file contained to its thread.
-#![cfg(feature = "demo")]
+// The threads extra (feature `threads`), against the demo kernel.
+#![cfg(all(feature = "demo", feature = "threads"))]
 
 mod common;
 

@@ -4,7 +4,7 @@
 //! itself and one more record and replays to the same.
 #![no_main]
 use iac_agui::auth::TokenTable;
-use iac_agui::history::{Bounds, TRIMMED_ID, Transcript, log};
+use iac_agui::conversation::{Bounds, TRIMMED_ID, Transcript, log};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

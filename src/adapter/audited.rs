@@ -87,6 +87,7 @@ pub(super) fn cancel(
 }
 
 /// A thread about to be deleted.
+#[cfg(feature = "threads")]
 pub(super) fn delete(sh: &Shared, origin: &RequestOrigin, key: &ThreadKey) -> Result<(), ApiError> {
     record(
         sh,
@@ -102,6 +103,7 @@ pub(super) fn delete(sh: &Shared, origin: &RequestOrigin, key: &ThreadKey) -> Re
 
 /// A thread about to be deleted by `--thread-retention` (no request: the owner is named, no
 /// client).
+#[cfg(feature = "threads")]
 pub(super) fn expire(sh: &Shared, key: &ThreadKey) -> Result<(), ApiError> {
     record(
         sh,

@@ -5,14 +5,13 @@
 
 // The decisions handed to their record (the audit log) before they are acknowledged.
 pub(crate) mod audited;
-mod routes;
+pub(crate) mod routes;
 mod rules;
 mod run;
-mod state;
+pub(crate) mod state;
 
 // The modules under their old names: grouped by kind on disk, one namespace for their users.
 pub(crate) use routes::cancel;
-pub(crate) use routes::run::commit::busy;
 use routes::subscribe;
 pub(crate) use rules::schema;
 pub use rules::{admission, interrupts, projection};
@@ -69,8 +68,8 @@ impl Backend for AguiBackend {
         subscribe::subscribe(&self.shared, req, stream)
     }
 
-    fn threads(&self, req: crate::app::ThreadsRequest) -> Response {
-        routes::history::threads(&self.shared, req)
+    fn extra(&self, req: crate::app::ExtraRequest) -> Response {
+        crate::extras::answer(&self.shared, req)
     }
 }
 

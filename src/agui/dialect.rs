@@ -186,6 +186,14 @@ pub fn warn_unread(body: &Value, what: &str, thread_id: &str) {
     );
 }
 
+/// The suffix that makes a text message's id one run's own (`{kernel id}.{suffix}`): how 1.0
+/// mode names messages on the wire (`run_scoped_messages`), and how a stored conversation
+/// names a message a later run opens again.
+pub(crate) fn run_scope(run_id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    crate::ids::hex(&Sha256::digest(run_id.as_bytes())[..4])
+}
+
 /// The body's `protocolVersion`, in either spelling as the envelope reads its keys (a Python
 /// client that serialises without aliases sends `protocol_version`).
 fn declaration(body: &Value) -> Option<&Value> {

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 pub use requests::{
-    BodyError, CancelRequest, RequestOrigin, RunBodyError, RunRequest, SubscribeRequest,
-    ThreadsQuery, ThreadsRequest, parse_json,
+    BodyError, CancelRequest, ExtraRequest, RequestOrigin, RunBodyError, RunRequest,
+    SubscribeRequest, parse_json,
 };
 pub use stream::RunStream;
 pub(crate) use stream::StreamTap;
@@ -24,7 +24,7 @@ use crate::i18n::Lang;
 use crate::limits;
 use crate::logging::Field;
 use crate::principal::Caller;
-use crate::routes::{self, ExtraRoute, RouteConfig, Routed, Work};
+use crate::routes::{self, RouteConfig, Routed, Work};
 use crate::server::http::{self, RequestHead, Response};
 use crate::server::job::{Outbox, Reply};
 use crate::server::{Handler, HeadDecision, Request};
@@ -38,9 +38,9 @@ pub trait Backend: Send + Sync + 'static {
     fn subscribe(&self, _req: SubscribeRequest, stream: &mut RunStream<'_>) {
         stream.reject(Response::text(404, "Not Found"));
     }
-    /// The thread routes: listing, a conversation, deletion (a backend without threads
-    /// answers 404).
-    fn threads(&self, _req: ThreadsRequest) -> Response {
+    /// A route of an extra's (`routes::ExtraWork`): the thread routes, the usage route (a
+    /// backend without them answers 404).
+    fn extra(&self, _req: ExtraRequest) -> Response {
         Response::text(404, "Not Found")
     }
 }
@@ -159,13 +159,8 @@ impl Handler for App {
             return Err(busy());
         }
         let slot = JobSlot(self.jobs.clone());
-        let extra = match &request.route.work {
-            Work::Extra { path, .. } => self.routes.extra.iter().find(|r| r.path() == *path),
-            _ => None,
-        };
         let job = Job {
             backend: self.backend.clone(),
-            extra: extra.cloned(),
             clock: self.clock.clone(),
             lang,
             outbox,
@@ -275,9 +270,7 @@ fn request_span(request: &Request<Routed>) -> Span {
         Work::Run => "/",
         Work::Cancel { .. } => "/extensions/iac-code/v1/executions/{id}/cancel",
         Work::Subscribe { .. } => "/extensions/iac-code/v1/executions/{id}/subscribe",
-        Work::ListThreads { .. } => "/threads",
-        Work::Extra { path, .. } => path,
-        _ => "/threads/{threadId}",
+        Work::Extra(w) => w.route,
     };
     let mut span = Span::incoming(
         one("traceparent").as_deref(),
@@ -301,8 +294,6 @@ type Who = (Caller, RequestOrigin);
 /// One body route's work on its worker thread.
 struct Job {
     backend: Arc<dyn Backend>,
-    /// The extra's route this job answers (`Work::Extra`).
-    extra: Option<Arc<dyn ExtraRoute>>,
     clock: Arc<dyn Clock>,
     /// From the request head (Accept-Language, else the server default).
     lang: Lang,
@@ -349,7 +340,7 @@ impl Job {
     }
 
     /// Every route but a run's. A frame of its own: inlined, the cancel, subscribe and
-    /// threads routes' parsing sits in the frame under which a run streams for hours — one more
+    /// extras' routes' parsing sits in the frame under which a run streams for hours — one more
     /// resident 4 KiB page per worker (measured: 16 KiB with it inlined, 12 without; the
     /// shipped build's `make bench` fails above 12; docs/performance.md).
     #[inline(never)]
@@ -370,18 +361,12 @@ impl Job {
             Work::Subscribe { execution_id } => {
                 self.subscribe(execution_id, &body, last.as_deref(), caller, routed)
             }
-            Work::Extra { query, .. } => {
-                let lang = self.lang;
-                self.answered("extra route", &routed, || match &self.extra {
-                    Some(route) => route.answer(&caller, &query, lang),
-                    None => Response::text(404, "Not Found"),
-                });
+            Work::Extra(work) => {
+                self.extra(work, body, (caller, origin), routed);
                 Vec::new()
             }
-            work => {
-                self.threads(&work, &body, (caller, origin), routed);
-                Vec::new()
-            }
+            // A run is worked by `traced_work` itself.
+            Work::Run => Vec::new(),
         }
     }
 
@@ -545,23 +530,29 @@ impl Job {
         self.respond(r, routed)
     }
 
-    fn threads(&self, work: &Work, body: &[u8], who: Who, routed: Option<String>) {
+    /// An extra's route: its extra reads the query and body, and answers.
+    #[allow(
+        clippy::boxed_local,
+        reason = "unboxed here, not in the frame of every other route (`Job::other`)"
+    )]
+    #[inline(never)]
+    fn extra(
+        &self,
+        work: Box<crate::routes::ExtraWork>,
+        body: Vec<u8>,
+        who: Who,
+        routed: Option<String>,
+    ) {
         let (caller, origin) = who;
-        let req = match ThreadsRequest::parse(work, body, self.lang) {
-            Ok(r) => ThreadsRequest {
-                caller,
-                origin,
-                ..r
-            },
-            Err(BodyError::Json) => {
-                let e = ApiError::new(Code::InvalidJson, Msg::RenameInvalidJson);
-                return self.respond(e.response(self.lang), &routed);
-            }
-            Err(BodyError::Field(e)) => {
-                return self.respond(e.response(self.lang), &routed);
-            }
+        let route = work.route;
+        let req = ExtraRequest {
+            work: *work,
+            body,
+            caller,
+            origin,
+            lang: self.lang,
         };
-        self.answered("thread route", &routed, || self.backend.threads(req));
+        self.answered(route, &routed, || self.backend.extra(req));
     }
 
     /// Returns the subscription's access-log fields once it streamed.

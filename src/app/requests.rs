@@ -1,5 +1,6 @@
 //! The three bodies the workers take (run, cancel, subscribe), parsed into typed requests
-//! (what a refused request looks like on the wire is `ApiError`'s, in `errors.rs`).
+//! (what a refused request looks like on the wire is `ApiError`'s, in `errors.rs`); an
+//! extra's route as it came (`ExtraRequest`), for the extra to read.
 
 use serde_json::Value;
 
@@ -191,45 +192,22 @@ impl SubscribeRequest {
     }
 }
 
-/// What a thread route asks (the body-less routes: their input is the path and query).
+/// A request on a route of an extra's (`routes::ExtraWork`), for the extra to read: the
+/// route as the head decided it, the body as it came, who asks.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ThreadsQuery {
-    /// `GET /threads?limit=N&cursor=C&q=TEXT&status=S`.
-    List {
-        limit: usize,
-        cursor: Option<String>,
-        filter: crate::store::index::Filter,
-    },
-    /// `GET /threads/{threadId}`.
-    Get { thread_id: String },
-    /// `PATCH /threads/{threadId}` `{"title": "…"}` (`null` or `""`: the first message's
-    /// title again).
-    Rename {
-        thread_id: String,
-        title: Option<String>,
-    },
-    /// `GET /threads/{threadId}/messages?limit=N&before=C`.
-    Messages {
-        thread_id: String,
-        limit: usize,
-        before: Option<String>,
-    },
-    /// `DELETE /threads/{threadId}`.
-    Delete { thread_id: String },
-}
-
-/// A thread route's request, for its caller.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ThreadsRequest {
-    pub what: ThreadsQuery,
+pub struct ExtraRequest {
+    pub work: crate::routes::ExtraWork,
+    pub body: Vec<u8>,
     pub caller: Caller,
-    pub(crate) lang: Lang,
-    /// Where it came from, for the decisions' record (a deletion's).
+    /// Where it came from, for the audit log (a deletion's record).
     pub origin: RequestOrigin,
+    /// From Accept-Language (or the server default).
+    pub lang: Lang,
 }
 
 /// The query's `key=value` pairs, percent-decoded; a key given twice is refused. Keys this
 /// route does not read are ignored (caches and browsers add their own).
+#[allow(dead_code, reason = "read by the extras' routes; the sidecar has none")]
 pub(crate) fn query_pairs(query: &str) -> Result<Vec<(String, String)>, FieldError> {
     let mut out: Vec<(String, String)> = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -244,141 +222,6 @@ pub(crate) fn query_pairs(query: &str) -> Result<Vec<(String, String)>, FieldErr
         out.push((k, v));
     }
     Ok(out)
-}
-
-impl ThreadsRequest {
-    /// The query of a thread route: `limit` 1..=`limits::MAX_PAGE` (default
-    /// `limits::DEFAULT_PAGE`); the cursor is opaque here (the backend reads it).
-    pub fn parse(
-        work: &crate::routes::Work,
-        body: &[u8],
-        lang: Lang,
-    ) -> Result<ThreadsRequest, BodyError> {
-        use crate::routes::Work;
-        let page = |pairs: &[(String, String)], key: &'static str| {
-            let get = |k: &str| pairs.iter().find(|(x, _)| x == k).map(|(_, v)| v.clone());
-            let limit = match get("limit") {
-                None => limits::DEFAULT_PAGE,
-                Some(v) => v
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| (1..=limits::MAX_PAGE).contains(n))
-                    .ok_or_else(|| FieldError::new("limit", Problem::Value))?,
-            };
-            let cursor = get(key);
-            if cursor.as_deref().is_some_and(str::is_empty) {
-                return Err(FieldError::new(key, Problem::Value));
-            }
-            Ok((limit, cursor))
-        };
-        // The path's thread id: a thread with another could not have been made.
-        let path_id = |id: &String| {
-            crate::agui::field::check_id("threadId", id)
-                .map(|()| id.clone())
-                .map_err(BodyError::Field)
-        };
-        let what = match work {
-            Work::ListThreads { query } => {
-                let pairs = query_pairs(query).map_err(BodyError::Field)?;
-                let (limit, cursor) = page(&pairs, "cursor").map_err(BodyError::Field)?;
-                let filter = list_filter(&pairs).map_err(BodyError::Field)?;
-                ThreadsQuery::List {
-                    limit,
-                    cursor,
-                    filter,
-                }
-            }
-            Work::Thread { thread_id } => ThreadsQuery::Get {
-                thread_id: path_id(thread_id)?,
-            },
-            Work::RenameThread { thread_id } => ThreadsQuery::Rename {
-                thread_id: path_id(thread_id)?,
-                title: rename_title(body)?,
-            },
-            Work::ThreadMessages { thread_id, query } => {
-                let pairs = query_pairs(query).map_err(BodyError::Field)?;
-                let (limit, before) = page(&pairs, "before").map_err(BodyError::Field)?;
-                ThreadsQuery::Messages {
-                    thread_id: path_id(thread_id)?,
-                    limit,
-                    before,
-                }
-            }
-            Work::DeleteThread { thread_id } => ThreadsQuery::Delete {
-                thread_id: path_id(thread_id)?,
-            },
-            _ => return Err(BodyError::Field(FieldError::new("", Problem::Value))),
-        };
-        Ok(ThreadsRequest {
-            what,
-            caller: Caller::Shared,
-            lang,
-            origin: Default::default(),
-        })
-    }
-}
-
-/// A title or search text: at most `limits::THREAD_TITLE_MAX_CHARS` characters, no control
-/// characters and no bidirectional controls (a title is shown in lists and logs, and an
-/// override or isolate would make a viewer show what follows it reversed; issue 57, 4).
-fn title_text(v: &str) -> bool {
-    v.chars().count() <= limits::THREAD_TITLE_MAX_CHARS
-        && !v.chars().any(|c| c.is_control() || is_bidi_control(c))
-}
-
-/// Unicode's `Bidi_Control` characters: the marks, embeddings, overrides and isolates. Other
-/// format characters stay allowed in a title: the joiners and tags that emoji and scripts
-/// need (a log still escapes them).
-fn is_bidi_control(c: char) -> bool {
-    matches!(
-        c,
-        '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
-    )
-}
-
-/// `q` (on titles, under Unicode case folding) and `status` (`idle`, `running`,
-/// `interrupted`).
-fn list_filter(pairs: &[(String, String)]) -> Result<crate::store::index::Filter, FieldError> {
-    let get = |k: &str| pairs.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str());
-    let q = match get("q") {
-        None => None,
-        Some(q) if q.trim().is_empty() || !title_text(q) => {
-            return Err(FieldError::new("q", Problem::Value));
-        }
-        Some(q) => Some(crate::store::index::fold_case(q.trim())),
-    };
-    let status = match get("status") {
-        None => None,
-        Some(s) => Some(
-            crate::store::index::Status::named(s)
-                .ok_or_else(|| FieldError::new("status", Problem::Value))?,
-        ),
-    };
-    Ok(crate::store::index::Filter { q, status })
-}
-
-/// A rename's body: exactly `{"title": string | null}`; an empty title is none.
-fn rename_title(body: &[u8]) -> Result<Option<String>, BodyError> {
-    let v = parse_json(body).ok_or(BodyError::Json)?;
-    let o = object(&v)?;
-    if let Some(k) = o.keys().find(|k| *k != "title") {
-        return Err(BodyError::Field(FieldError::new(k, Problem::Unknown)));
-    }
-    match o.get("title") {
-        None => Err(BodyError::Field(FieldError::new(
-            "title",
-            Problem::Required,
-        ))),
-        Some(Value::Null) => Ok(None),
-        Some(Value::String(t)) if !title_text(t) => {
-            Err(BodyError::Field(FieldError::new("title", Problem::Value)))
-        }
-        Some(Value::String(t)) => Ok(Some(t.trim().to_string()).filter(|t| !t.is_empty())),
-        Some(_) => Err(BodyError::Field(FieldError::new(
-            "title",
-            Problem::Type("string"),
-        ))),
-    }
 }
 
 /// Why a subscribe or cancel body is refused: not JSON (400 `INVALID_JSON`), or a field

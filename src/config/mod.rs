@@ -69,10 +69,6 @@ pub(crate) struct Config {
     /// `IAC_CODE_AGUI_METRICS_TOKEN`: a bearer token that reads `/metrics` (a secret).
     pub(crate) metrics_token: Option<String>,
     pub(crate) state_dir: Option<PathBuf>,
-    /// Each thread's stored conversation: its bounds, and how long an idle thread is kept
-    /// (zero: for ever).
-    pub(crate) history: crate::history::Bounds,
-    pub(crate) thread_retention: Duration,
     /// Zero disables idle shutdown.
     pub(crate) idle_shutdown: Duration,
     pub(crate) debug: bool,
@@ -121,8 +117,6 @@ impl Default for Config {
             auth_token: None,
             metrics_token: None,
             state_dir: None,
-            history: Default::default(),
-            thread_retention: Duration::ZERO,
             idle_shutdown: Duration::ZERO,
             debug: false,
             log_stdout: false,
@@ -432,15 +426,6 @@ pub(crate) fn parse(
             c.default_cwd = Some(s);
             c.default_cwd_origin = v.origin;
         }
-    }
-    if let Some(v) = pick("history_max_messages") {
-        c.history.max_messages = as_count(&v)?;
-    }
-    if let Some(v) = pick("history_max_bytes") {
-        c.history.max_bytes = as_count(&v)?;
-    }
-    if let Some(v) = pick("thread_retention") {
-        c.thread_retention = as_seconds(&v, true)?;
     }
     if let Some(v) = pick("a2a_idle_timeout") {
         c.a2a_idle_timeout = as_seconds(&v, false)?;

@@ -142,27 +142,6 @@ pub(crate) const CORE: &[Opt] = &[
     // The help follows the build: the demo's choice only where there is a demo.
     .default(if cfg!(feature = "demo") { "none; --demo: its workspace" } else { "none" }),
     opt(
-        "history_max_messages",
-        "Messages each thread's stored conversation keeps (the oldest go first, behind a marker)",
-    )
-    .flag("history-max-messages", Some("N"))
-    .env("IAC_CODE_AGUI_HISTORY_MAX_MESSAGES")
-    .default("2000"),
-    opt(
-        "history_max_bytes",
-        "Bytes of JSON each thread's stored conversation keeps",
-    )
-    .flag("history-max-bytes", Some("N"))
-    .env("IAC_CODE_AGUI_HISTORY_MAX_BYTES")
-    .default("4194304"),
-    opt(
-        "thread_retention",
-        "Delete a thread (state and conversation) this long after its last activity (0 = keep)",
-    )
-    .flag("thread-retention", Some("SECS"))
-    .env("IAC_CODE_AGUI_THREAD_RETENTION")
-    .default("0"),
-    opt(
         "heartbeat_interval",
         "Seconds of silence before an SSE heartbeat",
     )

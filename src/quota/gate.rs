@@ -1,5 +1,5 @@
 //! The quotas wired into the server: admission's gate (`adapter::policies`), `GET /usage` (a
-//! route of the extra's own, `routes::ExtraRoute`), the usage flush (a chore, and a last one
+//! route of the extra's own, found by `find` and answered by `answer`), the usage flush (a chore, and a last one
 //! once the server stopped), and their metrics' counts.
 
 use std::sync::{Arc, Weak};
@@ -14,7 +14,6 @@ use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
 use crate::i18n::Lang;
 use crate::principal::Caller;
-use crate::routes::{ExtraRoute, RouteConfig};
 use crate::server::http::Response;
 
 /// How often callers' usage is written to their `~usage.json` (a crash loses at most this).
@@ -79,40 +78,51 @@ fn rate_limited(over: Over, lang: Lang) -> Refusal {
 }
 
 /// `GET /usage?days=N`: the calling caller's own totals and days, and its quotas.
-struct UsageRoute(Arc<QuotaGate>);
+/// The route as spans name it, and the extra that answers it (`extras::answer`).
+const ROUTE: &str = "/usage";
+pub(crate) const EXTRA: &str = "usage";
 
-impl ExtraRoute for UsageRoute {
-    fn path(&self) -> &'static str {
-        "/usage"
-    }
+/// `GET /usage`, as its path decodes (found from the head: `extras::worker_routes`).
+pub(crate) fn find(raw: &str) -> Option<crate::routes::ExtraPath> {
+    (crate::server::http::percent_decode(raw) == ROUTE).then_some(crate::routes::ExtraPath {
+        extra: EXTRA,
+        route: ROUTE,
+        allow: "GET",
+        body: None,
+        id: None,
+    })
+}
 
-    fn answer(&self, caller: &Caller, query: &str, lang: Lang) -> Response {
-        let days = match days(query) {
-            Ok(d) => d,
-            Err(e) => return e.response(lang),
-        };
-        let g = &self.0;
-        let list = g.quotas.days(caller, days);
-        let limits = g.limits_of(caller);
-        let mut quotas = serde_json::Map::new();
-        if let Some(n) = limits.max_runs {
-            quotas.insert("maxRuns".into(), n.into());
-        }
-        if let Some(n) = limits.rate_per_min {
-            quotas.insert("ratePerMinute".into(), n.into());
-        }
-        let body = serde_json::json!({
-            "caller": caller.name().unwrap_or("shared"),
-            "running": g.quotas.running(caller),
-            "quotas": quotas,
-            "total": super::total_json(&list),
-            "days": list
-                .iter()
-                .map(|(d, v): &(String, Day)| super::day_json(d, v))
-                .collect::<Vec<_>>(),
-        });
-        Response::json(200, serde_json::to_vec(&body).unwrap_or_default())
+/// The calling caller's own totals and days, and its quotas (`extras::answer`).
+pub(crate) fn answer(sh: &Shared, req: crate::app::ExtraRequest) -> Response {
+    let Some(g) = sh.policies.gate::<QuotaGate>() else {
+        return Response::text(404, "Not Found");
+    };
+    let (caller, lang) = (&req.caller, req.lang);
+    let days = match days(&req.work.query) {
+        Ok(d) => d,
+        Err(e) => return e.response(lang),
+    };
+    let list = g.quotas.days(caller, days);
+    let limits = g.limits_of(caller);
+    let mut quotas = serde_json::Map::new();
+    if let Some(n) = limits.max_runs {
+        quotas.insert("maxRuns".into(), n.into());
     }
+    if let Some(n) = limits.rate_per_min {
+        quotas.insert("ratePerMinute".into(), n.into());
+    }
+    let body = serde_json::json!({
+        "caller": caller.name().unwrap_or("shared"),
+        "running": g.quotas.running(caller),
+        "quotas": quotas,
+        "total": super::total_json(&list),
+        "days": list
+            .iter()
+            .map(|(d, v): &(String, Day)| super::day_json(d, v))
+            .collect::<Vec<_>>(),
+    });
+    Response::json(200, serde_json::to_vec(&body).unwrap_or_default())
 }
 
 /// `days`: 1 to `DAYS_KEPT` (default `DEFAULT_DAYS`).
@@ -145,13 +155,6 @@ impl Settings {
         };
         sh.policies.add_gate(Arc::new(gate));
         sh
-    }
-
-    /// `GET /usage`.
-    pub(crate) fn routes(&self, sh: &Shared, r: &mut RouteConfig) {
-        if let Some(g) = sh.policies.gate::<QuotaGate>() {
-            r.extra.push(Arc::new(UsageRoute(g)));
-        }
     }
 
     /// Usage reaches its files here, not at each run's end (no fsync more per run).

@@ -1,4 +1,4 @@
-//! Stored conversations: each thread's log (`history::log`) and each caller's index
+//! Stored conversations (feature `threads`): each thread's log (`conversation::log`) and each caller's index
 //! (`store::index`), kept together so that a turn appends to one and updates the other, a
 //! listing reads only the index, and what a crash cut off is found and marked.
 //!
@@ -17,9 +17,8 @@ use serde_json::Value;
 use super::document::stem;
 use super::files::{Refusal, StoreError};
 use super::index::{After, CallerIndex, Entry, Stamp, Status};
-use crate::history::log::{self as conv_log, Replayed};
-use crate::history::{Bounds, Ops, Transcript};
-use crate::limits;
+use crate::conversation::log::{self as conv_log, Replayed};
+use crate::conversation::{Bounds, ConversationError, Ops, Transcript, limits};
 use crate::principal::{Caller, ThreadKey};
 use crate::sync::lock;
 
@@ -113,8 +112,8 @@ pub struct Conversations {
     reconciled: Mutex<HashSet<Caller>>,
 }
 
-fn invalid(e: crate::history::HistoryError) -> StoreError {
-    StoreError::Invalid(Refusal::History(e))
+fn invalid(e: ConversationError) -> StoreError {
+    StoreError::Invalid(Refusal::Conversation(e.to_string()))
 }
 
 fn entry_of(t: &Transcript, log: Option<Stamp>, status: Status, run: Option<String>) -> Entry {
@@ -142,10 +141,6 @@ impl Conversations {
 
     pub fn bounds(&self) -> Bounds {
         self.bounds
-    }
-
-    pub(crate) fn set_bounds(&mut self, bounds: Bounds) {
-        self.bounds = bounds;
     }
 
     /// A thread's conversation; `Ok(None)` when it has none. A refused file is an error for

@@ -11,7 +11,6 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::document::{ThreadDoc, stem};
-use super::index::Stamp;
 use crate::limits;
 use crate::principal::{Caller, ThreadKey};
 
@@ -34,7 +33,8 @@ pub enum Refusal {
     /// A document without a thread id cannot be named.
     NoThreadId,
     Document(super::document::DocError),
-    History(crate::history::HistoryError),
+    /// A thread's stored conversation (feature `threads`), and why.
+    Conversation(String),
 }
 
 impl std::fmt::Display for Refusal {
@@ -45,7 +45,7 @@ impl std::fmt::Display for Refusal {
             Refusal::TooLarge => f.write_str("the thread file is too large"),
             Refusal::NoThreadId => f.write_str("empty thread id"),
             Refusal::Document(e) => write!(f, "{e}"),
-            Refusal::History(e) => write!(f, "{e}"),
+            Refusal::Conversation(why) => f.write_str(why),
         }
     }
 }
@@ -82,12 +82,11 @@ impl From<io::Error> for StoreError {
 /// A regular file's bytes (never through a symlink, at most `max`); `None` when absent. Its
 /// mode is made 0600 again (reference §7.5: the loader repairs it).
 fn read_regular(path: &Path, max: u64) -> Result<Option<Vec<u8>>, StoreError> {
-    Ok(read_regular_stamped(path, max)?.map(|(b, _)| b))
+    Ok(read_regular_with(path, max)?.map(|(b, _)| b))
 }
 
-/// `read_regular`, with the file's stamp (length and inode).
-fn read_regular_stamped(path: &Path, max: u64) -> Result<Option<(Vec<u8>, Stamp)>, StoreError> {
-    use std::os::unix::fs::MetadataExt;
+/// `read_regular`, with the file's metadata.
+fn read_regular_with(path: &Path, max: u64) -> Result<Option<(Vec<u8>, fs::Metadata)>, StoreError> {
     let mut f = match OpenOptions::new()
         .read(true)
         .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
@@ -110,11 +109,7 @@ fn read_regular_stamped(path: &Path, max: u64) -> Result<Option<(Vec<u8>, Stamp)
     let _ = f.set_permissions(fs::Permissions::from_mode(0o600));
     let mut bytes = Vec::with_capacity(m.len() as usize);
     Read::by_ref(&mut f).take(max + 1).read_to_end(&mut bytes)?;
-    let stamp = Stamp {
-        len: bytes.len() as u64,
-        ino: m.ino(),
-    };
-    Ok(Some((bytes, stamp)))
+    Ok(Some((bytes, m)))
 }
 
 /// Where named principals' threads live, under the state directory.
@@ -439,6 +434,20 @@ impl FileStore {
         Ok(())
     }
 
+    /// A directory of `caller`'s, ready for a write.
+    #[allow(
+        dead_code,
+        reason = "the extras' files (conversations, usage) are written there; the sidecar has none"
+    )]
+    pub(super) fn writable_dir(&self, caller: &Caller) -> Result<PathBuf, StoreError> {
+        self.ensure_writer()?;
+        let dir = self.threads_dir(caller);
+        if *caller != Caller::Shared {
+            self.ensure_principal_dir(&dir, caller)?;
+        }
+        Ok(dir)
+    }
+
     /// Atomically replace the thread's file.
     pub(crate) fn save(&self, doc: &ThreadDoc) -> Result<(), StoreError> {
         if doc.thread_id.is_empty() {
@@ -531,6 +540,7 @@ pub(crate) fn expand_vars(s: &str, get: impl Fn(&str) -> Option<String>) -> Stri
     out
 }
 
+#[cfg(feature = "threads")]
 mod logs;
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,5 @@
-//! The adapter's [`StreamTap`]: every event of a run goes into its replay log (and its part
-//! of the conversation) before the client sees it; the run's end in the log is a fact of its
+//! The adapter's [`StreamTap`]: every event of a run goes into its replay log (and, when the
+//! thread's conversation is kept, its part of it) before the client sees it; the run's end in the log is a fact of its
 //! life cell (`LogEnded`: a client leaving after it changes nothing). Whether a departed
 //! client is waited for is the cell's too (`crate::life`), not the tap's.
 
@@ -10,16 +10,16 @@ use crate::adapter::replay::RunLog;
 use crate::agui::events::Event;
 use crate::app::StreamTap;
 use crate::clock::Clock;
-use crate::history::Ops;
+use crate::conversation::Ops;
 use crate::life::Cell;
 use crate::server::job::Frame;
 use crate::sync::lock;
 
 pub(crate) struct RunTee {
     log: Arc<RunLog>,
-    /// The run's part of the thread's conversation, recorded as its events go out; the
-    /// driver takes it at the run's end (`Run::record_history`).
-    history: Mutex<Option<Ops>>,
+    /// The run's part of the thread's stored conversation, recorded as its events go out
+    /// (`None`: none is kept); the driver takes it at the run's end (`Run::record_turn`).
+    ops: Mutex<Option<Ops>>,
     cell: Arc<Cell>,
     clock: Arc<dyn Clock>,
     started: Instant,
@@ -30,11 +30,11 @@ impl RunTee {
         log: Arc<RunLog>,
         clock: Arc<dyn Clock>,
         cell: Arc<Cell>,
-        history: Ops,
+        ops: Option<Ops>,
     ) -> RunTee {
         RunTee {
             log,
-            history: Mutex::new(Some(history)),
+            ops: Mutex::new(ops),
             cell,
             started: clock.now(),
             clock,
@@ -42,8 +42,8 @@ impl RunTee {
     }
 
     /// What the run recorded of its conversation, once (later events are not recorded).
-    pub(crate) fn take_history(&self) -> Option<Ops> {
-        lock(&self.history).take()
+    pub(crate) fn take_ops(&self) -> Option<Ops> {
+        lock(&self.ops).take()
     }
 }
 
@@ -51,7 +51,7 @@ impl StreamTap for RunTee {
     fn event(&self, id: u64, frame: &Frame, event: Option<&Event>) {
         self.log.append(frame.clone());
         if let Some(e) = event
-            && let Some(ops) = lock(&self.history).as_mut()
+            && let Some(ops) = lock(&self.ops).as_mut()
         {
             ops.record(e);
         }

@@ -379,6 +379,7 @@ impl ReplayLogs {
     /// Drop every log of a thread's runs (the thread was deleted: a subscribe to one of
     /// them must not replay it, whether or not the id is used again). Freed outside the
     /// index lock.
+    #[cfg(feature = "threads")]
     pub(crate) fn forget_thread(&self, thread: &crate::principal::ThreadKey) {
         let gone: Vec<Arc<RunLog>> = {
             let mut idx = lock(&self.inner.runs);

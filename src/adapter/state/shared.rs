@@ -1,7 +1,7 @@
 //! What every adapter worker shares, in three parts: the run core (the thread registry, the
 //! kernel, the clock and ids, the workspace roots, the running executions so the cancel route
 //! can stop them), the policies (`policies.rs`: admission's gates, the decisions' record) and
-//! retention (what is kept of runs and threads, and for how long).
+//! retention (what is kept of runs, and for how long).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -85,9 +85,6 @@ impl Shared {
             retention: Retention {
                 replay: ReplayLogs::new(ReplayBounds::default(), env.clone()),
                 disconnect_grace: crate::limits::DISCONNECT_GRACE,
-                history_bounds: Default::default(),
-                thread_retention: Duration::ZERO,
-                expired_at: Mutex::new(None),
             },
             env,
             roots,
@@ -130,63 +127,6 @@ impl Shared {
     pub fn with_default_cwd(mut self, cwd: Option<String>) -> Shared {
         self.default_cwd = cwd;
         self
-    }
-
-    /// Bound each thread's stored conversation (`--history-max-messages`/`-bytes`), and
-    /// delete threads idle for `retention` (zero: never).
-    pub fn with_history(
-        mut self,
-        b: crate::history::Bounds,
-        retention: std::time::Duration,
-    ) -> Shared {
-        self.retention.history_bounds = b;
-        self.registry.set_history_bounds(b);
-        self.retention.thread_retention = retention;
-        self
-    }
-
-    /// Whether a round of thread expiry is due (and, if so, counted as begun): with a
-    /// `--thread-retention`, at most every half retention and at most once a minute (the
-    /// caller's timer ticks more often). Cheap: the chores thread asks it at every tick.
-    pub fn thread_expiry_due(&self) -> bool {
-        let r = &self.retention;
-        if r.thread_retention.is_zero() {
-            return false;
-        }
-        let now = self.env.now();
-        let mut last = lock(&r.expired_at);
-        let every = (r.thread_retention / 2).clamp(
-            std::time::Duration::from_secs(1),
-            crate::limits::THREAD_EXPIRY_EVERY,
-        );
-        if last.is_some_and(|t| now.saturating_duration_since(t) < every) {
-            return false;
-        }
-        *last = Some(now);
-        true
-    }
-
-    /// Delete the threads idle past `--thread-retention` (a round `thread_expiry_due` began;
-    /// it reads each caller's thread index, not the conversations).
-    pub fn expire_threads(&self) {
-        let cutoff = self
-            .env
-            .now_ms()
-            .saturating_sub(self.retention.thread_retention.as_millis() as u64);
-        // Each deletion is recorded first; one that cannot be recorded is kept.
-        let record =
-            |k: &crate::principal::ThreadKey| crate::adapter::audited::expire(self, k).is_ok();
-        let gone = self.registry.expire(cutoff, &record);
-        // What was deleted is not served again: its runs' replay logs go too.
-        for key in &gone {
-            self.retention.replay.forget_thread(key);
-        }
-        if !gone.is_empty() {
-            log::info!(
-                "{} threads idle past --thread-retention deleted",
-                gone.len()
-            );
-        }
     }
 
     /// Key the supplied `rosInvocationId`s with the state directory's key (stable across
@@ -264,18 +204,14 @@ impl Shared {
     }
 }
 
-/// What is kept of runs and threads, and for how long: the replay logs and a departed
-/// client's grace (re-attaching), each thread's stored conversation and its expiry.
+/// What is kept of runs, and for how long: the replay logs and a departed client's grace
+/// (re-attaching). A thread's stored conversation and its expiry are the registry's
+/// (feature `threads`).
 pub struct Retention {
     /// The events of live and recently ended runs, for re-attaching.
     pub replay: ReplayLogs,
     /// How long a run goes on after its producer's client left (`--disconnect-grace`).
     pub(crate) disconnect_grace: Duration,
-    /// The bounds of each thread's stored conversation.
-    pub(crate) history_bounds: crate::history::Bounds,
-    /// `--thread-retention` (zero: threads are kept), and when expiry last ran.
-    pub(crate) thread_retention: Duration,
-    expired_at: Mutex<Option<std::time::Instant>>,
 }
 
 /// The registry's file work on the kernel client's call threads (`threads::Offload`).

@@ -1,6 +1,7 @@
 //! The in-memory view of thread state: lazily loaded documents, each behind its own mutex,
 //! plus the index of live executions (for the cancel route). A worker holds a thread's lock
-//! only while it mutates and persists that thread, never across kernel I/O.
+//! only while it mutates and persists that thread, never across kernel I/O. The threads'
+//! stored conversations are `conversations.rs`'s (feature `threads`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -8,15 +9,16 @@ use std::time::Instant;
 
 pub(crate) use crate::adapter::admission::Thread;
 use crate::clock::{Clock, SystemClock};
-use crate::history::{Bounds, Ops, Transcript};
-use crate::principal::{Caller, ThreadKey};
-use crate::store::conversations::{ConversationFiles, Conversations};
+use crate::principal::ThreadKey;
 use crate::store::document::ThreadDoc;
 use crate::store::files::{FileStore, StoreError};
-use crate::store::index::{After, Entry, Filter, Status};
+
+mod conversations;
+pub(crate) use conversations::TurnOf;
 
 /// Where thread documents live (a trait so tests can inject failures). Conversations are
-/// another store's (`store::conversations`): a registry made with `Registry::new` keeps none.
+/// another store's (`store::conversations`, feature `threads`): a registry made with
+/// `Registry::new` keeps none.
 pub trait ThreadStore: Send + Sync {
     fn load(&self, key: &ThreadKey) -> Result<Option<ThreadDoc>, StoreError>;
     /// Save under the document's owner and thread id.
@@ -39,12 +41,8 @@ impl ThreadStore for FileStore {
     }
 }
 
-/// Which turn an admission begins: its thread, its run, when.
-pub(crate) struct TurnOf<'a> {
-    pub(crate) key: &'a ThreadKey,
-    pub(crate) run_id: &'a str,
-    pub(crate) now_ms: u64,
-}
+/// The conversation a turn's stream restates first (`MESSAGES_SNAPSHOT`).
+pub(crate) type Snapshot = Vec<serde_json::Value>;
 
 /// `None` inside the mutex: the thread does not exist (yet).
 pub(crate) type Slot = Arc<Mutex<Option<Thread>>>;
@@ -81,7 +79,8 @@ fn offloaded<T: Send + 'static>(o: &dyn Offload, f: impl FnOnce() -> T + Send + 
 pub struct Registry {
     store: Arc<dyn ThreadStore>,
     /// The threads' conversations and the callers' indexes (`None`: kept nowhere).
-    conversations: Option<Arc<Conversations>>,
+    #[cfg(feature = "threads")]
+    conversations: Option<Arc<crate::store::conversations::Conversations>>,
     threads: Mutex<HashMap<ThreadKey, Slot>>,
     /// Live executions: executionId → the thread.
     live: Mutex<HashMap<String, ThreadKey>>,
@@ -118,6 +117,7 @@ impl Registry {
     pub fn new(store: Arc<dyn ThreadStore>) -> Registry {
         Registry {
             store,
+            #[cfg(feature = "threads")]
             conversations: None,
             threads: Mutex::new(HashMap::new()),
             live: Mutex::new(HashMap::new()),
@@ -125,24 +125,6 @@ impl Registry {
             max_cached: crate::limits::MAX_CACHED_THREADS,
             clock: Arc::new(SystemClock),
             offload: Arc::new(InPlace),
-        }
-    }
-
-    /// Threads in the state directory, their conversations beside them.
-    pub fn files(store: Arc<FileStore>) -> Registry {
-        Registry::new(store.clone()).with_conversations(store)
-    }
-
-    /// Keep the threads' conversations in `files`.
-    pub fn with_conversations(mut self, files: Arc<dyn ConversationFiles>) -> Registry {
-        self.conversations = Some(Arc::new(Conversations::new(files, Bounds::default())));
-        self
-    }
-
-    /// Bound each stored conversation.
-    pub(crate) fn set_history_bounds(&mut self, b: Bounds) {
-        if let Some(c) = self.conversations.as_mut().and_then(Arc::get_mut) {
-            c.set_bounds(b);
         }
     }
 
@@ -274,256 +256,37 @@ impl Registry {
         lock(&self.live).get(execution_id).cloned()
     }
 
-    /// What a thread's state file says of it, for index entries derived from the files (no
-    /// slot lock: the index's lock may be held).
-    fn status_of(store: &Arc<dyn ThreadStore>) -> impl Fn(&ThreadKey) -> Status + use<> {
-        let store = store.clone();
-        move |key: &ThreadKey| match store.load(key) {
-            Ok(Some(d)) if !d.execution.pending.is_empty() => Status::Interrupted,
-            _ => Status::Idle,
-        }
-    }
-
     /// Admit a turn: under the thread's lock, `next` decides the new state (as `update`);
-    /// when it admits, `turn` gets the stored conversation and says which of the request's
-    /// messages are new and whether the turn is one of its own (not guidance). Those are
-    /// appended to the conversation first, the state saved next (the append is taken back
-    /// when the save fails), and the thread's index entry says it runs: the turn is durable
-    /// and listed before it is announced. `committed` runs after the save, before the lock is
-    /// released (the run made findable with its cell registered). Runs on a call thread
+    /// when it admits (`main`: a turn of its own, not guidance), the request's messages the
+    /// thread's stored conversation lacks are appended to it first, the state saved next (the
+    /// append is taken back when the save fails), and the thread's index entry says it runs:
+    /// the turn is durable and listed before it is announced. `committed` runs after the
+    /// save, before the lock is released (the run made findable with its cell registered).
+    /// Returns `next`'s value and the conversation to restate (a 1.0 client's short history:
+    /// `MESSAGES_SNAPSHOT`; never without stored conversations). Runs on a call thread
     /// (admission does).
     pub(crate) fn admit<R>(
         &self,
         slot: &Slot,
-        turn_of: TurnOf<'_>,
+        turn: TurnOf<'_>,
         next: impl FnOnce(Option<&Thread>) -> Option<(Thread, R)>,
-        turn: impl FnOnce(&R, Option<Transcript>) -> (Vec<serde_json::Value>, bool),
+        main: impl FnOnce(&R) -> bool,
         committed: impl FnOnce(&R),
-    ) -> Result<Option<R>, StoreError> {
+    ) -> Result<Option<(R, Option<Snapshot>)>, StoreError> {
         let mut g = lock(slot);
         let Some((t, r)) = next(g.as_ref()) else {
             return Ok(None);
         };
-        let Some(c) = &self.conversations else {
-            turn(&r, None);
-            self.save_as_current(&mut g, Box::new(t))?;
-            committed(&r);
-            return Ok(Some(r));
-        };
-        let status_of = Self::status_of(&self.store);
-        let TurnOf {
-            key,
-            run_id,
-            now_ms,
-        } = turn_of;
-        let begun = c.begin_turn(key, now_ms, run_id, &status_of, |stored| turn(&r, stored))?;
+        let begun = self.begin_turn(&turn, main(&r))?;
         if let Err(e) = self.save_as_current(&mut g, Box::new(t)) {
-            c.undo(key, begun);
+            self.undo_turn(&turn, begun);
             return Err(e);
         }
-        c.admitted(key, begun, &status_of);
+        let snapshot = self.turn_admitted(&turn, begun);
         // Still under the thread's lock: whoever looks at the thread next finds the run
         // registered with the state that names it.
         committed(&r);
-        Ok(Some(r))
-    }
-
-    /// Record a run's end in the thread's conversation (what its events did), under the
-    /// thread's lock, so two writers of one thread (a run and its guidance) do not lose each
-    /// other's messages. `main`: the thread's own turn (its end sets the listed status).
-    pub(crate) fn record_history(
-        &self,
-        slot: &Slot,
-        key: &ThreadKey,
-        run_id: &str,
-        now_ms: u64,
-        ops: Ops,
-        main: bool,
-    ) -> Result<(), StoreError> {
-        let Some(c) = self.conversations.clone() else {
-            return Ok(());
-        };
-        let held = lock(slot);
-        let status = main.then(|| match held.as_ref() {
-            Some(t) if !t.doc.execution.pending.is_empty() => Status::Interrupted,
-            _ => Status::Idle,
-        });
-        let status_of = Self::status_of(&self.store);
-        let key = key.clone();
-        let run_id = run_id.to_string();
-        let r = offloaded(&*self.offload, move || {
-            c.end_turn(&key, now_ms, &run_id, &ops, status, &status_of)
-        });
-        drop(held);
-        r
-    }
-
-    /// A thread's run is over (however it ended): its index entry no longer says it runs.
-    pub(crate) fn settle(&self, key: &ThreadKey, run_id: &str, pending: bool) {
-        if let Some(c) = &self.conversations {
-            let status = if pending {
-                Status::Interrupted
-            } else {
-                Status::Idle
-            };
-            c.settle(key, run_id, status, &Self::status_of(&self.store));
-        }
-    }
-
-    /// The thread's stored conversation, bounded.
-    pub(crate) fn history(&self, key: &ThreadKey) -> Result<Option<Transcript>, StoreError> {
-        let Some(c) = self.conversations.clone() else {
-            return Ok(None);
-        };
-        let status_of = Self::status_of(&self.store);
-        let key = key.clone();
-        offloaded(&*self.offload, move || c.transcript(&key, &status_of))
-    }
-
-    /// The thread's index entry (`None`: the caller has no such thread, as far as the
-    /// conversations know).
-    pub(crate) fn listed(&self, key: &ThreadKey) -> Result<Option<Entry>, StoreError> {
-        let Some(c) = self.conversations.clone() else {
-            return Ok(None);
-        };
-        let status_of = Self::status_of(&self.store);
-        let key = key.clone();
-        offloaded(&*self.offload, move || c.entry(&key, &status_of))
-    }
-
-    /// A listing page of `caller`'s threads, newest activity first, and whether more follow.
-    pub(crate) fn page(
-        &self,
-        caller: &Caller,
-        after: Option<(u64, String)>,
-        limit: usize,
-        filter: Filter,
-    ) -> Result<(Vec<Entry>, bool), StoreError> {
-        let Some(c) = self.conversations.clone() else {
-            return Ok((Vec::new(), false));
-        };
-        let status_of = Self::status_of(&self.store);
-        let caller = caller.clone();
-        offloaded(&*self.offload, move || {
-            let after: Option<After<'_>> = after.as_ref().map(|(t, id)| (*t, id.as_str()));
-            c.page(&caller, after, limit, &|e| filter.keeps(e), &status_of)
-        })
-    }
-
-    /// Rename a thread (under its lock: its log has one writer at a time). `Ok(None)`: the
-    /// caller has no such thread.
-    pub(crate) fn rename(
-        &self,
-        slot: &Slot,
-        key: &ThreadKey,
-        title: Option<String>,
-    ) -> Result<Option<Entry>, StoreError> {
-        let Some(c) = self.conversations.clone() else {
-            return Ok(None);
-        };
-        let held = lock(slot);
-        let status_of = Self::status_of(&self.store);
-        let key = key.clone();
-        let r = offloaded(&*self.offload, move || {
-            c.rename(&key, title.as_deref(), &status_of)
-        });
-        drop(held);
-        r
-    }
-
-    /// The cached state of a thread, if it is cached (a listing's live status; never a read).
-    pub(crate) fn cached_slot(&self, key: &ThreadKey) -> Option<Slot> {
-        lock(&self.threads).get(key).cloned()
-    }
-
-    /// Delete a thread that has no active run, when `still` holds under the thread's lock
-    /// (the audit record is written there): files first, then the cached state (a holder of
-    /// the slot sees the thread gone). `Ok(Some(false))`: it has an active run; `Ok(None)`:
-    /// `still` said no.
-    pub(crate) fn delete_if(
-        &self,
-        slot: &Slot,
-        key: &ThreadKey,
-        still: impl FnOnce(&ThreadKey) -> bool,
-    ) -> Result<Option<bool>, StoreError> {
-        let mut g = lock(slot);
-        if g.as_ref().is_some_and(|t| t.active_run.is_some()) {
-            return Ok(Some(false));
-        }
-        if !still(key) {
-            return Ok(None);
-        }
-        self.delete_files(key)?;
-        if let Some(t) = g.take() {
-            self.live_remove(&t.doc.execution.execution_id);
-        }
-        drop(g);
-        self.forget_if_absent(key);
-        Ok(Some(true))
-    }
-
-    /// Delete the threads idle since before `cutoff_ms` (Unix ms): their last activity as the
-    /// index has it, checked again under each thread's lock (a turn that began or ended since
-    /// the round looked keeps its thread); a thread with an active run stays. Returns the
-    /// threads that went.
-    pub(crate) fn expire(
-        &self,
-        cutoff_ms: u64,
-        record: &dyn Fn(&ThreadKey) -> bool,
-    ) -> Vec<ThreadKey> {
-        let Some(c) = self.conversations.clone() else {
-            return Vec::new();
-        };
-        let status_of = Self::status_of(&self.store);
-        let old = offloaded(&*self.offload, move || c.idle_before(cutoff_ms, &status_of));
-        self.expire_keys(old, cutoff_ms, record)
-    }
-
-    /// The deleting half of `expire`: each of `old` that is still idle since before the
-    /// cutoff, as its lock and the index say now.
-    /// `record` writes the deletion's audit record (false: the thread is kept).
-    fn expire_keys(
-        &self,
-        old: Vec<ThreadKey>,
-        cutoff_ms: u64,
-        record: &dyn Fn(&ThreadKey) -> bool,
-    ) -> Vec<ThreadKey> {
-        let mut gone = Vec::new();
-        for key in old {
-            let still = |k: &ThreadKey| self.idle_before(k, cutoff_ms) && record(k);
-            let deleted = match self.slot(&key) {
-                Ok(slot) => self.delete_if(&slot, &key, still),
-                Err(_) if still(&key) => self.delete_files(&key).map(|()| Some(true)),
-                Err(_) => Ok(None),
-            };
-            match deleted {
-                Ok(Some(true)) => gone.push(key),
-                Ok(_) => {}
-                Err(e) => log::error!("thread {}: expiry failed: {e}", key.id),
-            }
-        }
-        gone
-    }
-
-    /// The index says the thread has been idle since before `cutoff_ms` (and runs nothing).
-    fn idle_before(&self, key: &ThreadKey, cutoff_ms: u64) -> bool {
-        match self.listed(key) {
-            Ok(Some(e)) => e.updated_at < cutoff_ms && e.status != Status::Running,
-            _ => false,
-        }
-    }
-
-    /// Delete a thread's files: its conversation (and index entry), then its state.
-    pub(crate) fn delete_files(&self, key: &ThreadKey) -> Result<(), StoreError> {
-        let store = self.store.clone();
-        let c = self.conversations.clone();
-        let k = key.clone();
-        offloaded(&*self.offload, move || {
-            if let Some(c) = &c {
-                c.delete(&k, &Self::status_of(&store))?;
-            }
-            store.delete(&k)
-        })
+        Ok(Some((r, snapshot)))
     }
 
     pub(crate) fn touch(&self) {
@@ -550,7 +313,7 @@ mod tests {
     use super::*;
     use crate::store::document::{Execution, ThreadDoc};
 
-    struct Mem(Mutex<HashMap<ThreadKey, ThreadDoc>>);
+    pub(super) struct Mem(pub(super) Mutex<HashMap<ThreadKey, ThreadDoc>>);
 
     impl ThreadStore for Mem {
         fn load(&self, key: &ThreadKey) -> Result<Option<ThreadDoc>, StoreError> {
@@ -563,7 +326,7 @@ mod tests {
         }
     }
 
-    fn k(id: &str) -> ThreadKey {
+    pub(super) fn k(id: &str) -> ThreadKey {
         ThreadKey::shared(id)
     }
 
@@ -603,59 +366,6 @@ mod tests {
             lock(&again).as_ref().unwrap().doc.execution.execution_id,
             "e3"
         );
-    }
-
-    #[test]
-    fn an_expiry_round_never_deletes_a_thread_that_had_a_turn_since_it_looked() {
-        // Regression (issue 45, item 9): the sweep decided from an earlier scan and checked
-        // only that no run was active at delete time, so a turn's answer could be deleted.
-        let files = Arc::new(crate::store::conversations::mem::MemFiles::default());
-        let store = Arc::new(Mem(Mutex::new(HashMap::new())));
-        let reg = Registry::new(store.clone()).with_conversations(files.clone());
-        let c = reg.conversations.clone().unwrap();
-        let idle = |_: &ThreadKey| Status::Idle;
-        let user = |id: &str| serde_json::json!([{"id": id, "role": "user", "content": "x"}]);
-        for (id, at) in [("quiet", 10), ("busy", 10)] {
-            store
-                .save(&ThreadDoc {
-                    thread_id: id.into(),
-                    ..Default::default()
-                })
-                .unwrap();
-            let b = c
-                .begin_turn(&k(id), at, "r1", &idle, |_| {
-                    (vec![user(id)[0].clone()], true)
-                })
-                .unwrap();
-            c.admitted(&k(id), b, &idle);
-            c.end_turn(&k(id), at, "r1", &Ops::default(), Some(Status::Idle), &idle)
-                .unwrap();
-        }
-        let round = c.idle_before(100, &idle);
-        assert_eq!(round.len(), 2);
-        // A turn on `busy` begins and ends after the round looked, before it deletes.
-        let b = c
-            .begin_turn(&k("busy"), 200, "r2", &idle, |_| {
-                (vec![user("u2")[0].clone()], true)
-            })
-            .unwrap();
-        c.admitted(&k("busy"), b, &idle);
-        c.end_turn(
-            &k("busy"),
-            201,
-            "r2",
-            &Ops::default(),
-            Some(Status::Idle),
-            &idle,
-        )
-        .unwrap();
-        let gone = reg.expire_keys(round, 100, &|_| true);
-        assert_eq!(gone, [k("quiet")]);
-        assert!(
-            c.entry(&k("busy"), &idle).unwrap().is_some(),
-            "busy was deleted"
-        );
-        assert!(files.log(&k("busy")).is_some());
     }
 
     /// Records the thread each save ran on.

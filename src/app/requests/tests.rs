@@ -139,7 +139,7 @@ fn json_parsing_rules() {
 }
 
 #[test]
-fn ids_of_every_body_and_path_are_bounded_and_printable() {
+fn ids_of_every_body_are_bounded_and_printable() {
     let long = "x".repeat(crate::limits::MAX_ID_BYTES + 1);
     let rlo = "t\u{202e}";
     for bad in [long.as_str(), rlo] {
@@ -172,77 +172,10 @@ fn ids_of_every_body_and_path_are_bounded_and_printable() {
         };
         names_field(&e, "runId");
         assert_eq!(lang, Lang::De, "in the payload language");
-        use crate::routes::Work;
-        let id = bad.to_string();
-        for work in [
-            Work::Thread {
-                thread_id: id.clone(),
-            },
-            Work::RenameThread {
-                thread_id: id.clone(),
-            },
-            Work::ThreadMessages {
-                thread_id: id.clone(),
-                query: String::new(),
-            },
-            Work::DeleteThread {
-                thread_id: id.clone(),
-            },
-        ] {
-            let Err(BodyError::Field(e)) =
-                ThreadsRequest::parse(&work, br#"{"title":"x"}"#, Lang::En)
-            else {
-                panic!("{work:?}");
-            };
-            names_field(&e, "threadId");
-        }
     }
     let at = "x".repeat(crate::limits::MAX_ID_BYTES);
     let body = format!(r#"{{"threadId":"{at}","runId":"{at}","rosInvocationId":"x"}}"#);
     assert_eq!(subscribe(body.as_bytes(), None).unwrap().thread_id, at);
-}
-
-#[test]
-fn titles_and_searches_refuse_bidi_controls_and_search_folds_case() {
-    use crate::routes::Work;
-    let rename = |title: &str| {
-        let body = format!(r#"{{"title":{}}}"#, json(title));
-        let work = Work::RenameThread {
-            thread_id: "t".into(),
-        };
-        ThreadsRequest::parse(&work, body.as_bytes(), Lang::En)
-    };
-    for bad in ["a\u{202e}gnp.exe", "x\u{2067}y", "\u{200f}", "\u{61c}"] {
-        let Err(BodyError::Field(e)) = rename(bad) else {
-            panic!("{bad:?}");
-        };
-        names_field(&e, "title");
-    }
-    // Joiners and tags stay: emoji need them.
-    for ok in [
-        "👨\u{200d}👩\u{200d}👧 family",
-        "🏴\u{e0067}\u{e0062}\u{e0073}\u{e0063}\u{e0074}\u{e007f}",
-    ] {
-        assert!(rename(ok).is_ok(), "{ok:?}");
-    }
-    let list = |q: &str| {
-        let work = Work::ListThreads {
-            query: format!("q={q}"),
-        };
-        ThreadsRequest::parse(&work, b"", Lang::En)
-    };
-    let Err(BodyError::Field(e)) = list("a%E2%80%AEb") else {
-        panic!("an override in q");
-    };
-    names_field(&e, "q");
-    let Ok(ThreadsRequest {
-        what: ThreadsQuery::List { filter, .. },
-        ..
-    }) = list(" STRASSE ")
-    else {
-        panic!("q");
-    };
-    assert_eq!(filter.q.as_deref(), Some("strasse"));
 }
 
 fn json(s: &str) -> String {

@@ -2,7 +2,7 @@ use std::sync::atomic::Ordering;
 
 use super::mem::MemFiles;
 use super::*;
-use crate::history::log::tests::{answer, user};
+use crate::conversation::log::tests::{answer, user};
 
 fn idle(_: &ThreadKey) -> Status {
     Status::Idle

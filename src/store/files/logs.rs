@@ -1,4 +1,4 @@
-//! Stored conversations in the state directory: `<stem>~history.jsonl` (a thread's log)
+//! Stored conversations in the state directory (feature `threads`): `<stem>~history.jsonl` (a thread's log)
 //! beside `<stem>.json`, the caller's index `~index.jsonl` in the same directory (`~` never
 //! occurs in a stem, and iac-code 0.16.0 opens only `<stem>.json`), and the whole-file form
 //! of earlier versions, `<stem>~history.json`, read until its thread's next write migrates
@@ -9,8 +9,8 @@ use std::io::{self, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use super::{FileStore, StoreError, read_regular, read_regular_stamped, sync, sync_dir, write_new};
-use crate::limits;
+use super::{FileStore, StoreError, read_regular, read_regular_with, sync, sync_dir, write_new};
+use crate::conversation::{SERIES, limits};
 use crate::principal::{Caller, ThreadKey};
 use crate::store::conversations::{ConversationFiles, Found};
 use crate::store::document::stem;
@@ -45,18 +45,8 @@ impl FileStore {
         self.threads_dir(caller).join(INDEX_FILE)
     }
 
-    /// A directory of `caller`'s, ready for a write.
-    pub(super) fn writable_dir(&self, caller: &Caller) -> Result<PathBuf, StoreError> {
-        self.ensure_writer()?;
-        let dir = self.threads_dir(caller);
-        if *caller != Caller::Shared {
-            self.ensure_principal_dir(&dir, caller)?;
-        }
-        Ok(dir)
-    }
-
     /// Count the stored conversations and their bytes (start-up, for `/metrics`).
-    pub fn history_census(&self) -> (i64, i64) {
+    pub fn conversation_census(&self) -> (i64, i64) {
         let (mut n, mut bytes) = (0, 0);
         for d in self.all_threads_dirs() {
             for e in fs::read_dir(&d).into_iter().flatten().flatten() {
@@ -96,7 +86,14 @@ fn open_log(path: &Path) -> io::Result<(fs::File, bool)> {
 
 impl ConversationFiles for FileStore {
     fn read_log(&self, key: &ThreadKey) -> Result<Option<(Vec<u8>, Stamp)>, StoreError> {
-        read_regular_stamped(&self.log_path(key), limits::MAX_HISTORY_FILE)
+        let read = read_regular_with(&self.log_path(key), limits::MAX_HISTORY_FILE)?;
+        Ok(read.map(|(bytes, m)| {
+            let stamp = Stamp {
+                len: bytes.len() as u64,
+                ino: m.ino(),
+            };
+            (bytes, stamp)
+        }))
     }
 
     fn read_legacy(&self, key: &ThreadKey) -> Result<Option<Vec<u8>>, StoreError> {
@@ -123,8 +120,8 @@ impl ConversationFiles for FileStore {
             return Err(e.into());
         }
         let len = at + bytes.len() as u64;
-        let metrics = &crate::metrics::M;
-        metrics.history_bytes.add(len as i64 - before as i64);
+        let metrics = &SERIES;
+        metrics.bytes.add(len as i64 - before as i64);
         if made && !self.legacy_path(key).exists() {
             metrics.threads.add(1);
         }
@@ -148,10 +145,8 @@ impl ConversationFiles for FileStore {
             _ => {}
         }
         sync_dir(&dir)?;
-        let metrics = &crate::metrics::M;
-        metrics
-            .history_bytes
-            .add(bytes.len() as i64 - before as i64);
+        let metrics = &SERIES;
+        metrics.bytes.add(bytes.len() as i64 - before as i64);
         if !existed {
             metrics.threads.add(1);
         }
@@ -168,7 +163,7 @@ impl ConversationFiles for FileStore {
         let before = size(&path);
         if len == 0 {
             fs::remove_file(&path)?;
-            crate::metrics::M.threads.add(-1);
+            SERIES.threads.add(-1);
         } else {
             let f = OpenOptions::new()
                 .write(true)
@@ -177,9 +172,7 @@ impl ConversationFiles for FileStore {
             f.set_len(len)?;
             sync(&f)?;
         }
-        crate::metrics::M
-            .history_bytes
-            .add(len as i64 - before as i64);
+        SERIES.bytes.add(len as i64 - before as i64);
         Ok(())
     }
 
@@ -189,12 +182,12 @@ impl ConversationFiles for FileStore {
         for p in [self.log_path(key), self.legacy_path(key)] {
             if let Ok(m) = fs::symlink_metadata(&p) {
                 fs::remove_file(&p)?;
-                crate::metrics::M.history_bytes.add(-(m.len() as i64));
+                SERIES.bytes.add(-(m.len() as i64));
                 removed = true;
             }
         }
         if removed {
-            crate::metrics::M.threads.add(-1);
+            SERIES.threads.add(-1);
             sync_dir(&self.threads_dir(&key.caller))?;
         }
         Ok(())
@@ -210,9 +203,9 @@ impl ConversationFiles for FileStore {
             if let Ok(m) = fs::symlink_metadata(&from)
                 && fs::rename(&from, &to).is_ok()
             {
-                crate::metrics::M.history_bytes.add(-(m.len() as i64));
+                SERIES.bytes.add(-(m.len() as i64));
                 if !counted {
-                    crate::metrics::M.threads.add(-1);
+                    SERIES.threads.add(-1);
                     counted = true;
                 }
             }
@@ -302,7 +295,10 @@ impl ConversationFiles for FileStore {
             let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
             v.get("threadId")?.as_str().map(str::to_string)
         };
-        let state = read_regular(&dir.join(format!("{stem}.json")), limits::MAX_STATE_FILE);
+        let state = read_regular(
+            &dir.join(format!("{stem}.json")),
+            crate::limits::MAX_STATE_FILE,
+        );
         if let Some(id) = state.ok().flatten().and_then(|b| id_in(&b)) {
             return Some(id);
         }

@@ -1,8 +1,9 @@
 //! Stage 6: under the thread's lock, the reference's rules decide (`rules/admission.rs`:
 //! §3.2's order, pure), the decision is recorded (the audit log, before anything is saved),
-//! the turn is begun in the thread's conversation, the state saved, and — still under the
-//! lock — the execution made findable with the run's cell registered, so a Stop that finds
-//! the one finds the other (issue 56). Then the run's replay log and tap.
+//! the turn is begun in the thread's stored conversation (when the registry keeps them), the
+//! state saved, and — still under the lock — the execution made findable with the run's cell
+//! registered, so a Stop that finds the one finds the other (issue 56). Then the run's replay
+//! log and tap.
 
 use std::sync::Arc;
 
@@ -11,7 +12,6 @@ use crate::adapter::driver::{Opening, RunArgs};
 use crate::adapter::policies::Hold;
 use crate::adapter::shared::Shared;
 use crate::adapter::{Admitted, audited, replay, tee, threads};
-use crate::agui::dialect::Dialect;
 use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
 use crate::i18n::Lang;
@@ -59,12 +59,15 @@ pub(super) fn commit(
     };
     let mut refused = None;
     let mut unknown_id = None;
-    let mut snapshot = None;
     let grace = sh.retention.disconnect_grace;
+    // The request restates the conversation (AG-UI 1.0: `messages` is the whole history);
+    // a stored conversation keeps only what it does not hold yet, from its admission.
     let turn_of = threads::TurnOf {
         key: &key,
         run_id: &inp.run_id,
         now_ms: sh.env.now_ms(),
+        messages: &inp.messages,
+        dialect: &dialect,
     };
     let admitted = sh.registry.admit(
         &slot,
@@ -93,13 +96,7 @@ pub(super) fn commit(
                 None
             }
         },
-        |(kind, ..), stored| {
-            // The request restates the conversation (AG-UI 1.0: `messages` is the whole
-            // history); only what the thread does not hold yet is kept, from its admission.
-            let (new, snap) = conversation(&dialect, stored, &inp.messages);
-            snapshot = snap;
-            (new, *kind != RunKind::Guidance)
-        },
+        |(kind, ..)| *kind != RunKind::Guidance,
         // Under the thread's lock, the state saved: the execution becomes findable with the
         // run's cell registered, so a Stop that finds the one finds the other (issue 56).
         |(kind, retired, exec, task)| {
@@ -127,7 +124,7 @@ pub(super) fn commit(
             Err(ApiError::new(Code::StateUnavailable, Msg::StateUnavailable))
         }
     };
-    let (kind, _, execution_id, _) = match admitted {
+    let ((kind, _, execution_id, _), snapshot) = match admitted {
         Ok(x) => x,
         // THREAD_BUSY says which run is active, so the client can subscribe to it or
         // cancel it (both routes take the execution id).
@@ -159,7 +156,7 @@ pub(super) fn commit(
         log,
         sh.env.clone(),
         cell.clone(),
-        crate::history::Ops::with_cap(sh.retention.history_bounds.max_bytes),
+        sh.registry.run_ops(),
     ));
     let args = RunArgs {
         kind,
@@ -185,41 +182,6 @@ pub(super) fn commit(
         tap,
         session: sh.kernel.session(),
     }))
-}
-
-/// The request's messages the stored conversation lacks, and in AG-UI 1.0 mode the whole
-/// conversation to restate when the request holds less than the server keeps. 1.0 spec,
-/// `RunAgentInput.messages`: "the complete history"; `MESSAGES_SNAPSHOT`: "a complete
-/// snapshot of the conversation", which a client adopts in place of its own copy.
-fn conversation(
-    dialect: &Dialect,
-    stored: Option<crate::history::Transcript>,
-    request: &[serde_json::Value],
-) -> (Vec<serde_json::Value>, Option<Vec<serde_json::Value>>) {
-    let sent: std::collections::HashSet<&str> =
-        request.iter().filter_map(|m| m["id"].as_str()).collect();
-    let known: std::collections::HashSet<&str> = stored.iter().flat_map(|t| t.ids()).collect();
-    // Clients do not send activity messages back (`HttpAgent` drops them from its input).
-    let restated: Vec<&str> = stored
-        .iter()
-        .flat_map(|t| t.messages.iter())
-        .filter(|m| m["role"] != "activity" && m["id"] != crate::history::TRIMMED_ID)
-        .filter_map(|m| m["id"].as_str())
-        .collect();
-    let new: Vec<serde_json::Value> = request
-        .iter()
-        .filter(|m| m["id"].as_str().is_none_or(|id| !known.contains(id)))
-        .cloned()
-        .collect();
-    let short = dialect.snapshots_short_history && restated.iter().any(|id| !sent.contains(id));
-    let snapshot = match stored {
-        Some(mut t) if short => {
-            t.add_input(&new);
-            Some(t.messages)
-        }
-        _ => None,
-    };
-    (new, snapshot)
 }
 
 /// `409 THREAD_BUSY` naming the thread's active run, so its owner can subscribe to it or

@@ -128,7 +128,7 @@ impl<'e> Mapper<'e> {
     /// Text message ids of this run are the kernel's plus `.` and a digest of `run_id`
     /// (AG-UI 1.0 mode; 0.1 keeps the reference's ids).
     pub(crate) fn with_run_scoped_messages(mut self, run_id: &str) -> Mapper<'e> {
-        self.message_scope = Some(crate::history::run_scope(run_id));
+        self.message_scope = Some(crate::agui::dialect::run_scope(run_id));
         self
     }
 

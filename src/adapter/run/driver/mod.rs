@@ -157,9 +157,8 @@ pub(crate) struct Run<'a, 's> {
     catch_up: Option<i64>,
     /// The thread's previous task was still stopping when this run's bound ran out.
     previous_stopping: bool,
-    /// What this run's events do to the conversation (`history`), written at its end
-    /// (`None` once written: a client gone after the end writes nothing more).
-    /// The run's tap: its replay log and its part of the conversation.
+    /// The run's tap: its replay log and its part of the thread's stored conversation,
+    /// written at its end (taken once: a client gone after the end writes nothing more).
     tee: Arc<crate::adapter::tee::RunTee>,
 }
 
@@ -342,13 +341,14 @@ impl<'a, 's> Run<'a, 's> {
         Ok(())
     }
 
-    /// Write this run's part of the thread's conversation (at its end, an interrupt
-    /// included, and when its client left: the client saw what it holds).
-    fn record_history(&mut self) -> bool {
-        let Some(ops) = self.tee.take_history() else {
+    /// Write this run's part of the thread's stored conversation (at its end, an interrupt
+    /// included, and when its client left: the client saw what it holds). True when there
+    /// is none to write.
+    fn record_turn(&mut self) -> bool {
+        let Some(ops) = self.tee.take_ops() else {
             return true;
         };
-        let r = self.sh.registry.record_history(
+        let r = self.sh.registry.end_turn(
             &self.a.slot,
             &self.a.thread,
             &self.a.run_id,
@@ -357,7 +357,6 @@ impl<'a, 's> Run<'a, 's> {
             self.a.kind != RunKind::Guidance,
         );
         if let Err(e) = &r {
-            crate::metrics::M.history_write_failures.inc();
             log::error!(
                 "run {}: the thread's history could not be written: {e}",
                 self.a.run_id
@@ -710,7 +709,7 @@ impl<'a, 's> Run<'a, 's> {
         }
         // Fail closed: a run whose conversation could not be kept does not end as a success
         // or an interrupt (its pending inputs stay; a resume can answer them).
-        let end = if self.record_history() {
+        let end = if self.record_turn() {
             end
         } else {
             Ending::error(

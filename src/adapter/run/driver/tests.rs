@@ -130,19 +130,8 @@ impl Upstream for FakeSession {
 struct MemStore {
     docs: Mutex<HashMap<ThreadKey, ThreadDoc>>,
     fail: std::sync::atomic::AtomicBool,
+    #[cfg(feature = "threads")]
     files: Arc<crate::store::conversations::mem::MemFiles>,
-}
-
-impl MemStore {
-    /// The thread's stored conversation, as a page shows it.
-    fn transcript(&self, key: &ThreadKey) -> Option<crate::history::Transcript> {
-        let c = crate::store::conversations::Conversations::new(
-            self.files.clone(),
-            crate::history::Bounds::default(),
-        );
-        c.transcript(key, &|_| crate::store::index::Status::Idle)
-            .unwrap()
-    }
 }
 
 impl ThreadStore for MemStore {
@@ -203,8 +192,11 @@ impl Harness {
             "http://127.0.0.1:9/".into(),
             None,
         ));
+        let registry = Registry::new(store);
+        #[cfg(feature = "threads")]
+        let registry = registry.with_conversations(mem.files.clone());
         let shared = Shared::new(
-            Registry::new(store).with_conversations(mem.files.clone()),
+            registry,
             client,
             Arc::new(TestEnv::new(1_700_000_000_000)),
             vec![root.clone()],
@@ -500,57 +492,6 @@ fn context_reaches_the_kernel_as_a_text_part_after_the_message_in_1_0_mode() {
     );
 }
 
-/// A harness whose kernel streams `frames` for one turn, and whose conversation writes fail
-/// after the turn's admission when `full` (a disk that fills up during the run).
-fn one_turn(full: bool, frames: Vec<Value>) -> Harness {
-    let h = Harness::new();
-    if full {
-        *lock(&h.store.files.writes_left) = Some(1);
-    }
-    h.script(vec![("SendStreamingMessage", Answer::Stream(frames))]);
-    h
-}
-
-fn hello_turn(full: bool) -> Harness {
-    let done = status("TASK_STATE_COMPLETED", json!({}));
-    one_turn(
-        full,
-        vec![task("TASK_STATE_SUBMITTED"), text("Hello"), done],
-    )
-}
-
-#[test]
-fn a_runs_conversation_is_kept_with_its_user_message() {
-    let h = hello_turn(false);
-    let ev = h.run(h.body("r1", "hi", None));
-    assert_eq!(last(&ev)["outcome"]["type"], "success");
-    let t = h.store.transcript(&ThreadKey::shared(THREAD)).unwrap();
-    let roles: Vec<&str> = t
-        .messages
-        .iter()
-        .map(|m| m["role"].as_str().unwrap())
-        .collect();
-    assert_eq!(roles, ["user", "assistant"]);
-    assert_eq!(t.messages[0]["id"], "m-r1");
-    assert_eq!(t.messages[1]["id"], ev[2]["messageId"]);
-    assert_eq!(t.messages[1]["content"], "Hello");
-}
-
-#[test]
-fn a_conversation_that_cannot_be_written_fails_the_run_closed() {
-    let h = hello_turn(true);
-    let ev = h.run(h.body("r1", "hi", None));
-    assert_eq!(last(&ev)["type"], "RUN_ERROR", "{ev:?}");
-    assert_eq!(last(&ev)["code"], "STATE_PERSISTENCE_FAILED");
-    // An interrupt is not announced either; it stays pending for a resume.
-    let input = json!({"iacCodeSessionId": "sess-1", "input": permission("p1")});
-    let paused = status("TASK_STATE_INPUT_REQUIRED", input);
-    let h = one_turn(true, vec![task("TASK_STATE_SUBMITTED"), paused]);
-    let ev = h.run(h.body("r1", "hi", None));
-    assert_eq!(last(&ev)["type"], "RUN_ERROR", "{ev:?}");
-    assert_eq!(h.doc().execution.pending.len(), 1);
-}
-
 #[test]
 fn an_interrupt_is_persisted_before_it_is_announced() {
     let h = Harness::new();
@@ -682,6 +623,8 @@ fn new_interrupts_found_by_the_snapshot_end_the_resume_listing_all() {
     );
 }
 
+#[cfg(feature = "threads")]
+mod conversation;
 mod endings;
 mod stops;
 

@@ -442,7 +442,7 @@ impl Run<'_, '_> {
         let stopping = task
             .as_ref()
             .map(|_| self.sh.wind_downs.begin(&self.context_id));
-        self.record_history();
+        self.record_turn();
         // Release first (reference §8.2): the kernel may take a while to confirm the cancel,
         // and the thread must not look busy meanwhile.
         self.release();

@@ -1,52 +1,96 @@
-//! The thread routes (issues 39, 45, 47): a caller's threads from its index, newest activity
-//! first, found by title and status; one thread's entry with what it waits for; renaming; a
-//! thread's stored conversation in pages, as AG-UI 1.0 `Message` objects; deleting a thread.
-//! Only the caller's own threads: anyone else's answers exactly like one that does not exist.
+//! The thread routes (issues 39, 45, 47; feature `threads`): a caller's threads from its
+//! index, newest activity first, found by title and status; one thread's entry with what it
+//! waits for; renaming; a thread's stored conversation in pages, as AG-UI 1.0 `Message`
+//! objects; deleting a thread. Only the caller's own threads: anyone else's answers exactly
+//! like one that does not exist. Found from the head by [`find`] (an extra's route table,
+//! `RouteConfig::extra_routes`), read by `request.rs`, answered by [`answer`].
+
+mod request;
 
 use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::adapter::Shared;
-use crate::app::{ThreadsQuery, ThreadsRequest};
+use crate::app::{BodyError, ExtraRequest};
 use crate::catalog::Msg;
+use crate::conversation::Transcript;
 use crate::errors::{ApiError, Code};
-use crate::history::Transcript;
 use crate::i18n::Lang;
 use crate::principal::{Caller, ThreadKey};
-use crate::server::http::Response;
+use crate::routes::ExtraPath;
+use crate::server::http::{self, Response};
 use crate::store::files::StoreError;
 use crate::store::index::{Entry, Filter, Status};
 use crate::sync::lock;
+use request::ThreadsQuery;
+
+/// The extra the routes are (`Backend::extra` hands them back by it).
+const EXTRA: &str = "threads";
+/// `GET /threads?limit=N&cursor=C&q=TEXT&status=S`.
+const LIST: &str = "/threads";
+/// `GET`, `PATCH`, `DELETE /threads/{threadId}`.
+const THREAD: &str = "/threads/{threadId}";
+/// `GET /threads/{threadId}/messages?limit=N&before=C`.
+const MESSAGES: &str = "/threads/{threadId}/messages";
+
+/// The thread route a raw path names (a thread id may hold `/` once decoded, so each segment
+/// is decoded on its own). The query is read later, on the worker.
+pub(crate) fn find(raw: &str) -> Option<ExtraPath> {
+    let rest = raw.strip_prefix("/threads")?;
+    let path = |route, allow, body, id| ExtraPath {
+        extra: EXTRA,
+        route,
+        allow,
+        body,
+        id,
+    };
+    let Some(rest) = rest.strip_prefix('/') else {
+        return rest.is_empty().then(|| path(LIST, "GET", None, None));
+    };
+    let (seg, messages) = match rest.split_once('/') {
+        Some((seg, "messages")) => (seg, true),
+        Some(_) => return None,
+        None => (rest, false),
+    };
+    let id = http::percent_decode(seg);
+    if id.is_empty() {
+        return None;
+    }
+    Some(if messages {
+        path(MESSAGES, "GET", None, Some(id))
+    } else {
+        let rename = Some(("PATCH", Msg::RenameBodyTooLarge));
+        path(THREAD, "GET, PATCH, DELETE", rename, Some(id))
+    })
+}
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
-pub(crate) fn threads(sh: &Shared, req: ThreadsRequest) -> Response {
+/// A thread route's answer.
+pub(crate) fn answer(sh: &Shared, req: ExtraRequest) -> Response {
     let lang = req.lang;
-    match req.what {
+    let what = match ThreadsQuery::parse(&req.work, &req.body) {
+        Ok(q) => q,
+        Err(BodyError::Json) => {
+            return ApiError::new(Code::InvalidJson, Msg::RenameInvalidJson).response(lang);
+        }
+        Err(BodyError::Field(e)) => return e.response(lang),
+    };
+    let key = |thread_id: &str| ThreadKey::new(&req.caller, thread_id);
+    match what {
         ThreadsQuery::List {
             limit,
             cursor,
             filter,
         } => list(sh, &req.caller, limit, cursor, filter, lang),
-        ThreadsQuery::Get { thread_id } => get(sh, &ThreadKey::new(&req.caller, &thread_id), lang),
-        ThreadsQuery::Rename { thread_id, title } => {
-            rename(sh, &ThreadKey::new(&req.caller, &thread_id), title, lang)
-        }
+        ThreadsQuery::Get { thread_id } => get(sh, &key(&thread_id), lang),
+        ThreadsQuery::Rename { thread_id, title } => rename(sh, &key(&thread_id), title, lang),
         ThreadsQuery::Messages {
             thread_id,
             limit,
             before,
-        } => messages(
-            sh,
-            &ThreadKey::new(&req.caller, &thread_id),
-            limit,
-            before,
-            lang,
-        ),
-        ThreadsQuery::Delete { thread_id } => {
-            let key = ThreadKey::new(&req.caller, &thread_id);
-            delete(sh, &key, &req.origin, lang)
-        }
+        } => messages(sh, &key(&thread_id), limit, before, lang),
+        ThreadsQuery::Delete { thread_id } => delete(sh, &key(&thread_id), &req.origin, lang),
     }
 }
 
@@ -139,7 +183,7 @@ fn with_summary(mut i: Value) -> Value {
         .unwrap_or("");
     let summary: String = line
         .chars()
-        .take(crate::limits::HISTORY_TITLE_CHARS)
+        .take(crate::conversation::limits::HISTORY_TITLE_CHARS)
         .collect();
     i["kind"] = json!(kind);
     i["summary"] = json!(summary);
@@ -221,7 +265,7 @@ fn rename(sh: &Shared, key: &ThreadKey, title: Option<String>, lang: Lang) -> Re
 
 /// The caller's thread's conversation, or the answer to send instead.
 fn transcript(sh: &Shared, key: &ThreadKey, lang: Lang) -> Result<Transcript, Response> {
-    match sh.registry.history(key) {
+    match sh.registry.transcript(key) {
         Ok(Some(t)) => Ok(t),
         Ok(None) => {
             // A thread that ran before conversations were kept has none yet: empty.
@@ -345,7 +389,7 @@ fn delete(
             sh.retention.replay.forget_thread(key);
             Response::new(204, "", Vec::new())
         }
-        Ok(Ok(false)) => crate::adapter::busy(&slot, lang),
+        Ok(Ok(false)) => crate::adapter::routes::run::commit::busy(&slot, lang),
         Err(e) => {
             log::error!("thread {}: delete failed: {e}", key.id);
             ApiError::new(Code::StateUnavailable, Msg::StateUnavailable).response(lang)

@@ -17,7 +17,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Bounds, HistoryError, Ops, Transcript};
+use super::transcript::{self, Bounds, ConversationError, Ops, Transcript};
 
 /// The log's format version (the whole-file form was 1).
 pub const LOG_SCHEMA: u64 = 2;
@@ -92,7 +92,7 @@ impl Replayed {
     pub fn bounded(&self, bounds: Bounds) -> (Transcript, u64) {
         let mut t = self.transcript.clone();
         t.bound(bounds);
-        let held = t.messages.iter().map(super::json_len).sum::<usize>() as u64;
+        let held = t.messages.iter().map(transcript::json_len).sum::<usize>() as u64;
         (t, held)
     }
 }
@@ -103,12 +103,12 @@ pub fn cut_marker(run_id: &str) -> Value {
         "content": "[this turn was cut off: the server stopped before it ended]"})
 }
 
-fn damaged(what: &'static str) -> HistoryError {
-    HistoryError::Foreign(what)
+fn damaged(what: &'static str) -> ConversationError {
+    ConversationError::Foreign(what)
 }
 
 /// Replay a log of thread `thread_id`.
-pub fn replay(bytes: &[u8], thread_id: &str) -> Result<Replayed, HistoryError> {
+pub fn replay(bytes: &[u8], thread_id: &str) -> Result<Replayed, ConversationError> {
     let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     let mut lines = bytes[..complete].split(|&b| b == b'\n');
     let mut t = Transcript::new(thread_id, 0);
@@ -121,10 +121,11 @@ pub fn replay(bytes: &[u8], thread_id: &str) -> Result<Replayed, HistoryError> {
             complete: 0,
         });
     };
-    let v: Value = serde_json::from_slice(head).map_err(|e| HistoryError::Json(e.to_string()))?;
+    let v: Value =
+        serde_json::from_slice(head).map_err(|e| ConversationError::Json(e.to_string()))?;
     match v.get("schemaVersion").and_then(Value::as_u64) {
         Some(LOG_SCHEMA) => {}
-        Some(n) if n > LOG_SCHEMA => return Err(HistoryError::Future(n)),
+        Some(n) if n > LOG_SCHEMA => return Err(ConversationError::Future(n)),
         _ => return Err(damaged("no known schemaVersion")),
     }
     if v.get("threadId").and_then(Value::as_str) != Some(thread_id) {
@@ -136,7 +137,8 @@ pub fn replay(bytes: &[u8], thread_id: &str) -> Result<Replayed, HistoryError> {
         .ok_or(damaged("no createdAt"))?;
     t.updated_at = t.created_at;
     for l in lines.filter(|l| !l.is_empty()) {
-        let r: Value = serde_json::from_slice(l).map_err(|e| HistoryError::Json(e.to_string()))?;
+        let r: Value =
+            serde_json::from_slice(l).map_err(|e| ConversationError::Json(e.to_string()))?;
         apply(&mut t, &mut open, &r).ok_or(damaged("a record is not one this server writes"))?;
     }
     Ok(Replayed {
@@ -165,7 +167,7 @@ fn apply(t: &mut Transcript, open: &mut Vec<String>, r: &Value) -> Option<()> {
             .map(|v| v.as_str().map(str::to_string))
             .collect::<Option<_>>()?;
         let messages = s.get("messages")?.as_array()?;
-        if !messages.iter().all(super::is_message) {
+        if !messages.iter().all(transcript::is_message) {
             return None;
         }
         t.messages = messages.clone();
@@ -255,12 +257,15 @@ pub(crate) mod tests {
         assert!(replay(&bad, "t").is_err());
         assert!(matches!(
             replay(&log, "other"),
-            Err(HistoryError::Foreign(_))
+            Err(ConversationError::Foreign(_))
         ));
         let future = String::from_utf8(log.clone())
             .unwrap()
             .replace("\"schemaVersion\":2", "\"schemaVersion\":3");
-        assert_eq!(replay(future.as_bytes(), "t"), Err(HistoryError::Future(3)));
+        assert_eq!(
+            replay(future.as_bytes(), "t"),
+            Err(ConversationError::Future(3))
+        );
     }
 
     #[test]
@@ -317,7 +322,7 @@ pub(crate) mod tests {
             .map(|m| m["id"].as_str().unwrap())
             .collect();
         // u0 was dropped: restated, it does not come back.
-        assert_eq!(ids, [crate::history::TRIMMED_ID, "u4", "u5", "u9"]);
+        assert_eq!(ids, [crate::conversation::TRIMMED_ID, "u4", "u5", "u9"]);
         assert!(t2.dropped_ids.iter().any(|d| d == "u0"));
     }
 }

@@ -230,18 +230,18 @@ fn a_damaged_foreign_or_future_file_is_refused() {
     assert_eq!(Transcript::from_bytes(&bytes, "t"), Ok(t.clone()));
     assert!(matches!(
         Transcript::from_bytes(&bytes, "other"),
-        Err(HistoryError::Foreign(_))
+        Err(ConversationError::Foreign(_))
     ));
     assert!(matches!(
         Transcript::from_bytes(&bytes[..bytes.len() / 2], "t"),
-        Err(HistoryError::Json(_))
+        Err(ConversationError::Json(_))
     ));
     let future = String::from_utf8(bytes.clone())
         .unwrap()
         .replace("\"schemaVersion\":1", "\"schemaVersion\":2");
     assert_eq!(
         Transcript::from_bytes(future.as_bytes(), "t"),
-        Err(HistoryError::Future(2))
+        Err(ConversationError::Future(2))
     );
     let bad = String::from_utf8(bytes)
         .unwrap()
@@ -265,7 +265,7 @@ fn a_message_a_later_run_opens_again_is_a_new_one_after_the_tool_result() {
     run2.extend(text("m1", &["Created ", "the file."]));
     run2.push(tool("c2", "bash", Some("m1")));
     t.apply(&ops(&run2), "run-2");
-    let again = format!("m1.{}", run_scope("run-2"));
+    let again = format!("m1.{}", crate::agui::dialect::run_scope("run-2"));
     let got: Vec<(&str, &str)> = t
         .messages
         .iter()

@@ -3,13 +3,9 @@
 //! the server so that a new tab, a new device or a client that lost its copy gets it back.
 //!
 //! Pure: a run's events recorded (`Ops`) and applied with the client's rules
-//! (`Transcript::apply`), the bounds, and the thread's conversation log (`log`: the records
-//! a turn appends, and the transcript they replay to). The log sits beside the thread's
-//! state file as `<stem>~history.jsonl` (`~` never occurs in a stem, and iac-code 0.16.0
-//! opens only `<stem>.json`); the whole-file form of earlier versions (`<stem>~history.json`,
-//! `Transcript::from_bytes`) is read once and migrated.
-
-pub mod log;
+//! (`Transcript::apply`), and the bounds. The whole-file form of earlier versions
+//! (`<stem>~history.json`, `Transcript::from_bytes`) is read once and migrated to the log
+//! (`super::log`).
 
 use serde_json::{Map, Value, json};
 
@@ -23,7 +19,7 @@ pub const TRIMMED_ID: &str = "iac-agui-history-trimmed";
 
 /// Why a transcript file is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HistoryError {
+pub enum ConversationError {
     Json(String),
     /// Written by a newer iac-agui.
     Future(u64),
@@ -31,20 +27,20 @@ pub enum HistoryError {
     Foreign(&'static str),
 }
 
-impl std::fmt::Display for HistoryError {
+impl std::fmt::Display for ConversationError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            HistoryError::Json(e) => write!(f, "the history file is not JSON: {e}"),
-            HistoryError::Future(v) => write!(
+            ConversationError::Json(e) => write!(f, "the history file is not JSON: {e}"),
+            ConversationError::Future(v) => write!(
                 f,
                 "the history file has schema version {v}, newer than this iac-agui reads"
             ),
-            HistoryError::Foreign(why) => write!(f, "the history file is refused: {why}"),
+            ConversationError::Foreign(why) => write!(f, "the history file is refused: {why}"),
         }
     }
 }
 
-impl std::error::Error for HistoryError {}
+impl std::error::Error for ConversationError {}
 
 /// The bounds of one thread's transcript.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,8 +52,8 @@ pub struct Bounds {
 impl Default for Bounds {
     fn default() -> Bounds {
         Bounds {
-            max_messages: crate::limits::HISTORY_MAX_MESSAGES,
-            max_bytes: crate::limits::HISTORY_MAX_BYTES,
+            max_messages: super::limits::HISTORY_MAX_MESSAGES,
+            max_bytes: super::limits::HISTORY_MAX_BYTES,
         }
     }
 }
@@ -81,7 +77,7 @@ pub struct Transcript {
     pub messages: Vec<Value>,
 }
 
-fn is_message(v: &Value) -> bool {
+pub(super) fn is_message(v: &Value) -> bool {
     v.as_object().is_some_and(|o| {
         o.get("id")
             .and_then(Value::as_str)
@@ -104,38 +100,42 @@ impl Transcript {
     }
 
     /// Read a file for `thread_id`: strict, so a damaged or foreign file is refused whole.
-    pub fn from_bytes(bytes: &[u8], thread_id: &str) -> Result<Transcript, HistoryError> {
+    pub fn from_bytes(bytes: &[u8], thread_id: &str) -> Result<Transcript, ConversationError> {
         let t = Transcript::read(bytes)?;
         if t.thread_id != thread_id {
-            return Err(HistoryError::Foreign("another thread's"));
+            return Err(ConversationError::Foreign("another thread's"));
         }
         Ok(t)
     }
 
     /// Read a file, whichever thread it names.
-    pub fn read(bytes: &[u8]) -> Result<Transcript, HistoryError> {
+    pub fn read(bytes: &[u8]) -> Result<Transcript, ConversationError> {
         let v: Value =
-            serde_json::from_slice(bytes).map_err(|e| HistoryError::Json(e.to_string()))?;
+            serde_json::from_slice(bytes).map_err(|e| ConversationError::Json(e.to_string()))?;
         let o = v
             .as_object()
-            .ok_or(HistoryError::Foreign("not an object"))?;
+            .ok_or(ConversationError::Foreign("not an object"))?;
         match o.get("schemaVersion").and_then(Value::as_u64) {
             Some(SCHEMA_VERSION) => {}
-            Some(n) if n > SCHEMA_VERSION => return Err(HistoryError::Future(n)),
-            _ => return Err(HistoryError::Foreign("no known schemaVersion")),
+            Some(n) if n > SCHEMA_VERSION => return Err(ConversationError::Future(n)),
+            _ => return Err(ConversationError::Foreign("no known schemaVersion")),
         }
         let Some(thread_id) = o.get("threadId").and_then(Value::as_str) else {
-            return Err(HistoryError::Foreign("no threadId"));
+            return Err(ConversationError::Foreign("no threadId"));
         };
         let num = |k: &str| o.get(k).and_then(Value::as_u64);
         let (Some(created_at), Some(updated_at), Some(dropped)) =
             (num("createdAt"), num("updatedAt"), num("dropped"))
         else {
-            return Err(HistoryError::Foreign("a count or time is missing"));
+            return Err(ConversationError::Foreign("a count or time is missing"));
         };
         let messages = match o.get("messages") {
             Some(Value::Array(m)) if m.iter().all(is_message) => m.clone(),
-            _ => return Err(HistoryError::Foreign("messages must be AG-UI messages")),
+            _ => {
+                return Err(ConversationError::Foreign(
+                    "messages must be AG-UI messages",
+                ));
+            }
         };
         Ok(Transcript {
             thread_id: thread_id.to_string(),
@@ -185,7 +185,7 @@ impl Transcript {
             })
             .unwrap_or_default();
         let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-        match line.char_indices().nth(crate::limits::HISTORY_TITLE_CHARS) {
+        match line.char_indices().nth(super::limits::HISTORY_TITLE_CHARS) {
             Some((i, _)) => format!("{}…", &line[..i]),
             None => line,
         }
@@ -228,7 +228,7 @@ impl Transcript {
 
     /// Apply run `run_id`'s recorded events with the client's rules. A message the run opens
     /// under an id an earlier run used is a new one named as 1.0 mode names it
-    /// (`run_scope`): 0.1 mode keeps the kernel's id across a resume, and the text after a
+    /// (`agui::dialect::run_scope`): 0.1 mode keeps the kernel's id across a resume, and the text after a
     /// permission must not join the text before it, above the tool's result.
     pub fn apply(&mut self, ops: &Ops, run_id: &str) {
         let mut run = RunIds::default();
@@ -242,7 +242,7 @@ impl Transcript {
             Op::Open { id, role } => {
                 let mut id = run.named(id).to_string();
                 if self.position(&id).is_some() && !run.made.contains(&id) {
-                    let fresh = format!("{id}.{}", run_scope(run_id));
+                    let fresh = format!("{id}.{}", crate::agui::dialect::run_scope(run_id));
                     run.renamed.push((id, fresh.clone()));
                     id = fresh;
                 }
@@ -361,8 +361,8 @@ impl Transcript {
             }
         }
         let mut id_bytes: usize = self.dropped_ids.iter().map(String::len).sum();
-        while self.dropped_ids.len() > crate::limits::HISTORY_DROPPED_IDS
-            || id_bytes > crate::limits::HISTORY_DROPPED_ID_BYTES
+        while self.dropped_ids.len() > super::limits::HISTORY_DROPPED_IDS
+            || id_bytes > super::limits::HISTORY_DROPPED_ID_BYTES
         {
             match self.dropped_ids.pop_front() {
                 Some(old) => id_bytes -= old.len(),
@@ -378,15 +378,6 @@ impl Transcript {
             );
         }
     }
-}
-
-/// The length of `v` as compact JSON, counted without building it.
-/// The suffix that makes a text message's id one run's own (`{kernel id}.{suffix}`): how 1.0
-/// mode names messages on the wire, and how any mode's stored conversation names a message a
-/// later run opens again.
-pub(crate) fn run_scope(run_id: &str) -> String {
-    use sha2::{Digest, Sha256};
-    crate::ids::hex(&Sha256::digest(run_id.as_bytes())[..4])
 }
 
 /// The message ids one run's ops made, and the ones it renamed (`Transcript::apply`).
@@ -405,7 +396,8 @@ impl RunIds {
     }
 }
 
-fn json_len(v: &Value) -> usize {
+/// The length of `v` as compact JSON, counted without building it.
+pub(super) fn json_len(v: &Value) -> usize {
     struct Count(usize);
     impl std::io::Write for Count {
         fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
@@ -505,7 +497,7 @@ pub struct Ops {
 
 impl Default for Ops {
     fn default() -> Ops {
-        Ops::with_cap(crate::limits::HISTORY_MAX_BYTES)
+        Ops::with_cap(super::limits::HISTORY_MAX_BYTES)
     }
 }
 
