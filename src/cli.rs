@@ -317,7 +317,7 @@ fn serve(cfg: Config, extras: crate::extras::Settings) -> Result<(), StartError>
         }
         Err(e) => return Err(e),
     };
-    let ready = Arc::new(crate::kernel::watch::Readiness::default());
+    let ready = Arc::new(crate::kernel::watch::Probes::default());
     let managed = match &kernel {
         Kernel::Managed(m) => Some(m.clone()),
         _ => None,
@@ -413,7 +413,7 @@ fn serve_with(
     extras: &crate::extras::Settings,
     addr: SocketAddr,
     client: A2aClient,
-    ready: Arc<crate::kernel::watch::Readiness>,
+    ready: Arc<crate::kernel::watch::Probes>,
     signals: &crate::signals::Target,
 ) -> Result<(), StartError> {
     let env_get = |k: &str| cfg.env.get(k);

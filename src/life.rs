@@ -2,7 +2,7 @@
 //! its task is named, whether its session went out, who decided its end, where its client
 //! is, whether the server stops it, whether its end is in the replay log. Every actor — the
 //! loop (a client gone, a grace over, a shutdown), the run's driver, the cancel route, a
-//! subscriber, the panic guard — sends its cell an [`Event`]; [`step`] (pure) gives the next
+//! subscriber, the panic guard — sends its cell an [`Event`]; [`transition`] (pure) gives the next
 //! [`Life`] and the [`Effects`] to carry out. Two actors racing are two transitions of one
 //! atomic word, so whichever comes second sees the first: a Stop before the task is named
 //! makes the naming cancel it, a Stop after it cancels it directly, and nobody decides by
@@ -53,7 +53,7 @@ pub(crate) enum Client {
     Gone,
 }
 
-/// A run's life. Plain data: [`step`] is the only thing that makes a new one.
+/// A run's life. Plain data: [`transition`] is the only thing that makes a new one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Life {
     /// The cancel route can find the run (registered under its thread's lock, with the
@@ -259,7 +259,7 @@ impl Life {
 }
 
 /// The one transition function.
-pub(crate) fn step(life: Life, event: Event) -> (Life, Effects) {
+pub(crate) fn transition(life: Life, event: Event) -> (Life, Effects) {
     use Effect::*;
     use Event as E;
     let mut l = life;
@@ -502,7 +502,7 @@ impl Cell {
     pub(crate) fn send(&self, event: Event) -> Effects {
         let mut now = self.word.load(Ordering::SeqCst);
         let effects = loop {
-            let (next, effects) = step(decode(now), event);
+            let (next, effects) = transition(decode(now), event);
             let next = encode(next);
             // Nothing changes (the hot path's questions once answered): no write.
             if next == now {

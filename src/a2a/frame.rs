@@ -24,7 +24,7 @@ use std::borrow::Cow;
 
 use super::calls::CallPool;
 use super::client::A2aError;
-use super::types::{F_TEXT, Located, Payload, Span};
+use super::types::{F_TEXT, FieldAt, Located, Payload};
 use crate::limits;
 
 /// Which way a frame was read (the `read` label of `iac_agui_upstream_frames_total`).
@@ -155,12 +155,12 @@ fn locate(frame: &str) -> Option<Located> {
             // A borrowed field is a slice of the frame: its offset is where it starts.
             Cow::Borrowed(_) if whole.start <= at.start && at.end <= whole.end => {
                 let start = at.start as usize - whole.start as usize;
-                Span::at(start, start + v.len(), false)?
+                FieldAt::at(start, start + v.len(), false)?
             }
             _ => {
                 let start = unescaped.len();
                 unescaped.push_str(v);
-                Span::at(start, unescaped.len(), true)?
+                FieldAt::at(start, unescaped.len(), true)?
             }
         });
     }
@@ -179,7 +179,7 @@ fn locate(frame: &str) -> Option<Located> {
 #[derive(Default)]
 struct Template {
     frame: String,
-    spans: [Option<Span>; 7],
+    spans: [Option<FieldAt>; 7],
 }
 
 /// The largest frame kept as a template.
@@ -188,7 +188,7 @@ const TEMPLATE_MAX: usize = 64 * 1024;
 impl Template {
     /// Keep `frame` (read in full into `spans`) when it can stand for the next ones: its
     /// text is one part read in place and no field needed unescaping (those are not kept).
-    fn keep(&mut self, frame: &str, spans: &[Option<Span>; 7]) {
+    fn keep(&mut self, frame: &str, spans: &[Option<FieldAt>; 7]) {
         self.frame.clear();
         if frame.len() > TEMPLATE_MAX {
             // A large delta is not the next one's template: a copy of it would double what a
@@ -233,12 +233,12 @@ impl Template {
         for s in spans.iter_mut().flatten() {
             if s.start as usize >= te {
                 let moved = |x: u32| x as usize - te + end;
-                *s = Span::at(moved(s.start), moved(s.end), false)?;
+                *s = FieldAt::at(moved(s.start), moved(s.end), false)?;
             }
         }
         let (span, unescaped) = match text {
-            Cow::Borrowed(_) => (Span::at(ts, end, false)?, String::new()),
-            Cow::Owned(o) => (Span::at(0, o.len(), true)?, o),
+            Cow::Borrowed(_) => (FieldAt::at(ts, end, false)?, String::new()),
+            Cow::Owned(o) => (FieldAt::at(0, o.len(), true)?, o),
         };
         spans[F_TEXT] = Some(span);
         Some(Located {

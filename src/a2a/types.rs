@@ -158,7 +158,7 @@ struct Delta {
     /// The fields that had escapes (or were joined from several parts), one after another.
     unescaped: String,
     /// Where each field is (`None`: absent or null), indexed by the `F_*` constants.
-    spans: [Option<Span>; 7],
+    spans: [Option<FieldAt>; 7],
     /// `status.message` was an object.
     has_message: bool,
 }
@@ -166,16 +166,16 @@ struct Delta {
 /// A field's place: in the frame, or in `Delta::unescaped`. Offsets are u32: a frame is at
 /// most 16 MiB (limits::MAX_EVENT_BYTES).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct Span {
+pub(super) struct FieldAt {
     pub(super) start: u32,
     pub(super) end: u32,
     pub(super) unescaped: bool,
 }
 
-impl Span {
+impl FieldAt {
     /// `None` past u32 (a frame never is: the event size limit is far below).
-    pub(super) fn at(start: usize, end: usize, unescaped: bool) -> Option<Span> {
-        Some(Span {
+    pub(super) fn at(start: usize, end: usize, unescaped: bool) -> Option<FieldAt> {
+        Some(FieldAt {
             start: u32::try_from(start).ok()?,
             end: u32::try_from(end).ok()?,
             unescaped,
@@ -194,7 +194,7 @@ pub(super) const F_TEXT: usize = 6;
 /// Where a delta frame's fields are, and the ones that had to be unescaped (what
 /// `a2a/frame.rs` finds by either of its typed reads).
 pub(super) struct Located {
-    pub(super) spans: [Option<Span>; 7],
+    pub(super) spans: [Option<FieldAt>; 7],
     pub(super) unescaped: String,
     /// `status.message` was an object.
     pub(super) has_message: bool,

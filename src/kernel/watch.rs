@@ -12,7 +12,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::sync::lock;
 
 /// What the loop reads (an atomic) and what runs poke when a kernel call failed.
-pub struct Readiness {
+pub struct Probes {
     up: AtomicBool,
     /// The state store can be written (every run needs it): probed with the kernel.
     store_up: AtomicBool,
@@ -24,9 +24,9 @@ pub struct Readiness {
 /// Whether the state store takes a write now (`FileStore::probe`).
 pub type StoreProbe = Box<dyn Fn() -> bool + Send>;
 
-impl Default for Readiness {
+impl Default for Probes {
     fn default() -> Self {
-        Readiness {
+        Probes {
             up: AtomicBool::new(true),
             store_up: AtomicBool::new(true),
             store_probe: Mutex::new(None),
@@ -36,21 +36,21 @@ impl Default for Readiness {
     }
 }
 
-impl crate::app::Readiness for Readiness {
+impl crate::app::Readiness for Probes {
     fn kernel_up(&self) -> bool {
-        Readiness::kernel_up(self)
+        Probes::kernel_up(self)
     }
 
     fn store_up(&self) -> bool {
-        Readiness::store_up(self)
+        Probes::store_up(self)
     }
 
     fn kick(&self) {
-        Readiness::kick(self)
+        Probes::kick(self)
     }
 }
 
-impl Readiness {
+impl Probes {
     pub fn kernel_up(&self) -> bool {
         self.up.load(Ordering::SeqCst)
     }
@@ -115,7 +115,7 @@ pub type Managed = Arc<Mutex<super::process::ManagedKernel>>;
 
 /// Start the watcher thread.
 pub fn start(
-    ready: Arc<Readiness>,
+    ready: Arc<Probes>,
     client: A2aClient,
     managed: Option<Managed>,
     interval: Duration,
@@ -127,7 +127,7 @@ pub fn start(
         .map(|_| ())
 }
 
-fn watch(ready: &Readiness, client: &A2aClient, managed: Option<&Managed>, interval: Duration) {
+fn watch(ready: &Probes, client: &A2aClient, managed: Option<&Managed>, interval: Duration) {
     // A managed child is polled often (its exit is seen at once); the health probe runs on
     // the interval or when a run's call failed.
     let tick = if managed.is_some() {
@@ -192,7 +192,7 @@ mod tests {
 
     #[test]
     fn a_kick_wakes_the_sleeper_at_once() {
-        let r = Arc::new(Readiness::default());
+        let r = Arc::new(Probes::default());
         let r2 = r.clone();
         let t = std::thread::spawn(move || {
             let t0 = SystemClock.now();

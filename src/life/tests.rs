@@ -318,7 +318,7 @@ fn every_life_and_event_has_one_outcome() {
         ),
     ];
     for (from, ev, to, effects) in &table {
-        assert_eq!(step(*from, *ev), (*to, *effects), "{from:?} + {ev:?}");
+        assert_eq!(transition(*from, *ev), (*to, *effects), "{from:?} + {ev:?}");
     }
 
     // Every pair: the rules each kind of event keeps.
@@ -326,7 +326,7 @@ fn every_life_and_event_has_one_outcome() {
     for from in lives() {
         for ev in EVENTS {
             rows += 1;
-            let (to, effects) = step(from, ev);
+            let (to, effects) = transition(from, ev);
             let at = format!("{from:?} + {ev:?} -> {to:?} {effects:?}");
             assert_eq!(decode(encode(to)), to, "{at}");
             if from.released {
@@ -428,7 +428,7 @@ type Seen = (Life, Vec<Effects>, Vec<Effects>);
 fn interleavings(from: Life, a: &[&[Event]], b: &[&[Event]]) -> Vec<Seen> {
     fn block(l: Life, evs: &[Event], seen: &mut Vec<Effects>) -> Life {
         evs.iter().fold(l, |l, e| {
-            let (n, f) = step(l, *e);
+            let (n, f) = transition(l, *e);
             seen.push(f);
             n
         })

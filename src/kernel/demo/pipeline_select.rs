@@ -1,7 +1,7 @@
 //! `pipeline select`: a cloud resource selection raised from inside a pipeline step, as the
 //! kernel's pipeline publisher sends one.
 
-use super::scripts::{SELECT_PROMPT, pipeline_input, resource_input, step};
+use super::scripts::{SELECT_PROMPT, pipeline_input, pipeline_step, resource_input};
 use super::*;
 
 /// A pipeline step that needs a VSwitch. The step's `input_required` envelope carries the
@@ -11,7 +11,7 @@ use super::*;
 /// is the same `inputResponse` as outside a pipeline: the kernel's executor reads it first.
 pub(super) fn pipeline_select_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop> {
     em.emit("pipeline_started", "pipeline", "working", json!({"userRequest": text, "pipelineType": "selling", "totalSteps": 2, "stepNames": ["network_planning", "deploying"]}), json!({}))?;
-    let s1 = step("network_planning", 1.0);
+    let s1 = pipeline_step("network_planning", 1.0);
     em.on_step("step_started", json!({"name": "network_planning"}), &s1)?;
     let tool = format!("call_{}", &ids::hex32()[..12]);
     let envelope = resource_input(&em.task_id, &em.context_id, &tool);
@@ -27,7 +27,7 @@ pub(super) fn pipeline_select_continue(
     em: &mut Emitter<'_>,
     label: Option<&str>,
 ) -> Result<(), Stop> {
-    let s1 = step("network_planning", 1.0);
+    let s1 = pipeline_step("network_planning", 1.0);
     let text = match label {
         Some(l) => format!("Using {l}."),
         None => "No VSwitch chosen; the network stays as planned.".to_string(),

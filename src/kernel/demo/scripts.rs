@@ -477,13 +477,13 @@ pub(super) fn check_resource_answer(message: &Value, pending: &Value) -> Result<
     Ok(r.clone())
 }
 
-pub(super) fn step(id: &str, index: f64) -> Value {
+pub(super) fn pipeline_step(id: &str, index: f64) -> Value {
     json!({"runId": format!("step-{id}-1"), "index": index, "total": 3.0, "id": id, "attempt": 1.0})
 }
 
 pub(super) fn pipeline_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop> {
     em.emit("pipeline_started", "pipeline", "working", json!({"userRequest": text, "pipelineType": "selling", "totalSteps": 3, "stepNames": ["intent_parsing", "evaluate_candidates", "deploying"]}), json!({}))?;
-    let s1 = step("intent_parsing", 1.0);
+    let s1 = pipeline_step("intent_parsing", 1.0);
     em.on_step("step_started", json!({"name": "intent_parsing"}), &s1)?;
     em.on_step(
         "thinking_delta",
@@ -552,7 +552,7 @@ fn candidate_options() -> Value {
 /// projects one (`iac_code.input` of kind `candidate_selection`, on the main line).
 pub(super) fn candidates_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop> {
     em.emit("pipeline_started", "pipeline", "working", json!({"userRequest": text, "pipelineType": "selling", "totalSteps": 2, "stepNames": ["evaluate_candidates", "deploying"]}), json!({}))?;
-    let s1 = step("evaluate_candidates", 1.0);
+    let s1 = pipeline_step("evaluate_candidates", 1.0);
     em.on_step("step_started", json!({"name": "evaluate_candidates"}), &s1)?;
     em.on_step(
         "text_delta",
@@ -568,14 +568,14 @@ pub(super) fn candidates_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), St
 
 /// The rest of the `candidates` pipeline once a candidate is chosen (its label as text).
 pub(super) fn candidates_continue(em: &mut Emitter<'_>, answer: &str) -> Result<(), Stop> {
-    let s1 = step("evaluate_candidates", 1.0);
+    let s1 = pipeline_step("evaluate_candidates", 1.0);
     em.on_step(
         "input_received",
         json!({"kind": "candidate_selection", "selected_value": answer}),
         &s1,
     )?;
     em.on_step("step_completed", json!({}), &s1)?;
-    let s2 = step("deploying", 2.0);
+    let s2 = pipeline_step("deploying", 2.0);
     em.on_step("step_started", json!({"name": "deploying"}), &s2)?;
     em.on_step(
         "text_delta",
@@ -600,7 +600,7 @@ pub(super) fn pipeline_slow(em: &mut Emitter<'_>) -> Result<(), Stop> {
         json!({"totalSteps": 1}),
         json!({}),
     )?;
-    let s1 = step("deploying", 1.0);
+    let s1 = pipeline_step("deploying", 1.0);
     em.on_step("step_started", json!({"name": "deploying"}), &s1)?;
     let tick = em.shared.cfg.tick;
     for i in 1..=30 {
@@ -622,14 +622,14 @@ pub(super) fn pipeline_slow(em: &mut Emitter<'_>) -> Result<(), Stop> {
 }
 
 pub(super) fn pipeline_continue(em: &mut Emitter<'_>, answer: &str) -> Result<(), Stop> {
-    let s1 = step("intent_parsing", 1.0);
+    let s1 = pipeline_step("intent_parsing", 1.0);
     em.on_step(
         "input_received",
         json!({"kind": "ask_user_question", "selectedLabel": answer}),
         &s1,
     )?;
     em.on_step("step_completed", json!({"conclusionField": "intent"}), &s1)?;
-    let s2 = step("evaluate_candidates", 2.0);
+    let s2 = pipeline_step("evaluate_candidates", 2.0);
     em.on_step("step_started", json!({"name": "evaluate_candidates"}), &s2)?;
     let cands: Vec<Value> = (1..=2)
         .map(|i| json!({"id": format!("cand-{i}"), "runId": format!("candidate-cand-{i}-{i}-1"), "index": i as f64, "attempt": 1.0, "name": format!("Option {i}")}))

@@ -90,7 +90,7 @@ enum Stop {
     Fail(Code, String, Cleanup),
 }
 
-type Step<T> = Result<T, Stop>;
+type Stage<T> = Result<T, Stop>;
 
 pub(crate) struct RunArgs {
     pub(crate) kind: RunKind,
@@ -323,13 +323,13 @@ impl<'a, 's> Run<'a, 's> {
         }
     }
 
-    fn send(&mut self, ev: &Stamped) -> Step<()> {
+    fn send(&mut self, ev: &Stamped) -> Stage<()> {
         self.save_task()?;
         self.stream.stamped_event(ev).map_err(|_| Stop::Client)
     }
 
     /// Send everything the mapper produced.
-    fn flush(&mut self) -> Step<()> {
+    fn flush(&mut self) -> Stage<()> {
         if !self.mapper.has_output() {
             return Ok(());
         }
@@ -425,7 +425,7 @@ impl<'a, 's> Run<'a, 's> {
     }
 
     /// Persist a session id seen for the first time (before anything reveals it).
-    fn record_session(&self, sid: &str) -> Step<()> {
+    fn record_session(&self, sid: &str) -> Stage<()> {
         self.persist(|t| t.doc.session_id = Some(sid.to_string()))
             .map_err(|_| {
                 self.fail(
@@ -450,7 +450,7 @@ impl<'a, 's> Run<'a, 's> {
     /// Before this run's first kernel call: wait (bounded) until the kernel confirmed that
     /// the thread's previous task stopped; a task started meanwhile would fail. Past the
     /// bound the run goes ahead, and a failure is then reported as that.
-    fn wait_for_previous_task(&mut self) -> Step<()> {
+    fn wait_for_previous_task(&mut self) -> Stage<()> {
         let bound = self.sh.wind_down_bound;
         self.previous_stopping = !self.sh.wind_downs.wait(&self.context_id, bound);
         if self.previous_stopping {
@@ -478,7 +478,7 @@ impl<'a, 's> Run<'a, 's> {
         .or_else(|| self.wire_task.clone())
     }
 
-    fn run_started(&mut self) -> Step<()> {
+    fn run_started(&mut self) -> Stage<()> {
         let protocol_version = self.a.dialect.protocol_version;
         let ev = self.stamp(Event::RunStarted {
             thread_id: self.a.thread.id.clone(),
@@ -511,7 +511,7 @@ impl<'a, 's> Run<'a, 's> {
         Ok(())
     }
 
-    fn session_event(&mut self) -> Step<()> {
+    fn session_event(&mut self) -> Stage<()> {
         // Built from what is saved: a task id noted but not saved yet is saved first.
         self.save_task()?;
         if !self
@@ -554,7 +554,7 @@ impl<'a, 's> Run<'a, 's> {
 
     /// `CUSTOM iac-code.session.reset.v1`: the kernel no longer had the thread's session and
     /// this turn runs in a new one (already durably recorded), with a message to show.
-    fn session_reset(&mut self, previous: Option<&str>, session: &str) -> Step<()> {
+    fn session_reset(&mut self, previous: Option<&str>, session: &str) -> Stage<()> {
         log::warn!(
             "run {}: the kernel no longer has thread {}'s session; a new one starts",
             self.a.run_id,
@@ -582,7 +582,7 @@ impl<'a, 's> Run<'a, 's> {
     }
 
     /// An event that names another task or context than this run's (absent ids are allowed).
-    fn check_identity(&self, ev: &A2aEvent, task: &str) -> Step<()> {
+    fn check_identity(&self, ev: &A2aEvent, task: &str) -> Stage<()> {
         if crate::adapter::identity::foreign_event(ev, task, &self.context_id) {
             return Err(self.identity_mismatch());
         }

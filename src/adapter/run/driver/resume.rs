@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{BACKUP_NOT_READY_EN, Cleanup, Ending, Run, Step, Stop};
+use super::{BACKUP_NOT_READY_EN, Cleanup, Ending, Run, Stage, Stop};
 use crate::a2a::client::{EventStream, Restore};
 use crate::a2a::types::{Payload, TaskState};
 use crate::adapter::interrupts;
@@ -19,7 +19,7 @@ const TASK_NOT_ACTIVE: i64 = -32001;
 
 impl Run<'_, '_> {
     #[inline(never)]
-    pub(super) fn resume(&mut self) -> Step<Ending> {
+    pub(super) fn resume(&mut self) -> Stage<Ending> {
         self.run_started()?;
         self.mapper.reopen_pipeline_steps();
         self.flush()?;
@@ -204,7 +204,7 @@ impl Run<'_, '_> {
 
     /// Durably note (before sending) or clear (after a refusal) an answer in flight: a stop
     /// in between leaves it in doubt for the retry to reconcile.
-    fn mark_in_doubt(&mut self, a: &Answer, sending: bool) -> Step<()> {
+    fn mark_in_doubt(&mut self, a: &Answer, sending: bool) -> Stage<()> {
         let key = (self.execution_id.clone(), a.id.clone());
         self.persist(|t| {
             if sending {
@@ -223,7 +223,7 @@ impl Run<'_, '_> {
     }
 
     /// Record one delivered answer (applied digest, no longer pending, not in doubt), durably.
-    fn commit_answer(&mut self, a: &Answer) -> Step<()> {
+    fn commit_answer(&mut self, a: &Answer) -> Stage<()> {
         let exec = self.execution_id.clone();
         self.persist(|t| {
             t.doc.in_doubt.remove(&(exec.clone(), a.id.clone()));
@@ -239,7 +239,7 @@ impl Run<'_, '_> {
         })
     }
 
-    fn apply(&mut self, answers: Vec<Answer>) -> Step<Ending> {
+    fn apply(&mut self, answers: Vec<Answer>) -> Stage<Ending> {
         let task = self.task_id().unwrap_or_default();
         // A cancelled question cancels the whole execution.
         if answers
@@ -406,7 +406,7 @@ impl Run<'_, '_> {
         }
     }
 
-    fn pump_chain(&mut self, c: &mut Chain, last: bool) -> Step<(Option<TaskState>, bool)> {
+    fn pump_chain(&mut self, c: &mut Chain, last: bool) -> Stage<(Option<TaskState>, bool)> {
         if let Some(mut first) = c.first.take() {
             let (s1, i1) = self.pump(&mut first, last)?;
             if i1 && last {
@@ -436,7 +436,7 @@ impl Run<'_, '_> {
     }
 
     /// Sideband permissions: non-streaming sends, then the task snapshot and a subscription.
-    fn apply_sideband(&mut self, answers: Vec<Answer>, task: &str) -> Step<Ending> {
+    fn apply_sideband(&mut self, answers: Vec<Answer>, task: &str) -> Stage<Ending> {
         for a in &answers {
             let parts = vec![answer_part(task, a)];
             let params = self.message(&format!("agui-resume-{}", a.id), parts, Some(task));
@@ -452,7 +452,7 @@ impl Run<'_, '_> {
     }
 
     /// After the answers: the task snapshot, then a subscription until a stop state.
-    fn follow(&mut self, task: &str) -> Step<Ending> {
+    fn follow(&mut self, task: &str) -> Stage<Ending> {
         let snap = match self.session.get_task(task) {
             Ok(Payload::Event(e)) => e,
             Ok(Payload::Error(_)) => {

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::{Cleanup, Ending, Run, Step};
+use super::{Cleanup, Ending, Run, Stage};
 use crate::a2a::client::EventStream;
 use crate::a2a::types::{A2aEvent, Payload, TaskState};
 use crate::adapter::admission::RunKind;
@@ -19,14 +19,14 @@ use crate::life::{Effect, Event as LifeEvent};
 
 impl Run<'_, '_> {
     #[inline(never)]
-    pub(super) fn new_turn(&mut self) -> Step<Ending> {
+    pub(super) fn new_turn(&mut self) -> Stage<Ending> {
         let st = self.open_turn()?;
         self.consume(st)
     }
 
     /// Everything of a new turn before its stream is read, in a frame that is gone by then.
     #[inline(never)]
-    fn open_turn(&mut self) -> Step<EventStream> {
+    fn open_turn(&mut self) -> Stage<EventStream> {
         self.run_started()?;
         self.mapper.reopen_pipeline_steps();
         self.flush()?;
@@ -43,7 +43,7 @@ impl Run<'_, '_> {
     /// Identity rules for every event (§5.2, §10 of the A2A notes); new ids are persisted
     /// before anything reveals them.
     #[inline(never)]
-    pub(super) fn observe(&mut self, ev: &A2aEvent) -> Step<()> {
+    pub(super) fn observe(&mut self, ev: &A2aEvent) -> Stage<()> {
         if let Some(c) = ev.context_id()
             && c != self.context_id
         {
@@ -109,7 +109,7 @@ impl Run<'_, '_> {
     /// named: if a Stop was saved first, the table says to cancel it now (and the cell cuts
     /// the upstream); a Stop that comes later finds it named and cancels it itself.
     #[inline(never)]
-    pub(super) fn save_task(&mut self) -> Step<()> {
+    pub(super) fn save_task(&mut self) -> Stage<()> {
         let Some(tid) = self.unsaved_task.as_deref() else {
             return Ok(());
         };
@@ -143,7 +143,7 @@ impl Run<'_, '_> {
 
     /// Inputs of an event that are not yet answered in this execution.
     #[inline(never)]
-    pub(super) fn new_inputs(&self, ev: &A2aEvent) -> Step<Vec<FoundInput>> {
+    pub(super) fn new_inputs(&self, ev: &A2aEvent) -> Stage<Vec<FoundInput>> {
         if !ev.iac().is_some_and(|i| {
             interrupts::has_input_keys(i)
                 || i.contains_key("pipeline")
@@ -174,7 +174,7 @@ impl Run<'_, '_> {
             .collect())
     }
 
-    pub(super) fn check_input_identity(&self, inputs: &[FoundInput]) -> Step<()> {
+    pub(super) fn check_input_identity(&self, inputs: &[FoundInput]) -> Stage<()> {
         identity::check_inputs(inputs, self.task_id().as_deref(), &self.context_id)
             .map_err(|m| self.fail(Code::A2aProtocolError, m, Cleanup::CancelIfIdle))
     }
@@ -182,7 +182,7 @@ impl Run<'_, '_> {
     /// Merge new inputs into pending (existing entries kept; sideband only upgraded) and
     /// persist them before anything is revealed.
     #[inline(never)]
-    pub(super) fn commit_inputs(&mut self, inputs: Vec<FoundInput>) -> Step<()> {
+    pub(super) fn commit_inputs(&mut self, inputs: Vec<FoundInput>) -> Stage<()> {
         self.check_input_identity(&inputs)?;
         self.mapper.finalize_text_snapshots();
         self.persist(|t| merge_inputs(&mut t.doc.execution.pending, inputs))
@@ -201,7 +201,7 @@ impl Run<'_, '_> {
     }
 
     #[inline(never)]
-    pub(super) fn recover_pipeline(&mut self, after: i64) -> Step<()> {
+    pub(super) fn recover_pipeline(&mut self, after: i64) -> Stage<()> {
         let Some(task) = self.task_id() else {
             return Ok(());
         };
@@ -217,7 +217,7 @@ impl Run<'_, '_> {
 
     /// Read a new turn's stream to its end, projecting it: the first committed interrupt
     /// ends the run, otherwise the last task state decides (`end_for_state`).
-    pub(super) fn consume(&mut self, mut st: EventStream) -> Step<Ending> {
+    pub(super) fn consume(&mut self, mut st: EventStream) -> Stage<Ending> {
         let (state, interrupted) = self.pump(&mut st, true)?;
         drop(st);
         if interrupted {
@@ -233,7 +233,7 @@ impl Run<'_, '_> {
         &mut self,
         st: &mut EventStream,
         last: bool,
-    ) -> Step<(Option<TaskState>, bool)> {
+    ) -> Stage<(Option<TaskState>, bool)> {
         self.stream.hold(true);
         let r = self.pump_held(st, last);
         self.stream.hold(false);
@@ -242,7 +242,7 @@ impl Run<'_, '_> {
 
     /// `pump` with events held between upstream reads: they reach the loop when the next
     /// payload would need a read (or the queue is full, or the pump ends).
-    fn pump_held(&mut self, st: &mut EventStream, last: bool) -> Step<(Option<TaskState>, bool)> {
+    fn pump_held(&mut self, st: &mut EventStream, last: bool) -> Stage<(Option<TaskState>, bool)> {
         let mut state: Option<TaskState> = None;
         let mut committed = false;
         loop {
@@ -311,7 +311,7 @@ impl Run<'_, '_> {
     /// Identity checks, the session event, queued results, projection. A frame of its own:
     /// not on the stack while the pump reads.
     #[inline(never)]
-    pub(super) fn on_event(&mut self, ev: &A2aEvent) -> Step<()> {
+    pub(super) fn on_event(&mut self, ev: &A2aEvent) -> Stage<()> {
         self.observe(ev)?;
         let has_ids = self
             .with_thread(|t| t.doc.execution.task_id.is_some() && t.doc.session_id.is_some())
@@ -329,12 +329,12 @@ impl Run<'_, '_> {
 
     /// The interrupt is committed: the run's end is its own from here (a client leaving now
     /// cancels nothing; a Stop answers `already_terminal`).
-    pub(super) fn interrupt_end(&mut self) -> Step<Ending> {
+    pub(super) fn interrupt_end(&mut self) -> Stage<Ending> {
         self.decide(LifeEvent::OwnEnd);
         Ok(Ending::Interrupt(self.pending_interrupts()))
     }
 
-    pub(super) fn end_for_state(&mut self, state: Option<TaskState>) -> Step<Ending> {
+    pub(super) fn end_for_state(&mut self, state: Option<TaskState>) -> Stage<Ending> {
         if let Some(r) = self.catch_up.take() {
             self.recover_pipeline(r)?;
         }
@@ -372,7 +372,7 @@ impl Run<'_, '_> {
     // ------------------------------------------------------------------ resume (§3.3)
 
     #[inline(never)]
-    pub(super) fn guidance(&mut self) -> Step<Ending> {
+    pub(super) fn guidance(&mut self) -> Stage<Ending> {
         self.run_started()?;
         let Some(user) = self.take_opening(|o| o.user.take()) else {
             return Err(self.fail(Code::InvalidInput, Msg::UserMessageRequired, Cleanup::Keep));
