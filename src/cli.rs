@@ -16,9 +16,7 @@ use crate::server::timers::SystemClock;
 use crate::server::{Server, ServerConfig};
 use crate::store::files::{FileStore, state_root};
 
-use crate::startup::{EXIT_FAILURE, EXIT_USAGE, StartError};
-
-pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
+use crate::startup::{EXIT_FAILURE, EXIT_USAGE, StartError, VERSION};
 
 pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let mut args = args.into_iter().peekable();
@@ -179,7 +177,7 @@ pub(crate) fn capabilities_body(
                 "interruptKinds": crate::adapter::interrupts::kinds(&dialect),
                 // What a front end that answers resource selections sends as
                 // `forwardedProps.iacCode.resourceSelector` for the kernel to raise them.
-                "resourceSelector": {"schemaVersion": 1, "queryMode": "ros_api_json", "profileHash": crate::adapter::interrupts::KERNEL_PROFILE_HASH},
+                "resourceSelector": {"schemaVersion": 1, "queryMode": "ros_api_json", "profileHash": crate::a2a::KERNEL_PROFILE_HASH},
                 "routes": {
                     "run": "POST /",
                     "cancel": "POST /extensions/iac-code/v1/executions/{executionId}/cancel",

@@ -4,7 +4,7 @@
 //! file (`store::conversations`, each caller's index `store::index`); listed, paged, renamed
 //! and deleted by the thread routes (`adapter/routes/threads.rs`), restated to a 1.0 client
 //! that holds less (`MESSAGES_SNAPSHOT`), deleted after `--thread-retention`
-//! (`adapter/state/expiry.rs`).
+//! (`conversation/wiring.rs`).
 //!
 //! This file is compiled in every build: the extra's options, its settings and wiring, and
 //! [`Ops`], what a run records of its conversation. Without the extra no conversation or
@@ -46,6 +46,8 @@ pub mod log;
 mod metrics;
 #[cfg(feature = "threads")]
 mod transcript;
+#[cfg(feature = "threads")]
+mod wiring;
 
 #[cfg(feature = "threads")]
 pub(crate) use metrics::SERIES;
@@ -91,35 +93,6 @@ pub(crate) fn configure(
         None => std::time::Duration::ZERO,
     };
     Ok(Settings { bounds, retention })
-}
-
-#[cfg(feature = "threads")]
-impl Settings {
-    /// The registry keeps each thread's conversation in the state directory, within the
-    /// bounds; `/metrics` starts from what the directory holds.
-    pub(crate) fn shared(
-        &self,
-        mut sh: crate::adapter::Shared,
-        store: &std::sync::Arc<crate::store::files::FileStore>,
-    ) -> crate::adapter::Shared {
-        let (threads, bytes) = store.conversation_census();
-        SERIES.threads.set(threads);
-        SERIES.bytes.set(bytes);
-        sh.registry.keep_conversations(store.clone(), self.bounds);
-        sh
-    }
-
-    /// Threads idle past `--thread-retention` are deleted, a round at most every half
-    /// retention and at most once a minute (each round reads the callers' thread indexes).
-    pub(crate) fn chores(
-        &self,
-        sh: &std::sync::Arc<crate::adapter::Shared>,
-    ) -> Vec<crate::chores::Chore> {
-        if self.retention.is_zero() {
-            return Vec::new();
-        }
-        vec![crate::adapter::state::expiry::chore(sh, self.retention)]
-    }
 }
 
 /// The thread routes in `/capabilities`' `routes`, after the subscribe route (where they

@@ -109,7 +109,7 @@ impl Settings {
     }
 
     /// With `--demo`, the demo kernel in place of `iac-code a2a`, with a token of its own.
-    pub(crate) fn kernel(&self) -> Result<Option<crate::extras::OwnKernel>, StartError> {
+    pub(crate) fn kernel(&self) -> Result<Option<crate::kernel::OwnKernel>, StartError> {
         if !self.serve {
             return Ok(None);
         }
@@ -124,7 +124,7 @@ impl Settings {
             "demo kernel on {url}; scripts by keyword in the message: {}",
             crate::kernel::demo::listed_keywords().join(", ")
         );
-        Ok(Some(crate::extras::OwnKernel {
+        Ok(Some(crate::kernel::OwnKernel {
             url,
             token: Some(token),
             held: Box::new(demo),
@@ -154,7 +154,7 @@ fn serve_kernel_alone(port: u16, env: &crate::config::Environ) -> Result<(), Sta
     .map_err(StartError::io("start the demo kernel"))?;
     crate::logging::ready(
         Some("demo kernel"),
-        crate::cli::VERSION,
+        crate::startup::VERSION,
         kernel.base_url().trim_end_matches('/'),
     );
     let mut signals = signal_hook::iterator::Signals::new([

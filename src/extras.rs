@@ -125,17 +125,10 @@ pub(crate) fn instead(_s: &Settings) -> Option<Instead> {
     None
 }
 
-/// A kernel an extra runs in place of `iac-code a2a` (the demo's).
-pub(crate) struct OwnKernel {
-    /// Its base URL and the bearer token it takes.
-    pub(crate) url: String,
-    pub(crate) token: Option<String>,
-    /// The kernel itself, held for its `Drop`, which stops it.
-    pub(crate) held: Box<dyn std::any::Any>,
-}
-
-/// The built extras' [`OwnKernel`], started, if one was asked for.
-pub(crate) fn kernel(_s: &Settings) -> Result<Option<OwnKernel>, crate::startup::StartError> {
+/// The built extras' [`OwnKernel`](crate::kernel::OwnKernel), started, if one was asked for.
+pub(crate) fn kernel(
+    _s: &Settings,
+) -> Result<Option<crate::kernel::OwnKernel>, crate::startup::StartError> {
     #[cfg(feature = "demo")]
     if let Some(d) = &_s.demo {
         return d.kernel();
@@ -221,7 +214,7 @@ pub(crate) fn shared(
     };
     #[cfg(feature = "threads")]
     let sh = _s.threads.shared(sh, _ctx.store);
-    Ok(sh)
+    Ok(sh.with_worker_routes(worker_routes()))
 }
 
 /// Each built extra's routes and head checks in the route configuration, after the core's
@@ -242,6 +235,8 @@ pub(crate) fn routes(
     if let Some(c) = &_s.console {
         c.route(_r);
     }
+    _r.extra_routes = worker_routes().iter().map(|w| w.find).collect();
+    _r.extra_series = series();
     Ok(())
 }
 
@@ -253,31 +248,23 @@ pub(crate) fn listening(_s: &Settings, _local: std::net::SocketAddr) {
     }
 }
 
-/// Each built extra's worker routes, which every route configuration has
-/// (`RouteConfig::extra_routes`; answered by [`answer`]): each finds the route a raw path
-/// names, if it is one of its extra's.
-pub(crate) fn worker_routes() -> Vec<fn(&str) -> Option<crate::routes::ExtraPath>> {
+/// Each built extra's worker routes: the route configuration finds them
+/// (`RouteConfig::extra_routes`), the adapter answers them (`Shared::with_worker_routes`).
+pub fn worker_routes() -> Vec<crate::adapter::WorkerRoute> {
     vec![
         #[cfg(feature = "threads")]
-        crate::adapter::routes::threads::find,
+        crate::adapter::WorkerRoute {
+            extra: crate::adapter::routes::threads::EXTRA,
+            find: crate::adapter::routes::threads::find,
+            answer: crate::adapter::routes::threads::answer,
+        },
         #[cfg(feature = "quotas")]
-        crate::quota::gate::find,
+        crate::adapter::WorkerRoute {
+            extra: crate::quota::gate::EXTRA,
+            find: crate::quota::gate::find,
+            answer: crate::quota::gate::answer,
+        },
     ]
-}
-
-/// A request on a worker route of an extra's (`routes::ExtraWork`), answered by that extra
-/// (`Backend::extra`).
-pub(crate) fn answer(
-    _sh: &crate::adapter::Shared,
-    req: crate::app::ExtraRequest,
-) -> crate::server::http::Response {
-    match req.work.extra {
-        #[cfg(feature = "threads")]
-        "threads" => crate::adapter::routes::threads::answer(_sh, req),
-        #[cfg(feature = "quotas")]
-        "usage" => crate::quota::gate::answer(_sh, req),
-        _ => crate::server::http::Response::text(404, "Not Found"),
-    }
 }
 
 /// Each built extra's entries in `/capabilities` (`custom.iacCode`).
@@ -287,9 +274,11 @@ pub(crate) fn capabilities(_s: &Settings, _iac: &mut serde_json::Map<String, ser
 }
 
 /// Each built extra's series in `/metrics` (none is rendered without its extra).
-pub(crate) fn metrics(_out: &mut String) {
-    #[cfg(feature = "threads")]
-    crate::conversation::SERIES.render(_out);
+pub fn series() -> Vec<fn(&mut String)> {
+    vec![
+        #[cfg(feature = "threads")]
+        |out| crate::conversation::SERIES.render(out),
+    ]
 }
 
 /// Each built extra's periodic work, off the loop (`crate::chores`).

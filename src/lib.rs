@@ -20,7 +20,7 @@ pub mod conversation;
 pub(crate) mod cors;
 pub(crate) mod demo;
 pub mod errors;
-pub(crate) mod extras;
+pub mod extras;
 pub(crate) mod healthcheck;
 pub mod i18n;
 pub(crate) mod ids;

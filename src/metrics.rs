@@ -300,7 +300,7 @@ fn histogram(out: &mut String, name: &str, help: &str, h: &Histogram) {
 }
 
 /// The whole exposition.
-pub fn render() -> String {
+pub fn render(extras: &[fn(&mut String)]) -> String {
     let m = &M;
     let mut o = String::with_capacity(4096);
     head(&mut o, "iac_agui_build_info", "gauge", "Build information.");
@@ -331,8 +331,10 @@ pub fn render() -> String {
         "Runs being driven now (detached ones included).",
         m.runs_active.get(),
     );
-    // The extras' series: stored conversations (`threads`).
-    crate::extras::metrics(&mut o);
+    // The extras' series (stored conversations: `threads`).
+    for s in extras {
+        s(&mut o);
+    }
     head(
         &mut o,
         "iac_agui_thread_handoffs_total",
@@ -536,7 +538,7 @@ mod tests {
     /// builds: `cargo test` and `cargo test --no-default-features`).
     #[test]
     fn an_extras_series_are_rendered_only_in_a_build_with_it() {
-        let text = render();
+        let text = render(&crate::extras::series());
         let has = |family: &str| text.contains(&format!("# TYPE {family} "));
         for family in [
             "iac_agui_caller_quota_refusals_total",
@@ -555,12 +557,15 @@ mod tests {
         ] {
             assert_eq!(has(family), cfg!(feature = "otlp"), "{family}");
         }
+        for family in ["iac_agui_threads", "iac_agui_history_bytes"] {
+            assert_eq!(has(family), cfg!(feature = "threads"), "{family}");
+        }
     }
 
     #[test]
     fn every_sample_line_belongs_to_a_declared_family() {
         M.runs.inc("success");
-        let text = render();
+        let text = render(&crate::extras::series());
         let mut declared = Vec::new();
         for line in text.lines() {
             if let Some(rest) = line.strip_prefix("# TYPE ") {

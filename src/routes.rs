@@ -244,6 +244,8 @@ pub struct RouteConfig {
     /// The extras' worker routes (`crate::extras::worker_routes`): each finds the route a raw
     /// path names, if it is one of its extra's.
     pub(crate) extra_routes: Vec<fn(&str) -> Option<ExtraPath>>,
+    /// The extras' series in `/metrics` (`crate::extras::series`).
+    pub(crate) extra_series: Vec<fn(&mut String)>,
     pub(crate) max_run_body: usize,
     pub(crate) max_cancel_body: usize,
     /// The language of errors when the request asks for none (`config::Config::default_lang`).
@@ -262,12 +264,25 @@ impl RouteConfig {
             tokens_down_body: with_status(&health_body, "unavailable", Some("tokens")),
             capabilities_body: b"{}".to_vec(),
             checks: Vec::new(),
-            extra_routes: crate::extras::worker_routes(),
+            extra_routes: Vec::new(),
+            extra_series: Vec::new(),
             health_body,
             max_run_body: limits::MAX_RUN_BODY,
             max_cancel_body: limits::MAX_CANCEL_BODY,
             default_lang: Lang::En,
         }
+    }
+
+    /// Find the extras' worker routes with `finds` (`crate::extras::worker_routes`), and
+    /// render their `series` in `/metrics` (`crate::extras::series`).
+    pub fn with_extras(
+        mut self,
+        finds: impl IntoIterator<Item = fn(&str) -> Option<ExtraPath>>,
+        series: Vec<fn(&mut String)>,
+    ) -> RouteConfig {
+        self.extra_routes = finds.into_iter().collect();
+        self.extra_series = series;
+        self
     }
 
     /// The extras' headers for every answer to `head` (none without an extra that adds some).
@@ -374,7 +389,7 @@ pub(crate) fn decide(head: &RequestHead, cfg: &RouteConfig, live: Live) -> HeadD
             return HeadDecision::Respond(Response::new(
                 200,
                 "text/plain; version=0.0.4; charset=utf-8",
-                crate::metrics::render().into_bytes(),
+                crate::metrics::render(&cfg.extra_series).into_bytes(),
             ));
         }
         Route::Work(work) => work,

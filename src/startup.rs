@@ -54,6 +54,9 @@ impl std::error::Error for StartError {
     }
 }
 
+/// The version every banner and answer names.
+pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// Exit status for usage and configuration errors.
 pub(crate) const EXIT_USAGE: u8 = 2;
 /// Exit status for start-up failures (bind, kernel, state lock).

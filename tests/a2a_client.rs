@@ -8,7 +8,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use iac_agui::a2a::client::{A2aClient, A2aConfig, A2aError, Restore};
+use iac_agui::a2a::A2aError;
+use iac_agui::a2a::client::{A2aClient, A2aConfig, Restore};
 use iac_agui::a2a::types::{Kind, Payload, TaskState};
 use serde_json::Value;
 

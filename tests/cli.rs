@@ -1189,10 +1189,7 @@ fn capabilities_describe_the_agent_and_need_the_token_when_one_is_set() {
     assert!(kinds.get("deployment_confirmation").is_none(), "{kinds}");
     let sel = &c["custom"]["iacCode"]["resourceSelector"];
     assert_eq!(sel["queryMode"], "ros_api_json");
-    assert_eq!(
-        sel["profileHash"],
-        iac_agui::adapter::interrupts::KERNEL_PROFILE_HASH
-    );
+    assert_eq!(sel["profileHash"], iac_agui::a2a::KERNEL_PROFILE_HASH);
     assert!(
         c["custom"]["iacCode"]["routes"]["subscribe"]
             .as_str()

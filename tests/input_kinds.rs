@@ -35,7 +35,7 @@ fn text_of(events: &[Value]) -> String {
 /// What a front end that can answer resource selections advertises (as `/capabilities`
 /// says); the kernel raises none without it.
 fn selector() -> Value {
-    json!({"schemaVersion": 1, "queryMode": "ros_api_json", "profileHash": iac_agui::adapter::interrupts::KERNEL_PROFILE_HASH})
+    json!({"schemaVersion": 1, "queryMode": "ros_api_json", "profileHash": iac_agui::a2a::KERNEL_PROFILE_HASH})
 }
 
 fn select_body(s: &Stack, thread: &str, run: &str, text: &str) -> Value {

@@ -89,7 +89,7 @@ fn the_profile_hash_constant_is_the_pinned_kernels() {
     let hash = format!("sha256:{:x}", Sha256::digest(canonical.as_bytes()));
     assert_eq!(
         hash,
-        iac_agui::adapter::interrupts::KERNEL_PROFILE_HASH,
+        iac_agui::a2a::KERNEL_PROFILE_HASH,
         "KERNEL_PROFILE_HASH is not the hash of the captured kernel's profiles"
     );
 }

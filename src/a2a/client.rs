@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::A2aError;
 use super::calls::CallPool;
 use super::frame::FrameReader;
 use super::sse::{SseError, SseReader};
@@ -44,26 +45,6 @@ impl A2aConfig {
         }
     }
 }
-
-/// Why an upstream call failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum A2aError {
-    /// Transport failure, timeout, non-2xx status, unreadable body.
-    Unavailable(String),
-    /// The kernel answered with something this adapter cannot interpret.
-    Protocol(String),
-}
-
-impl std::fmt::Display for A2aError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            A2aError::Unavailable(s) => write!(f, "A2A kernel unavailable: {s}"),
-            A2aError::Protocol(s) => write!(f, "A2A protocol error: {s}"),
-        }
-    }
-}
-
-impl std::error::Error for A2aError {}
 
 fn unavailable(e: impl std::fmt::Display) -> A2aError {
     A2aError::Unavailable(e.to_string())

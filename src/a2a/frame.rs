@@ -22,8 +22,8 @@
 
 use std::borrow::Cow;
 
+use super::A2aError;
 use super::calls::CallPool;
-use super::client::A2aError;
 use super::types::{F_TEXT, FieldAt, Located, Payload};
 use crate::limits;
 

@@ -3,9 +3,9 @@
 //! record before they act). The record is the audit log's (`records.rs`, feature `audit`,
 //! issue 44); without one these cost nothing and refuse nothing.
 
-use super::admission::{RunKind, Thread};
-use super::policies::{Act, Decision};
-use super::shared::Shared;
+use crate::adapter::rules::admission::{RunKind, Thread};
+use crate::adapter::state::policies::{Act, Decision};
+use crate::adapter::state::shared::Shared;
 use crate::agui::events::RunUsage;
 use crate::agui::input::ResumeEntry;
 use crate::app::RequestOrigin;
@@ -51,15 +51,15 @@ pub(super) fn admission(
 /// a failure is logged (by the record), not refused.
 pub(super) fn run_end(
     sh: &Shared,
-    run: &super::driver::RunArgs,
+    (origin, key, run_id): (&RequestOrigin, &ThreadKey, &str),
     execution_id: &str,
     outcome: &'static str,
     usage: RunUsage,
 ) {
     let d = Decision {
-        origin: &run.origin,
-        key: &run.thread,
-        run_id: Some(&run.run_id),
+        origin,
+        key,
+        run_id: Some(run_id),
         execution_id: Some(execution_id),
         act: Act::RunEnd { outcome, usage },
     };
@@ -104,7 +104,7 @@ pub(super) fn delete(sh: &Shared, origin: &RequestOrigin, key: &ThreadKey) -> Re
 /// A thread about to be deleted by `--thread-retention` (no request: the owner is named, no
 /// client).
 #[cfg(feature = "threads")]
-pub(super) fn expire(sh: &Shared, key: &ThreadKey) -> Result<(), ApiError> {
+pub(crate) fn expire(sh: &Shared, key: &ThreadKey) -> Result<(), ApiError> {
     record(
         sh,
         Decision {

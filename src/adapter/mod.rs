@@ -3,44 +3,31 @@
 //! `identity`, `projection` and `interrupts`; the routes, `driver` and `threads` are the I/O
 //! around them.
 
-// The decisions handed to their record (the audit log) before they are acknowledged.
+// The groups, each using only those below it: rules < state < audited < run < routes < this
+// root (docs/ARCHITECTURE.md, "Dependencies").
 pub(crate) mod audited;
 pub(crate) mod routes;
-mod rules;
-mod run;
+pub(crate) mod rules;
+pub(crate) mod run;
 pub(crate) mod state;
 
-// The modules under their old names: grouped by kind on disk, one namespace for their users.
-pub(crate) use routes::cancel;
-use routes::subscribe;
-pub(crate) use rules::schema;
-pub use rules::{admission, interrupts, projection};
-use rules::{identity, reconcile};
-pub(crate) use run::upstream;
-use run::{driver, ending, tee, winddown};
-pub use state::{env, replay, threads};
-pub(crate) use state::{policies, shared};
+// The names the crate's outside uses (tests, benches, fuzz targets, the binary's wiring); the
+// groups name each other by their own paths.
+pub use rules::{admission, env, interrupts, projection};
+pub use state::shared::{Shared, WorkerRoute};
+pub use state::{replay, threads};
 
 use std::sync::Arc;
 
 use crate::agui::dialect::Declared;
 use crate::app::{Backend, CancelRequest, RunRequest, RunStream, SubscribeRequest};
 use crate::server::http::Response;
-use driver::{Run, RunArgs};
-pub use shared::Shared;
+use routes::{cancel, subscribe};
+use run::driver::{Admitted, Run};
 
 /// The AG-UI backend behind `POST /` and the cancel route.
 pub struct AguiBackend {
     pub shared: Arc<Shared>,
-}
-
-/// An admitted run, handed from admission (on a call thread) to its worker.
-pub(crate) struct Admitted {
-    pub(crate) args: RunArgs,
-    pub(crate) tap: Arc<tee::RunTee>,
-    /// Made here, on the call thread: building an agent is deeper than anything the worker
-    /// does later.
-    pub(crate) session: Box<dyn upstream::Upstream>,
 }
 
 impl Backend for AguiBackend {
@@ -69,7 +56,7 @@ impl Backend for AguiBackend {
     }
 
     fn extra(&self, req: crate::app::ExtraRequest) -> Response {
-        crate::extras::answer(&self.shared, req)
+        self.shared.answer_extra(req)
     }
 }
 

@@ -266,7 +266,11 @@ mod tests {
 
     #[test]
     fn the_head_decision_refuses_unlisted_origins_first_and_answers_preflights_on_routes() {
-        let mut cfg = crate::routes::RouteConfig::new(Some("t".into()), b"{}".to_vec());
+        let mut cfg = crate::routes::RouteConfig::new(Some("t".into()), b"{}".to_vec())
+            .with_extras(
+                crate::extras::worker_routes().iter().map(|w| w.find),
+                crate::extras::series(),
+            );
         crate::cors::Settings {
             origins: vec!["http://localhost:5173".into()],
         }
@@ -294,13 +298,24 @@ mod tests {
             assert_eq!(r.status, 403, "{}", h.raw_path());
             assert!(cfg.answer_headers(&h).is_empty());
         }
-        // A listed origin's preflight, on a route only, allows that route's methods.
-        let p = decided(&cfg, &at("OPTIONS", "/threads/t1", PAGE, &ask)).unwrap();
+        // A listed origin's preflight, on a route only, allows that route's methods (an
+        // extra's route too).
+        let p = decided(&cfg, &at("OPTIONS", "/", PAGE, &ask)).unwrap();
         assert_eq!(p.status, 204);
         assert!(
             p.headers
-                .contains(&("access-control-allow-methods", "GET, PATCH, DELETE".into()))
+                .iter()
+                .any(|(n, v)| *n == "access-control-allow-methods" && v.contains("POST"))
         );
+        #[cfg(feature = "threads")]
+        {
+            let p = decided(&cfg, &at("OPTIONS", "/threads/t1", PAGE, &ask)).unwrap();
+            assert_eq!(p.status, 204);
+            assert!(
+                p.headers
+                    .contains(&("access-control-allow-methods", "GET, PATCH, DELETE".into()))
+            );
+        }
         let nowhere = at("OPTIONS", "/nowhere", PAGE, &ask);
         assert_eq!(decided(&cfg, &nowhere).unwrap().status, 404);
         // Its other requests go on to auth; every answer carries the headers.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::{Day, Limits, Over, OwnLimits, Quotas, Settings, Ticket, UsageFiles};
 use crate::adapter::Shared;
-use crate::adapter::policies::{Entry, Gate, Hold, Refusal};
+use crate::adapter::state::policies::{Entry, Gate, Hold, Refusal};
 use crate::agui::events::RunUsage;
 use crate::agui::field::{FieldError, Problem};
 use crate::catalog::Msg;

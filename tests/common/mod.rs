@@ -62,6 +62,10 @@ impl TestServer {
         let routes = RouteConfig::new(
             auth.map(str::to_string),
             iac_agui::cli::health_body(iac_agui::config::AguiProtocol::V0_1),
+        )
+        .with_extras(
+            iac_agui::extras::worker_routes().iter().map(|w| w.find),
+            iac_agui::extras::series(),
         );
         let app = tune(App::new(routes, backend, max_jobs).with_clock(clock.clone()));
         let server =
@@ -684,14 +688,17 @@ impl ScriptKernel {
 /// The adapter in front of any kernel URL, with its own state directory.
 pub fn adapter_for(kernel_url: &str, dir: &std::path::Path) -> TestServer {
     let store = FileStore::open(&dir.join("state")).unwrap();
-    let shared = Arc::new(Shared::new(
-        Registry::files(Arc::new(store)),
-        A2aClient::new(A2aConfig::new(kernel_url.to_string(), None)),
-        Arc::new(SystemEnv),
-        vec![dir.to_path_buf()],
-        None,
-        AguiProtocol::V0_1,
-    ));
+    let shared = Arc::new(
+        Shared::new(
+            Registry::files(Arc::new(store)),
+            A2aClient::new(A2aConfig::new(kernel_url.to_string(), None)),
+            Arc::new(SystemEnv),
+            vec![dir.to_path_buf()],
+            None,
+            AguiProtocol::V0_1,
+        )
+        .with_worker_routes(iac_agui::extras::worker_routes()),
+    );
     TestServer::start(
         Arc::new(AguiBackend { shared }),
         None,

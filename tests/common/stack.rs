@@ -127,14 +127,17 @@ impl Stack {
         let store = store.unwrap();
         let mut a2a = A2aConfig::new(self.kernel.base_url(), Some("k-token".into()));
         a2a.idle_timeout = self.idle;
-        let shared = Arc::new((self.tune)(Shared::new(
-            Registry::files(Arc::new(store)),
-            A2aClient::new(a2a),
-            Arc::new(SystemEnv),
-            vec![self.dir.clone()],
-            None,
-            self.protocol,
-        )));
+        let shared = Arc::new((self.tune)(
+            Shared::new(
+                Registry::files(Arc::new(store)),
+                A2aClient::new(a2a),
+                Arc::new(SystemEnv),
+                vec![self.dir.clone()],
+                None,
+                self.protocol,
+            )
+            .with_worker_routes(iac_agui::extras::worker_routes()),
+        ));
         let backend = Arc::new(AguiBackend { shared });
         let worker_stack = self.worker_stack;
         self.server = Some(TestServer::start_app(

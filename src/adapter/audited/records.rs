@@ -4,11 +4,11 @@
 
 use serde_json::Value;
 
-use crate::adapter::admission::RunKind;
-use crate::adapter::env::Env;
-use crate::adapter::policies::{Act, Decision, Record};
-use crate::adapter::reconcile;
-use crate::adapter::shared::Shared;
+use crate::adapter::rules::admission::RunKind;
+use crate::adapter::rules::env::Env;
+use crate::adapter::rules::reconcile;
+use crate::adapter::state::policies::{Act, Decision, Record};
+use crate::adapter::state::shared::Shared;
 use crate::agui::input::ResumeEntry;
 use crate::audit::{Action, Answered, Audit, Subject};
 use crate::catalog::Msg;

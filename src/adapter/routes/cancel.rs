@@ -8,8 +8,8 @@ use std::sync::{Arc, mpsc};
 
 use serde_json::json;
 
-use crate::a2a::client::A2aError;
-use crate::adapter::shared::Shared;
+use crate::a2a::A2aError;
+use crate::adapter::state::shared::Shared;
 use crate::app::CancelRequest;
 use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};

@@ -16,13 +16,13 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::a2a::client::A2aError;
+use crate::a2a::A2aError;
 use crate::a2a::types::{A2aEvent, Payload, TaskState};
-use crate::adapter::Shared;
-use crate::adapter::ending::{Ending, SessionFacts};
-use crate::adapter::interrupts;
-use crate::adapter::projection::Mapper;
-use crate::adapter::replay::{Read, RunLog};
+use crate::adapter::rules::interrupts;
+use crate::adapter::rules::projection::Mapper;
+use crate::adapter::run::ending::{Ending, SessionFacts};
+use crate::adapter::state::replay::{Read, RunLog};
+use crate::adapter::state::shared::Shared;
 use crate::agui::dialect::Dialect;
 use crate::agui::events::{Event, Stamped};
 use crate::app::{RunStream, SubscribeRequest};
@@ -318,7 +318,7 @@ impl Snapshot<'_> {
         let r = self.req;
         let protocol_version = self.facts.dialect.protocol_version;
         let f = &self.facts;
-        let trace = crate::adapter::ending::trace_id(&self.facts.dialect);
+        let trace = crate::adapter::run::ending::trace_id(&self.facts.dialect);
         let events = [
             Event::RunStarted {
                 thread_id: r.thread_id.clone(),
@@ -351,7 +351,7 @@ impl Snapshot<'_> {
     /// The task snapshot, then (while it runs) the kernel's subscription to its stop state.
     fn follow(
         &self,
-        session: &dyn crate::adapter::upstream::Upstream,
+        session: &dyn crate::adapter::state::upstream::Upstream,
         snap: A2aEvent,
         mapper: &mut Mapper<'_>,
         stream: &mut RunStream<'_>,

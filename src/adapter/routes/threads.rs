@@ -10,7 +10,7 @@ mod request;
 use base64::Engine;
 use serde_json::{Value, json};
 
-use crate::adapter::Shared;
+use crate::adapter::state::shared::Shared;
 use crate::app::{BodyError, ExtraRequest};
 use crate::catalog::Msg;
 use crate::conversation::Transcript;
@@ -25,7 +25,7 @@ use crate::sync::lock;
 use request::ThreadsQuery;
 
 /// The extra the routes are (`Backend::extra` hands them back by it).
-const EXTRA: &str = "threads";
+pub(crate) const EXTRA: &str = "threads";
 /// `GET /threads?limit=N&cursor=C&q=TEXT&status=S`.
 const LIST: &str = "/threads";
 /// `GET`, `PATCH`, `DELETE /threads/{threadId}`.
@@ -156,7 +156,7 @@ fn entry_json(sh: &Shared, key: &ThreadKey, e: &Entry) -> Value {
                 // thread is remembered, else `--agui-protocol`'s.
                 let dialect = t.dialect.unwrap_or(sh.default_dialect);
                 v["interrupts"] = Value::Array(
-                    crate::adapter::interrupts::pending(ex, &dialect)
+                    crate::adapter::rules::interrupts::pending(ex, &dialect)
                         .into_iter()
                         .map(with_summary)
                         .collect(),

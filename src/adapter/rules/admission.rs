@@ -2,7 +2,7 @@
 //! thread's current state and the request. The caller persists the returned state and keeps
 //! it only if the write succeeds (rollback is simply not committing).
 
-use crate::adapter::env::Env;
+use crate::adapter::rules::env::Env;
 use crate::agui::dialect::Dialect;
 use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
@@ -176,7 +176,7 @@ pub(crate) fn unknown_resume_id<'a>(t: &Thread, req: &Request<'a>) -> Option<&'a
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adapter::env::TestEnv;
+    use crate::adapter::rules::env::TestEnv;
     use crate::store::document::PendingInput;
 
     fn req<'a>(run: &'a str, digest: &'a str) -> Request<'a> {

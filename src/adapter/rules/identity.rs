@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use crate::a2a::types::A2aEvent;
-use crate::adapter::interrupts::FoundInput;
+use crate::adapter::rules::interrupts::FoundInput;
 use crate::catalog::Msg;
 
 /// How an id from the wire compares with the one on record.

@@ -2,14 +2,16 @@
 //! (§5.12). An input without `inputId` is refused (REC) rather than given a random id that
 //! would make the thread file unloadable later.
 
+pub(crate) mod confirmation;
+
 use serde_json::{Map, Value, json};
 
-use super::confirmation::DEPLOYMENT_CONFIRMATION;
 use crate::a2a::types::A2aEvent;
 use crate::agui::dialect::Dialect;
 use crate::catalog::Msg;
 use crate::i18n::{self, Lang};
 use crate::json;
+use confirmation::DEPLOYMENT_CONFIRMATION;
 
 /// A required input found in an event.
 #[derive(Debug, Clone, PartialEq)]
@@ -163,17 +165,17 @@ pub(crate) fn interrupt(id: &str, value: &Map<String, Value>) -> Value {
         .unwrap_or(Lang::En);
     let deployment = kind == DEPLOYMENT_CONFIRMATION;
     let options = if deployment {
-        super::confirmation::options(value)
+        confirmation::options(value)
     } else {
         standard_options(value)
     };
     let text = |k: &str| value.get(k).filter(|v| truthy(Some(v))).map(py_str);
     let (reason, message, schema) = if deployment {
-        let message = super::confirmation::message(value, Msg::InputRequired.text(lang));
+        let message = confirmation::message(value, Msg::InputRequired.text(lang));
         (
             DEPLOYMENT_CONFIRMATION,
             message,
-            super::confirmation::schema(value),
+            confirmation::schema(value),
         )
     } else if kind == RESOURCE_SELECTION {
         let message = text("prompt").unwrap_or_else(|| Msg::InputRequired.text(lang).to_string());
@@ -237,12 +239,6 @@ pub(crate) fn interrupt(id: &str, value: &Map<String, Value>) -> Value {
 
 /// The kind of a cloud resource selection, also its interrupt's `reason`.
 pub(crate) const RESOURCE_SELECTION: &str = "cloud_resource_selection";
-
-/// The resource-selector profile hash of iac-code 0.16.0 (`resource_selector.profiles.PROFILE_HASH`):
-/// a front end advertises it (`forwardedProps.iacCode.resourceSelector`) and the kernel raises
-/// resource selections only when it matches its own. `/capabilities` publishes it.
-pub const KERNEL_PROFILE_HASH: &str =
-    "sha256:9a0b5ea612c96be97a62bd06167b0308f6e8066dde64533edc4d27664837f193";
 
 /// The longest string the kernel takes in a resource selection's answer.
 const RESOURCE_MAX_CHARS: u64 = 1024;
@@ -369,7 +365,7 @@ pub(crate) fn inputs_in(
     };
     if dialect.kind_reasons
         && found.is_empty()
-        && let Some(c) = super::confirmation::found(ev)
+        && let Some(c) = confirmation::found(ev)
     {
         found.push(c);
     }
@@ -512,7 +508,7 @@ mod tests {
         assert_eq!(i["metadata"]["selector"], envelope["selector"]);
         assert_eq!(i["metadata"]["standardOptions"], json!([]));
         let schema = &i["responseSchema"];
-        let ok = |p: Value| crate::adapter::schema::is_valid(schema, &p);
+        let ok = |p: Value| crate::adapter::rules::schema::is_valid(schema, &p);
         assert!(ok(json!({"status": "selected", "value": "vsw-1"})));
         assert!(ok(
             json!({"status": "selected", "value": "vsw-1", "label": "", "source": {}})

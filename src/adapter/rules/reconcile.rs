@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{Map, Value, json};
 
-use crate::adapter::interrupts::{self, FoundInput};
+use crate::adapter::rules::interrupts::{self, FoundInput};
 use crate::agui::digest;
 use crate::agui::input::{ResumeEntry, ResumeStatus};
 use crate::catalog::Msg;
@@ -198,8 +198,10 @@ pub(crate) fn check(
     }
     if e.status != ResumeStatus::Cancelled || permission || resource {
         let schema = interrupts::interrupt(&e.interrupt_id, &p.value)["responseSchema"].clone();
-        let ok =
-            crate::adapter::schema::is_valid(&schema, payload.as_ref().unwrap_or(&Value::Null));
+        let ok = crate::adapter::rules::schema::is_valid(
+            &schema,
+            payload.as_ref().unwrap_or(&Value::Null),
+        );
         if !ok {
             return Err((Code::ResumePayloadInvalid, Msg::ResumePayloadInvalid));
         }
@@ -246,7 +248,7 @@ pub(crate) fn question_prompt(a: &Answer) -> Option<String> {
     let p = a.payload.as_ref().unwrap_or(&Value::Null);
     // Only a deployment confirmation's schema takes `action`.
     if p.get("action").is_some() {
-        return super::confirmation::answer_text(p);
+        return super::interrupts::confirmation::answer_text(p);
     }
     p.get("freeText")
         .or_else(|| p.get("free_text"))

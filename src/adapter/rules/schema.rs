@@ -138,7 +138,7 @@ mod tests {
     /// Every kind of schema the adapter builds, from its own builder.
     fn schemas() -> Vec<Value> {
         let build = |v: Value| {
-            crate::adapter::interrupts::interrupt("i", v.as_object().unwrap())["responseSchema"]
+            crate::adapter::rules::interrupts::interrupt("i", v.as_object().unwrap())["responseSchema"]
                 .clone()
         };
         vec![

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::adapter::replay::RunLog;
+use crate::adapter::state::replay::RunLog;
 use crate::agui::events::Event;
 use crate::app::StreamTap;
 use crate::clock::Clock;

@@ -1,9 +1,9 @@
-//! What outlives a run: the thread registry, the replay logs, the shared handles, the clock.
+//! What outlives a run: the thread registry, the replay logs, the kernel (what a run needs
+//! from it, `upstream`) and the tasks it is still stopping (`winddown`), the shared handles.
 
-pub mod env;
-#[cfg(feature = "threads")]
-pub(crate) mod expiry;
 pub(crate) mod policies;
 pub mod replay;
 pub(crate) mod shared;
 pub mod threads;
+pub(crate) mod upstream;
+pub(crate) mod winddown;

@@ -13,15 +13,37 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use crate::adapter::admission::{RunKind, Thread};
-use crate::adapter::env::Env;
-pub(crate) use crate::adapter::routes::run::Refusal;
+use crate::adapter::rules::admission::{RunKind, Thread};
+use crate::adapter::rules::env::Env;
 use crate::agui::events::RunUsage;
 use crate::agui::input::ResumeEntry;
 use crate::app::RequestOrigin;
 use crate::errors::ApiError;
 use crate::i18n::Lang;
 use crate::principal::{Caller, ThreadKey};
+use crate::server::http::Response;
+
+/// A run refused before its stream: the answer to send instead (a JSON error, with the
+/// facts a client needs to act on it: the busy run's ids, the interrupts it waits for, when
+/// to retry).
+pub(crate) struct Refusal(Box<Response>);
+
+impl From<Response> for Refusal {
+    fn from(r: Response) -> Refusal {
+        Refusal(Box::new(r))
+    }
+}
+
+impl Refusal {
+    /// `e` in `lang`.
+    pub(crate) fn of(e: ApiError, lang: Lang) -> Refusal {
+        e.response(lang).into()
+    }
+
+    pub(crate) fn into_response(self) -> Response {
+        *self.0
+    }
+}
 
 /// What a gate sees of a run asking in: who, whether it joins a run already counted
 /// (guidance), when, and the language of a refusal.

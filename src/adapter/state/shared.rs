@@ -9,17 +9,27 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::a2a::client::A2aClient;
-use crate::adapter::env::Env;
-pub(crate) use crate::adapter::policies::Policies;
-use crate::adapter::replay::{ReplayBounds, ReplayLogs};
-use crate::adapter::threads::Registry;
-use crate::adapter::upstream::Kernel;
-use crate::adapter::winddown::WindDowns;
+use crate::adapter::rules::env::Env;
+pub(crate) use crate::adapter::state::policies::Policies;
+use crate::adapter::state::replay::{ReplayBounds, ReplayLogs};
+use crate::adapter::state::threads::Registry;
+use crate::adapter::state::upstream::Kernel;
+use crate::adapter::state::winddown::WindDowns;
 use crate::agui::dialect::Dialect;
 use crate::app::Readiness;
 use crate::config::AguiProtocol;
 use crate::life::Cell;
 use crate::sync::lock;
+
+/// A worker route of an extra's: found from a raw path (`RouteConfig::extra_routes` holds
+/// `find`) and answered on a worker, where the adapter's state is (`answer`).
+#[derive(Clone, Copy)]
+pub struct WorkerRoute {
+    /// The extra's name, as the paths `find` finds carry it (`ExtraPath::extra`).
+    pub extra: &'static str,
+    pub find: fn(&str) -> Option<crate::routes::ExtraPath>,
+    pub answer: fn(&Shared, crate::app::ExtraRequest) -> crate::server::http::Response,
+}
 
 /// Everything the adapter's workers share: the run core here, the policies and retention in
 /// their own parts.
@@ -56,6 +66,8 @@ pub struct Shared {
     pub(crate) server_key: Vec<u8>,
     /// Admission's gates and the decisions' record.
     pub(crate) policies: Policies,
+    /// The extras' worker routes, each answered by its extra (`Backend::extra`).
+    pub(crate) worker_routes: Vec<WorkerRoute>,
     /// What is kept of runs and threads, and for how long.
     pub retention: Retention,
     /// Where a test stops a thread to order it against another (tests only).
@@ -99,6 +111,7 @@ impl Shared {
                 k
             },
             policies: Policies::default(),
+            worker_routes: Vec::new(),
             runs: Mutex::new(HashMap::new()),
             run_left: std::sync::Condvar::new(),
             wind_down_bound: crate::limits::WIND_DOWN_BOUND,
@@ -106,6 +119,28 @@ impl Shared {
             readiness: Arc::new(crate::app::AlwaysReady),
             #[cfg(test)]
             points: Default::default(),
+        }
+    }
+
+    /// Answer the extras' worker `routes` (`crate::extras::worker_routes`; the route
+    /// configuration finds them with the same list).
+    pub fn with_worker_routes(mut self, routes: Vec<WorkerRoute>) -> Shared {
+        self.worker_routes = routes;
+        self
+    }
+
+    /// The answer to a request on an extra's worker route: its extra's, found by name.
+    pub(crate) fn answer_extra(
+        &self,
+        req: crate::app::ExtraRequest,
+    ) -> crate::server::http::Response {
+        match self
+            .worker_routes
+            .iter()
+            .find(|r| r.extra == req.work.extra)
+        {
+            Some(r) => (r.answer)(self, req),
+            None => crate::server::http::Response::text(404, "Not Found"),
         }
     }
 
@@ -167,7 +202,10 @@ impl Shared {
     /// answered, so a client sends its next turn at once: a Stop that cancels and then closes
     /// its stream got `409 THREAD_BUSY`), or the server is stopping it, wait on this worker,
     /// bounded, until that run released the thread.
-    pub(in crate::adapter) fn wait_for_departing_run(&self, slot: &crate::adapter::threads::Slot) {
+    pub(in crate::adapter) fn wait_for_departing_run(
+        &self,
+        slot: &crate::adapter::state::threads::Slot,
+    ) {
         let deadline = self.env.now() + crate::limits::DEPARTING_RUN_WAIT;
         let Some(execution) = lock(slot)
             .as_ref()
@@ -217,7 +255,7 @@ pub struct Retention {
 /// The registry's file work on the kernel client's call threads (`threads::Offload`).
 struct CallThreads(crate::a2a::calls::CallPool);
 
-impl crate::adapter::threads::Offload for CallThreads {
+impl crate::adapter::state::threads::Offload for CallThreads {
     fn run(&self, job: Box<dyn FnOnce() + Send>) {
         self.0.run(job)
     }

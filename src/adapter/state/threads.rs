@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-pub(crate) use crate::adapter::admission::Thread;
+pub(crate) use crate::adapter::rules::admission::Thread;
 use crate::clock::{Clock, SystemClock};
 use crate::principal::ThreadKey;
 use crate::store::document::ThreadDoc;

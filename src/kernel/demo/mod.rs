@@ -22,10 +22,8 @@ use serde_json::{Map, Value, json};
 use crate::ids;
 use crate::server::http::{self, ChunkedDecoder, Framing};
 
-mod confirm;
 mod faults;
 mod frames;
-mod pipeline_select;
 mod resume;
 mod rpc;
 mod scripts;

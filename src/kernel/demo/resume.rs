@@ -159,7 +159,7 @@ pub(super) fn resume(
     } else if pending.kind == "pipeline-candidates" {
         candidates_continue(&mut em, &text)
     } else if pending.kind == "pipeline-confirm" {
-        super::confirm::confirm_continue(&mut em, &text)
+        super::scripts::confirm::confirm_continue(&mut em, &text)
     } else {
         (|| -> Result<(), Stop> {
             let tool = pending.input["toolUseId"]
@@ -218,7 +218,7 @@ fn resource_answer(
     if pending.kind == "pipeline-resource" {
         // The pipeline's own continuation takes the answer: no `inputReceived` status.
         let label = (r["status"] == "selected").then(|| r["label"].as_str().unwrap_or(""));
-        let res = super::pipeline_select::pipeline_select_continue(&mut em, label);
+        let res = super::scripts::pipeline_select::pipeline_select_continue(&mut em, label);
         if res.is_err() && cancel.load(Ordering::SeqCst) {
             em.cancelled();
         }

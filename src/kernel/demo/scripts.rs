@@ -2,6 +2,9 @@
 
 use super::*;
 
+pub(super) mod confirm;
+pub(super) mod pipeline_select;
+
 /// A message that chooses a script: what to type, and whether people are told about it.
 pub(super) struct Keyword {
     /// The message as written in the lists (arguments by name: `big T R`).
@@ -204,8 +207,8 @@ pub(super) fn run_script(em: &mut Emitter<'_>, script: Script, text: &str) -> Re
         Script::Select => select_turn(em),
         Script::Pipeline => pipeline_turn(em, text),
         Script::Candidates => candidates_turn(em, text),
-        Script::PipelineSelect => super::pipeline_select::pipeline_select_turn(em, text),
-        Script::PipelineConfirm => super::confirm::confirm_turn(em, text),
+        Script::PipelineSelect => pipeline_select::pipeline_select_turn(em, text),
+        Script::PipelineConfirm => confirm::confirm_turn(em, text),
         Script::PipelineSlow => pipeline_slow(em),
         Script::Fail => {
             em.text("Working on it… ")?;
@@ -347,7 +350,7 @@ pub(super) fn question_turn(em: &mut Emitter<'_>) -> Result<(), Stop> {
 /// The selector the `select` script asks with: iac-code 0.16.0's `vpc.vswitch` profile and
 /// its `PROFILE_HASH` (`iac_code/resource_selector/profiles.py`).
 pub(super) const SELECTOR_ID: &str = "vpc.vswitch";
-pub(super) const PROFILE_HASH: &str = crate::adapter::interrupts::KERNEL_PROFILE_HASH;
+pub(super) const PROFILE_HASH: &str = crate::a2a::KERNEL_PROFILE_HASH;
 /// Whether a request's metadata advertises the resource selector as the kernel wants it
 /// (`ResourceSelectorCapability.for_surface("a2a")`: schema 1, `ros_api_json`, its hash).
 pub(super) fn selector_advertised(iac: &Value) -> bool {

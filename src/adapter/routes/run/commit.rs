@@ -7,20 +7,24 @@
 
 use std::sync::Arc;
 
-use crate::adapter::admission::{self, RunKind};
-use crate::adapter::driver::{Opening, RunArgs};
-use crate::adapter::policies::Hold;
-use crate::adapter::shared::Shared;
-use crate::adapter::{Admitted, audited, replay, tee, threads};
+use crate::adapter::audited;
+use crate::adapter::rules::admission::{self, RunKind};
+use crate::adapter::run::driver::Admitted;
+use crate::adapter::run::driver::{Opening, RunArgs};
+use crate::adapter::run::tee;
+use crate::adapter::state::policies::Hold;
+use crate::adapter::state::replay;
+use crate::adapter::state::shared::Shared;
+use crate::adapter::state::threads;
 use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
 use crate::i18n::Lang;
 use crate::sync::lock;
 
-use super::Refusal;
 use super::content::Content;
 use super::parse::Parsed;
 use super::reserve::Reserved;
+use crate::adapter::state::policies::Refusal;
 
 pub(super) fn commit(
     sh: &Shared,

@@ -4,9 +4,9 @@
 use crate::agui::content::{self, Skipped, UserMessage};
 use crate::errors::{ApiError, Code};
 
-use super::Refusal;
 use super::parse::Parsed;
 use super::properties::Props;
+use crate::adapter::state::policies::Refusal;
 
 pub(super) struct Content {
     pub(super) user: Option<UserMessage>,

@@ -2,12 +2,12 @@
 //! request is known to be well formed and before its thread is touched: a refusal leaves
 //! nothing behind. What a gate lets in it may hold for the run's life (a quota's place).
 
-use crate::adapter::policies::{Entry, Hold};
-use crate::adapter::shared::Shared;
+use crate::adapter::state::policies::{Entry, Hold};
+use crate::adapter::state::shared::Shared;
 
-use super::Refusal;
 use super::parse::Parsed;
 use super::properties::Props;
+use crate::adapter::state::policies::Refusal;
 
 pub(super) fn gates(sh: &Shared, p: &Parsed, props: &Props) -> Result<Vec<Box<dyn Hold>>, Refusal> {
     let entry = Entry {

@@ -20,35 +20,11 @@ mod reserve;
 
 use std::sync::Arc;
 
-use crate::adapter::Admitted;
-use crate::adapter::shared::Shared;
+use crate::adapter::run::driver::Admitted;
+use crate::adapter::state::policies::Refusal;
+use crate::adapter::state::shared::Shared;
 use crate::agui::dialect::Declared;
 use crate::app::RunRequest;
-use crate::errors::ApiError;
-use crate::i18n::Lang;
-use crate::server::http::Response;
-
-/// A run refused before its stream: the answer to send instead (a JSON error, with the
-/// facts a client needs to act on it: the busy run's ids, the interrupts it waits for, when
-/// to retry).
-pub(crate) struct Refusal(Box<Response>);
-
-impl From<Response> for Refusal {
-    fn from(r: Response) -> Refusal {
-        Refusal(Box::new(r))
-    }
-}
-
-impl Refusal {
-    /// `e` in `lang`.
-    pub(crate) fn of(e: ApiError, lang: Lang) -> Refusal {
-        e.response(lang).into()
-    }
-
-    pub(crate) fn into_response(self) -> Response {
-        *self.0
-    }
-}
 
 /// Admit a run: the stages in order.
 pub(in crate::adapter) fn admit(

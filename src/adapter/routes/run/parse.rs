@@ -1,13 +1,13 @@
 //! Stage 1: the envelope, read by the rules of the dialect the request declared (the field
 //! it names when it is wrong); the thread it is for; its digest (the run id's identity).
 
-use crate::adapter::shared::Shared;
+use crate::adapter::state::shared::Shared;
 use crate::agui::dialect::{Declared, Dialect};
 use crate::agui::input::{self, RunInput};
 use crate::i18n::Lang;
 use crate::principal::ThreadKey;
 
-use super::Refusal;
+use crate::adapter::state::policies::Refusal;
 
 pub(super) struct Parsed {
     pub(super) inp: RunInput,

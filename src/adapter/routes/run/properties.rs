@@ -2,15 +2,15 @@
 //! supplies for a client that sends none), the workspace they name, the run's language, and
 //! the tools the reference refuses.
 
-use crate::adapter::shared::Shared;
+use crate::adapter::state::shared::Shared;
 use crate::agui::cwd;
 use crate::agui::input::{self, IacProps};
 use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
 use crate::i18n::{self, Lang};
 
-use super::Refusal;
 use super::parse::Parsed;
+use crate::adapter::state::policies::Refusal;
 
 pub(super) struct Props {
     pub(super) props: IacProps,

@@ -2,15 +2,15 @@
 //! older supplied one still answers to, and a run that is leaving the thread waited for, so
 //! a client that sends its next message at once does not meet `THREAD_BUSY`.
 
-use crate::adapter::shared::Shared;
-use crate::adapter::threads::Slot;
+use crate::adapter::state::shared::Shared;
+use crate::adapter::state::threads::Slot;
 use crate::catalog::Msg;
 use crate::errors::{ApiError, Code};
 use crate::sync::lock;
 
-use super::Refusal;
 use super::parse::Parsed;
 use super::properties::Props;
+use crate::adapter::state::policies::Refusal;
 
 pub(super) struct Reserved {
     pub(super) slot: Slot,

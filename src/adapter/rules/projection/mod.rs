@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::a2a::types::{A2aEvent, as_int, parts_text};
-use crate::adapter::env::Env;
+use crate::adapter::rules::env::Env;
 use crate::agui::events::{Event, Stamped, Usage};
 use crate::json;
 
@@ -56,7 +56,7 @@ fn non_empty(v: Option<&Value>) -> Option<&str> {
 }
 
 fn truthy(v: Option<&Value>) -> bool {
-    crate::adapter::interrupts::truthy(v)
+    crate::adapter::rules::interrupts::truthy(v)
 }
 
 pub struct Mapper<'e> {

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::a2a::types::{Kind, Payload};
-use crate::adapter::env::TestEnv;
+use crate::adapter::rules::env::TestEnv;
 
 fn ev(obj: Value) -> A2aEvent {
     match Payload::from_value(json!({ "result": obj })) {

@@ -4,9 +4,9 @@
 
 use serde_json::Value;
 
-use super::super::confirmation::DEPLOYMENT_CONFIRMATION;
 use super::check;
-use crate::adapter::interrupts;
+use crate::adapter::rules::interrupts;
+use crate::adapter::rules::interrupts::confirmation::DEPLOYMENT_CONFIRMATION;
 use crate::agui::input::{ResumeEntry, ResumeStatus};
 use crate::audit::{Decided, Refused};
 use crate::errors::Code;

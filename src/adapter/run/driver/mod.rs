@@ -29,13 +29,14 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::a2a::client::A2aError;
+use crate::a2a::A2aError;
 use crate::a2a::types::{A2aEvent, RpcError};
-use crate::adapter::admission::RunKind;
-use crate::adapter::projection::Mapper;
-use crate::adapter::shared::Shared;
-use crate::adapter::threads::{Slot, Thread};
-use crate::adapter::upstream::{self, Upstream};
+use crate::adapter::rules::admission::RunKind;
+use crate::adapter::rules::projection::Mapper;
+use crate::adapter::run::tee::RunTee;
+use crate::adapter::state::shared::Shared;
+use crate::adapter::state::threads::{Slot, Thread};
+use crate::adapter::state::upstream::{self, Upstream};
 use crate::agui::content::UserMessage;
 use crate::agui::events::{Event, Outcome, Stamped};
 use crate::agui::input::{IacProps, ResumeEntry};
@@ -67,7 +68,7 @@ enum NotSaved {
 }
 
 // How the run ends (the terminal event is written by [`Run::finish`]).
-pub(in crate::adapter) use crate::adapter::ending::Ending;
+pub(in crate::adapter) use crate::adapter::run::ending::Ending;
 
 /// What to do with the A2A task when a run fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +93,15 @@ enum Stop {
 
 type Stage<T> = Result<T, Stop>;
 
+/// An admitted run, handed from admission (on a call thread) to its worker.
+pub(crate) struct Admitted {
+    pub(crate) args: RunArgs,
+    pub(crate) tap: Arc<RunTee>,
+    /// Made here, on the call thread: building an agent is deeper than anything the worker
+    /// does later.
+    pub(crate) session: Box<dyn Upstream>,
+}
+
 pub(crate) struct RunArgs {
     pub(crate) kind: RunKind,
     pub(crate) slot: Slot,
@@ -107,7 +117,7 @@ pub(crate) struct RunArgs {
     pub(crate) cell: Arc<Cell>,
     /// What admission's gates hold for the run's life (a caller's quota place), told what
     /// it used when it ends (`adapter::policies`).
-    pub(crate) holds: Vec<Box<dyn crate::adapter::policies::Hold>>,
+    pub(crate) holds: Vec<Box<dyn crate::adapter::state::policies::Hold>>,
     /// Where the run came from: its end's audit record says so too.
     pub(crate) origin: crate::app::RequestOrigin,
     /// The dialect its request declared (or `--agui-protocol`'s): every event of the run,
@@ -159,7 +169,7 @@ pub(crate) struct Run<'a, 's> {
     previous_stopping: bool,
     /// The run's tap: its replay log and its part of the thread's stored conversation,
     /// written at its end (taken once: a client gone after the end writes nothing more).
-    tee: Arc<crate::adapter::tee::RunTee>,
+    tee: Arc<RunTee>,
 }
 
 fn fail(code: Code, msg: Msg, lang: Lang, cleanup: Cleanup) -> Stop {
@@ -172,7 +182,7 @@ impl<'a, 's> Run<'a, 's> {
         stream: &'a mut RunStream<'s>,
         a: RunArgs,
         mut session: Box<dyn Upstream>,
-        tee: Arc<crate::adapter::tee::RunTee>,
+        tee: Arc<RunTee>,
     ) -> Run<'a, 's> {
         session.gate_reads(stream.budget());
         let (context_id, execution_id, steps, digests) = {
@@ -217,9 +227,9 @@ impl<'a, 's> Run<'a, 's> {
     pub(crate) fn boxed(
         sh: &'a Shared,
         stream: &'a mut RunStream<'s>,
-        admitted: Box<crate::adapter::Admitted>,
+        admitted: Box<crate::adapter::run::driver::Admitted>,
     ) -> Box<Self> {
-        let crate::adapter::Admitted { args, tap, session } = *admitted;
+        let crate::adapter::run::driver::Admitted { args, tap, session } = *admitted;
         stream.set_tap(tap.clone());
         Box::new(Run::new(sh, stream, args, session, tap))
     }
@@ -537,8 +547,8 @@ impl<'a, 's> Run<'a, 's> {
                 )
             })
             .unwrap_or((None, None, self.a.props.ros_invocation_id.clone()));
-        let trace = crate::adapter::ending::trace_id(&self.a.dialect);
-        let facts = crate::adapter::ending::SessionFacts {
+        let trace = crate::adapter::run::ending::trace_id(&self.a.dialect);
+        let facts = crate::adapter::run::ending::SessionFacts {
             thread_id: &self.a.thread.id,
             run_id: &self.a.run_id,
             execution_id: &self.execution_id,
@@ -583,7 +593,7 @@ impl<'a, 's> Run<'a, 's> {
 
     /// An event that names another task or context than this run's (absent ids are allowed).
     fn check_identity(&self, ev: &A2aEvent, task: &str) -> Stage<()> {
-        if crate::adapter::identity::foreign_event(ev, task, &self.context_id) {
+        if crate::adapter::rules::identity::foreign_event(ev, task, &self.context_id) {
             return Err(self.identity_mismatch());
         }
         Ok(())
@@ -751,8 +761,14 @@ impl<'a, 's> Run<'a, 's> {
             )
             .terminal(&self.a.thread.id, &self.a.run_id, usage, &self.a.dialect);
         }
-        let outcome = crate::adapter::ending::outcome_label(&event);
-        crate::adapter::audited::run_end(self.sh, &self.a, &self.execution_id, outcome, used);
+        let outcome = crate::adapter::run::ending::outcome_label(&event);
+        crate::adapter::audited::run_end(
+            self.sh,
+            (&self.a.origin, &self.a.thread, &self.a.run_id),
+            &self.execution_id,
+            outcome,
+            used,
+        );
         self.stream.note_outcome(&self.execution_id, outcome);
         crate::metrics::M.runs.inc(outcome);
         let ev = self.stamp(event);

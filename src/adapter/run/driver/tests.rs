@@ -7,12 +7,15 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use crate::a2a::client::{A2aError, EventStream, Restore};
+use crate::a2a::A2aError;
+use crate::a2a::client::{EventStream, Restore};
 use crate::a2a::types::Payload;
-use crate::adapter::env::TestEnv;
-use crate::adapter::threads::{Registry, ThreadStore};
-use crate::adapter::upstream::{Kernel, Upstream};
-use crate::adapter::{AguiBackend, Shared, admission};
+use crate::adapter::AguiBackend;
+use crate::adapter::rules::admission;
+use crate::adapter::rules::env::TestEnv;
+use crate::adapter::state::shared::Shared;
+use crate::adapter::state::threads::{Registry, ThreadStore};
+use crate::adapter::state::upstream::{Kernel, Upstream};
 use crate::app::{Backend, RunRequest, RunStream};
 use crate::config::AguiProtocol;
 use crate::i18n::Lang;

@@ -8,11 +8,11 @@ use serde_json::Value;
 use super::{Cleanup, Ending, Run, Stage};
 use crate::a2a::client::EventStream;
 use crate::a2a::types::{A2aEvent, Payload, TaskState};
-use crate::adapter::admission::RunKind;
 use crate::adapter::audited;
-use crate::adapter::identity::{self, Known};
-use crate::adapter::interrupts::{self, FoundInput};
-use crate::adapter::reconcile::merge_inputs;
+use crate::adapter::rules::admission::RunKind;
+use crate::adapter::rules::identity::{self, Known};
+use crate::adapter::rules::interrupts::{self, FoundInput};
+use crate::adapter::rules::reconcile::merge_inputs;
 use crate::catalog::Msg;
 use crate::errors::Code;
 use crate::life::{Effect, Event as LifeEvent};
@@ -432,7 +432,13 @@ impl Run<'_, '_> {
         crate::metrics::M.runs.inc("client_disconnected");
         let used = crate::agui::events::RunUsage::of(&self.mapper.usage());
         let outcome = "client_disconnected";
-        audited::run_end(self.sh, &self.a, &self.execution_id, outcome, used);
+        audited::run_end(
+            self.sh,
+            (&self.a.origin, &self.a.thread, &self.a.run_id),
+            &self.execution_id,
+            outcome,
+            used,
+        );
         // Nothing decided: the run abandons its task (unless an interrupt waits for an
         // answer, or it is guidance). A decided end, its own or a saved Stop's, is kept.
         let abandon = self.decide(LifeEvent::Departed).has(Effect::AbandonTask);

@@ -36,7 +36,7 @@ mod none {
     use std::sync::Arc;
 
     use super::TurnOf;
-    use crate::adapter::threads::{Registry, Slot, Snapshot};
+    use crate::adapter::state::threads::{Registry, Slot, Snapshot};
     use crate::conversation::Ops;
     use crate::principal::ThreadKey;
     use crate::store::files::{FileStore, StoreError};

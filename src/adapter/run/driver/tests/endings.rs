@@ -191,7 +191,7 @@ fn a_cancel_whose_save_fails_leaves_the_run_to_end_on_its_own() {
         for exec in runs {
             let body = json!({"threadId": THREAD, "rosInvocationId": ros}).to_string();
             let req = crate::app::CancelRequest::parse(exec, body.as_bytes(), Lang::En).unwrap();
-            lock(&seen).push(crate::adapter::cancel::cancel(&sh, req).status);
+            lock(&seen).push(crate::adapter::routes::cancel::cancel(&sh, req).status);
         }
     }));
     h.turn(vec![

@@ -14,7 +14,7 @@ fn stop(sh: &Shared, doc: &ThreadDoc) -> (u16, Value) {
         json!({"threadId": THREAD, "rosInvocationId": doc.execution.ros_invocation_id}).to_string();
     let exec = doc.execution.execution_id.clone();
     let req = crate::app::CancelRequest::parse(exec, body.as_bytes(), Lang::En).unwrap();
-    let r = crate::adapter::cancel::cancel(sh, req);
+    let r = crate::adapter::routes::cancel::cancel(sh, req);
     (r.status, serde_json::from_slice(&r.body).unwrap())
 }
 

@@ -1,7 +1,6 @@
 //! `pipeline select`: a cloud resource selection raised from inside a pipeline step, as the
 //! kernel's pipeline publisher sends one.
 
-use super::scripts::{SELECT_PROMPT, pipeline_input, pipeline_step, resource_input};
 use super::*;
 
 /// A pipeline step that needs a VSwitch. The step's `input_required` envelope carries the
@@ -9,7 +8,10 @@ use super::*;
 /// carries its `_unified_input_projection` as both `iac_code.input` and
 /// `iac_code.inputRequired` (`iac_code/a2a/pipeline_stream.py`, `_enqueue_status`). The answer
 /// is the same `inputResponse` as outside a pipeline: the kernel's executor reads it first.
-pub(super) fn pipeline_select_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop> {
+pub(in crate::kernel::demo) fn pipeline_select_turn(
+    em: &mut Emitter<'_>,
+    text: &str,
+) -> Result<(), Stop> {
     em.emit("pipeline_started", "pipeline", "working", json!({"userRequest": text, "pipelineType": "selling", "totalSteps": 2, "stepNames": ["network_planning", "deploying"]}), json!({}))?;
     let s1 = pipeline_step("network_planning", 1.0);
     em.on_step("step_started", json!({"name": "network_planning"}), &s1)?;
@@ -23,7 +25,7 @@ pub(super) fn pipeline_select_turn(em: &mut Emitter<'_>, text: &str) -> Result<(
 
 /// The rest of `pipeline select` once its selection is answered: `label` the chosen
 /// resource's, `None` for a cancel.
-pub(super) fn pipeline_select_continue(
+pub(in crate::kernel::demo) fn pipeline_select_continue(
     em: &mut Emitter<'_>,
     label: Option<&str>,
 ) -> Result<(), Stop> {

@@ -10,7 +10,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::interrupts::{FoundInput, py_str, truthy};
+use super::{FoundInput, py_str, truthy};
 use crate::a2a::types::A2aEvent;
 
 /// The kind, also the interrupt's `reason`.
@@ -110,7 +110,7 @@ pub(crate) fn schema(value: &Map<String, Value>) -> Value {
     } else {
         offered.iter().map(|(a, _)| json!(a)).collect()
     };
-    let non_space = super::schema::NON_SPACE;
+    let non_space = crate::adapter::rules::schema::NON_SPACE;
     json!({"oneOf": [
         {"type": "object", "properties": {
             "action": {"type": "string", "enum": actions},
@@ -238,7 +238,7 @@ mod tests {
     fn the_schema_takes_offered_actions_overrides_and_free_text() {
         let f = found(&status(kernel_event())).unwrap();
         let s = schema(&f.value);
-        let ok = |p: Value| super::super::schema::is_valid(&s, &p);
+        let ok = |p: Value| crate::adapter::rules::schema::is_valid(&s, &p);
         assert!(ok(json!({"action": "confirm"})));
         assert!(ok(
             json!({"action": "confirm", "parameterOverrides": {"Zone": "b"}})

@@ -4,7 +4,8 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::a2a::client::{A2aClient, A2aError, EventStream, Restore, Session};
+use crate::a2a::A2aError;
+use crate::a2a::client::{A2aClient, EventStream, Restore, Session};
 use crate::a2a::types::Payload;
 use crate::agui::input::{IacProps, RareProps};
 use crate::i18n::Lang;
@@ -175,7 +176,7 @@ pub(crate) fn permission_part(
     decision: Value,
 ) -> Value {
     let tool = tool_use_id
-        .map(crate::adapter::interrupts::py_str)
+        .map(crate::adapter::rules::interrupts::py_str)
         .unwrap_or_else(|| "None".into());
     json!({"data": {"schemaVersion": 1, "kind": "permission", "requestTaskId": task, "inputId": input_id, "toolUseId": tool, "decision": decision}, "mediaType": "application/json"})
 }

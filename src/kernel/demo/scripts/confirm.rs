@@ -5,7 +5,6 @@
 //! them), and no `iac_code.input` (the kernel's `_unified_input_projection` has none for this
 //! kind). The answer is the next text on the task, read as the runner reads it.
 
-use super::scripts::pipeline_step;
 use super::*;
 
 const PROMPT: &str = "Choose the next action";
@@ -19,7 +18,7 @@ fn options() -> Value {
     ])
 }
 
-pub(super) fn confirm_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop> {
+pub(in crate::kernel::demo) fn confirm_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop> {
     em.emit("pipeline_started", "pipeline", "working", json!({"userRequest": text, "pipelineType": "selling", "totalSteps": 1, "stepNames": ["confirm_deployment"]}), json!({}))?;
     let s1 = pipeline_step("confirm_deployment", 1.0);
     em.on_step("step_started", json!({"name": "confirm_deployment"}), &s1)?;
@@ -91,7 +90,10 @@ fn parse(text: &str) -> Option<(String, Map<String, Value>)> {
 }
 
 /// The rest of `pipeline confirm` once the next text arrived: what the runner understood.
-pub(super) fn confirm_continue(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop> {
+pub(in crate::kernel::demo) fn confirm_continue(
+    em: &mut Emitter<'_>,
+    text: &str,
+) -> Result<(), Stop> {
     let s1 = pipeline_step("confirm_deployment", 1.0);
     let parsed = parse(text);
     let mut data = json!({"user_input_length": text.chars().count(), "kind": "deployment_confirmation", "selected_value": text});
