@@ -156,6 +156,13 @@ impl<R> Conn<R> {
         self.out.len()
     }
 
+    /// Output the connection holds for its client: the unsent bytes and all of a frame
+    /// being written (it goes only with its last byte). What decides whether its run may read
+    /// more upstream: a socket that took most of a large event has not freed any of it.
+    pub(crate) fn held_out(&self) -> usize {
+        self.out.held()
+    }
+
     /// The job owned by this connection, if any.
     pub(crate) fn job(&self) -> Option<&Arc<JobShared>> {
         match &self.state {

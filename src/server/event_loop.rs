@@ -661,7 +661,7 @@ impl<H: Handler> Server<H> {
         conn.out.trim();
         let after = conn.pending_out();
         if let Some(job) = conn.job() {
-            job.set_congested(after > limit);
+            job.set_congested(conn.held_out() > limit);
         }
         if matches!(conn.state, State::Closing) && after == 0 {
             if conn.peer_eof {

@@ -118,9 +118,9 @@ pub(crate) struct JobShared {
     /// The job's life: where its client is, whether the server stops it, and for a run all
     /// the rest (`crate::life`).
     cell: Arc<Cell>,
-    /// The connection's unsent output is above the watermark (published by the loop): the
-    /// worker reads no more upstream until it is not, so a paused reader holds at most the
-    /// watermark plus the one event that crossed it.
+    /// The output the connection holds (`Conn::held_out`) is above the watermark (published
+    /// by the loop): the worker reads no more upstream until it is not, so a paused reader
+    /// holds at most the watermark plus the one event that crossed it.
     congested: AtomicBool,
     capacity: usize,
     inbox: Arc<Inbox>,

@@ -161,7 +161,7 @@ impl<H: Handler> Server<H> {
         if check.changed {
             for conn in self.conns.iter().flatten() {
                 let Some(job) = conn.job() else { continue };
-                let behind = conn.pending_out() > self.out_limit(conn.caller);
+                let behind = conn.held_out() > self.out_limit(conn.caller);
                 job.set_congested(behind);
                 if !behind {
                     job.renotify();
