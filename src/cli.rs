@@ -94,7 +94,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         args.next();
         return crate::healthcheck::main(args, &env);
     }
-    let cfg = match config::parse(args, &env) {
+    let cfg = match config::parse(args.collect::<Vec<_>>(), &env) {
         Ok(Command::Serve(c)) => {
             if c.demo_kernel_only.is_none() {
                 crate::malloc::tune_once(|k| env.get_os(k));
