@@ -76,7 +76,7 @@ census:
 # Which call chain took a worker's stack into its deepest page: the shipped static build with
 # symbols, five open streams, each resident page of one worker's stack symbolized.
 stack-probe:
-	RUSTFLAGS="-C target-feature=+crt-static" CARGO_PROFILE_RELEASE_STRIP=none CARGO_PROFILE_RELEASE_DEBUG=1 \
+	RUSTFLAGS="-C target-feature=+crt-static -C link-arg=-Wl,--icf=all" CARGO_PROFILE_RELEASE_STRIP=none CARGO_PROFILE_RELEASE_DEBUG=1 \
 		$(CARGO) build --release --locked --target x86_64-unknown-linux-gnu --target-dir target/stack-probe
 	python3 benches/stack_probe.py
 

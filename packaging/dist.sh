@@ -21,11 +21,18 @@ export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/n
 # Build paths never reach the binary: the checkout, the cargo home and the target directory
 # are remapped to fixed names (panic locations and std paths are then the same anywhere).
 CARGO_HOME_DIR=${CARGO_HOME:-$HOME/.cargo}
-export RUSTFLAGS="-C target-feature=+crt-static --remap-path-prefix=$PWD=/iac-agui --remap-path-prefix=$CARGO_HOME_DIR=/cargo"
+# --icf=all: identical functions folded by the linker (rust-lld, x86_64-unknown-linux-gnu's
+# linker since Rust 1.90): ~40 KB (docs/performance.md, "Binary size").
+export RUSTFLAGS="-C target-feature=+crt-static -C link-arg=-Wl,--icf=all --remap-path-prefix=$PWD=/iac-agui --remap-path-prefix=$CARGO_HOME_DIR=/cargo"
 export CARGO_TARGET_DIR=$TARGET_DIR
-cargo build --release --locked --target $TRIPLE
+# DIST_SIDECAR=1 (with DIST_ONLY_BUILD and its own DIST_TARGET_DIR): the same build without the
+# extras, `--no-default-features` (make dist-check measures it; it is not released).
+FEATURES=()
+if [ -n "${DIST_SIDECAR:-}" ]; then FEATURES=(--no-default-features); fi
+cargo build --release --locked --target $TRIPLE "${FEATURES[@]}"
 BIN=$TARGET_DIR/$TRIPLE/release/iac-agui
 if [ -n "${DIST_ONLY_BUILD:-}" ]; then ls -l "$BIN"; exit 0; fi
+[ -z "${DIST_SIDECAR:-}" ] || { echo "dist: DIST_SIDECAR builds only (DIST_ONLY_BUILD=1)" >&2; exit 1; }
 
 rm -rf "$OUT"
 STAGE=$OUT/.stage/$NAME

@@ -32,7 +32,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         args.next();
         return crate::healthcheck::main(args, &env);
     }
-    let cfg = match config::parse(args, &env, crate::extras::EXTRAS) {
+    let cfg = match config::parse(args.collect::<Vec<_>>(), &env, crate::extras::EXTRAS) {
         Ok(Command::Serve(c)) => *c,
         Ok(Command::Help) => {
             print!("{}", config::help(crate::extras::EXTRAS));

@@ -19,6 +19,7 @@
 //! idle for [`IDLE_EXIT`] end, down to [`WARM`]: in-flight calls are bounded by the workers
 //! making them.
 
+use std::any::Any;
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::mpsc::sync_channel;
@@ -42,6 +43,8 @@ thread_local! {
 /// again, so a caller's next call finds this thread instead of starting one).
 type Job = Box<dyn FnOnce() -> Reply + Send>;
 type Reply = Box<dyn FnOnce() + Send>;
+/// What a call returned, whatever its type.
+type Answer = Box<dyn Any + Send>;
 
 #[derive(Default)]
 struct State {
@@ -75,6 +78,17 @@ impl CallPool {
         if ON_CALL_THREAD.get() {
             return f();
         }
+        // The hand-over is written once for every `T` (a channel per result type was ~5 KiB
+        // of the binary each, docs/performance.md); the answer is boxed for the way back.
+        let answer = self.run_erased(Box::new(move || Box::new(f()) as Answer));
+        match answer.downcast::<T>() {
+            Ok(v) => *v,
+            // `run_erased` hands back what `f` returned, boxed above as a `T`.
+            Err(_) => resume_unwind(Box::new("a call thread answered another type")),
+        }
+    }
+
+    fn run_erased(&self, f: Box<dyn FnOnce() -> Answer + Send>) -> Answer {
         let (tx, rx) = sync_channel(1);
         let job: Job = Box::new(move || {
             let answer = catch_unwind(AssertUnwindSafe(f));

@@ -17,11 +17,13 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::ids;
 use crate::server::http::{self, ChunkedDecoder, Framing};
 
+#[macro_use]
+mod json;
 mod faults;
 mod frames;
 mod resume;
