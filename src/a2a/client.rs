@@ -201,7 +201,7 @@ pub struct Session {
 /// the hand-written text-delta reader (`delta`, `a2a/delta.rs`: one small frame per level
 /// where serde's derived read took ~4 KiB of stack), and any other shape as a `Value`, on the
 /// worker when it nests at most 6 deep (`shallow`: 9 → 7 calls for a plain run) or on a call
-/// thread (`deep`: the worker's stack stays 12 KiB). `tests/tuning.rs` and the benchmark's
+/// thread (`deep`: the worker's stack stays 12 KiB). `tests/it/tuning.rs` and the benchmark's
 /// "delta path share" fail when a text stream stops taking the first two.
 pub struct EventStream {
     reader: Option<SseReader<Box<dyn Read + Send>>>,

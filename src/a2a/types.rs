@@ -204,7 +204,7 @@ struct Located {
 /// Empty between bursts: a waiting stream holds none of it. Measured (issue 37, shipped build):
 /// without it 2.8–3.35 µs per event and 0.25–0.31 of the direct read; with it 1.55–1.75 µs and
 /// 0.54–0.55 (docs/performance.md). Each read it answers is counted
-/// (`iac_agui_upstream_frames_total{read="template"}`): `tests/tuning.rs` and the benchmark's
+/// (`iac_agui_upstream_frames_total{read="template"}`): `tests/it/tuning.rs` and the benchmark's
 /// "delta path share" rows fail when a text stream stops being read by it.
 #[derive(Default)]
 pub(crate) struct Template {
@@ -372,7 +372,7 @@ impl Payload {
         // The whole frame is checked for UTF-8, as the `Value` read would.
         let frame = String::from_utf8(data).map_err(std::string::FromUtf8Error::into_bytes)?;
         // Counted so that a change which stops a text stream's frames from reaching either
-        // read shows as a failed row (`tests/tuning.rs`, the benchmark's "delta path share").
+        // read shows as a failed row (`tests/it/tuning.rs`, the benchmark's "delta path share").
         let located = match template.read(&frame) {
             Some(l) => {
                 crate::metrics::M.frames_template.inc();

@@ -16,7 +16,7 @@
 //! has ever been and lives as long as its stream: measured (issue 37, shipped build, K = 1 000)
 //! 12 KiB per worker and 23.5 KiB per open stream with them, 16 KiB and 27.3 without
 //! (docs/performance.md). Guarded by the shipped build's `make bench` (it fails when a
-//! worker's stack is above 12 KiB) and by `tests/tuning.rs` (their number, one in the
+//! worker's stack is above 12 KiB) and by `tests/it/tuning.rs` (their number, one in the
 //! worker's entry — `app::Job::other` — and none elsewhere: the other 8 were removed for no
 //! measurable gain).
 
