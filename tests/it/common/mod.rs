@@ -1,7 +1,10 @@
 //! Shared helpers for black-box tests: start a server on port 0, talk raw HTTP/1.1 to it.
-#![allow(
-    dead_code,
-    reason = "a build without the demo kernel uses only part of the helpers"
+#![cfg_attr(
+    not(feature = "demo"),
+    allow(
+        dead_code,
+        reason = "a build without the demo kernel uses only part of the helpers"
+    )
 )]
 
 pub mod procs;
@@ -443,7 +446,6 @@ pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
 #[cfg(feature = "demo")]
 mod stack;
 #[cfg(feature = "demo")]
-#[allow(unused_imports, reason = "not every test crate runs whole stacks")]
 pub use stack::Stack;
 
 use iac_agui::a2a::client::{A2aClient, A2aConfig};
