@@ -669,6 +669,14 @@ fn cancel_before_the_task_id_is_known_stops_the_run_and_cancels_the_task_once_se
     assert!(wait_until(Duration::from_secs(5), || c
         .state()
         .is_some_and(|s| s["execution"]["executionId"].is_string())));
+    // The Stop lands while the kernel is thinking: after the run called it. (Waiting for the
+    // admission's save alone let a loaded machine's Stop come before the call, about 4 runs
+    // in 10 at load 10: the run then ends cancelled without calling the kernel at all, and
+    // there is no task to cancel once seen.)
+    assert!(wait_until(Duration::from_secs(5), || c
+        .calls()
+        .iter()
+        .any(|(m, _)| m == "SendStreamingMessage")));
     let state = c.state().unwrap();
     assert!(state["execution"]["taskId"].is_null());
     let exec = state["execution"]["executionId"]
