@@ -17,13 +17,13 @@ run:
 # Everything CI checks: formatting, lints, every Rust test, and the interop suite against the
 # real iac-code kernel (tests/interop/run.sh; needs python3 and the PyPI registry once).
 test: lint
-	$(CARGO) test --all-targets
-	$(CARGO) test --no-default-features
+	$(MAKE) test-fast
 	tests/interop/run.sh
 
-# Only the hermetic Rust tests.
+# Only the hermetic Rust tests, in both builds: the default features, and none (the sidecar).
 test-fast:
 	$(CARGO) test --all-targets
+	$(CARGO) test --no-default-features
 
 interop:
 	tests/interop/run.sh

@@ -80,7 +80,7 @@ pub(crate) const JOB_QUEUE_BYTES: usize = 256 * 1024;
 /// for recursion over bounded-depth JSON (deeper in debug builds), not a per-thread cost. What
 /// a worker touches is kept to 3 pages by the call threads and by the `#[inline(never)]` on the
 /// driver's deep, rare stages (without those: 4 pages, 27.3 KiB per open stream against 23.3;
-/// issue 37, docs/performance.md). What a run needs of it is guarded by `tests/tuning.rs`, which
+/// issue 37, docs/performance.md). What a run needs of it is guarded by `tests/it/tuning.rs`, which
 /// runs a flood and a resume on workers of far less (`App::with_worker_stack`).
 pub(crate) const WORKER_STACK_BYTES: usize = 1024 * 1024;
 /// Frames nested at most this deep are read on the run's worker; deeper ones on a call thread

@@ -14,7 +14,7 @@
 //! only at process start, and std has no safe `mallopt`: the server re-executes itself once
 //! with them set (`execve` keeps the pid).
 //! Measured again in issue 37 (shipped build, K = 1 000): 23.5 KiB per open stream with the
-//! tunables, 42.3 without (heap 11.5 against 30.4 KiB). `tests/tuning.rs` fails when the
+//! tunables, 42.3 without (heap 11.5 against 30.4 KiB). `tests/it/tuning.rs` fails when the
 //! built binary serves without them (its `/proc/PID/environ`).
 //! Settings already in `GLIBC_TUNABLES` come after ours, so they win. The managed kernel gets
 //! the environment's original value back.

@@ -127,7 +127,7 @@ pub struct Metrics {
     /// How each upstream stream frame was read, counted where `a2a/frame.rs` takes the way
     /// (docs/performance.md, "What each special case buys"): checked against the burst's last delta frame (`Template`), read by the
     /// hand-written delta reader, or read as a `Value` on the worker (shallow) or on a call
-    /// thread (deep). The benchmark and `tests/tuning.rs` fail when the first two stop
+    /// thread (deep). The benchmark and `tests/it/tuning.rs` fail when the first two stop
     /// carrying a text stream.
     pub frames_template: Counter,
     pub frames_delta: Counter,

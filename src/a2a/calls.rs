@@ -10,7 +10,7 @@
 //!
 //! Measured (issue 37, shipped build, K = 1 000): 23.5 KiB per open stream with the pool, 39.0
 //! without (one worker's resident stack 12 KiB against 28). Its cost: two wake-ups per call,
-//! 7 to 11 calls per run (`tests/handoffs.rs`), none per event. Each call is counted on the
+//! 7 to 11 calls per run (`tests/it/handoffs.rs`), none per event. Each call is counted on the
 //! call thread that runs it (`iac_agui_thread_handoffs_total{kind="call"}`): that test fails
 //! when a run's calls stop coming here, and the shipped build's `make bench` when a worker's
 //! resident stack grows past 12 KiB.
@@ -154,7 +154,7 @@ impl CallPool {
                 drop(s);
                 // Counted where the call runs, not where it is asked for: a call made on its
                 // caller's thread instead (the pool bypassed) leaves the count of
-                // `tests/handoffs.rs` at zero, and that test fails.
+                // `tests/it/handoffs.rs` at zero, and that test fails.
                 crate::metrics::M.call_handoffs.inc();
                 let reply = job();
                 s = lock(m);

@@ -38,7 +38,7 @@ pub(crate) enum Way {
 
 impl Way {
     /// Counted where the way is taken, so that a change which stops a text stream's frames from
-    /// reaching a cheap way shows as a failed row (`tests/tuning.rs`, the benchmark's "delta
+    /// reaching a cheap way shows as a failed row (`tests/it/tuning.rs`, the benchmark's "delta
     /// path share").
     fn count(self) {
         let m = &crate::metrics::M;

@@ -9,7 +9,7 @@
 //! time, and from a read that brought at least the small space's worth (a burst) twice the
 //! last read's space up to [`READ_BIG`], until a read brings less.
 //!
-//! Each connection is counted (`iac_agui_kernel_connections_total`): `tests/tuning.rs` fails
+//! Each connection is counted (`iac_agui_kernel_connections_total`): `tests/it/tuning.rs` fails
 //! when a run's requests go out on another connector. It implements ureq's `unversioned`
 //! traits, hence ureq pinned `~3.5` (Cargo.toml, docs/dependencies.md).
 //!
@@ -55,7 +55,7 @@ impl Connector<()> for LeanConnector {
                 Ok(stream) => {
                     // Counted so that an agent built without this connector (ureq's own
                     // buffers back: ~11.8 KiB more heap per open stream) fails
-                    // `tests/tuning.rs`.
+                    // `tests/it/tuning.rs`.
                     crate::metrics::M.lean_connects.inc();
                     if details.config.no_delay() {
                         stream.set_nodelay(true)?;

@@ -65,7 +65,7 @@ pub struct Dialect {
 }
 
 impl Dialect {
-    /// The reference's wire, byte for byte (`tests/reference_examples.rs`).
+    /// The reference's wire, byte for byte (`tests/it/reference_examples.rs`).
     pub const V0_1: Dialect = Dialect {
         mode: "0.1",
         protocol_version: None,

@@ -95,7 +95,7 @@ impl App {
     }
 
     /// Workers get `bytes` of stack instead of `limits::WORKER_STACK_BYTES`: for the test that
-    /// a run fits in the stack it must fit in (`tests/tuning.rs`), where a frame grown on the
+    /// a run fits in the stack it must fit in (`tests/it/tuning.rs`), where a frame grown on the
     /// event path overflows instead of only moving a benchmark figure. No setting reaches it.
     #[doc(hidden)]
     pub fn with_worker_stack(mut self, bytes: usize) -> App {

@@ -1001,7 +1001,7 @@ def scenario_validator(a, w):
 
 def scenario_profile_hash(a, w):
     """The resource-selector profile hash iac-agui publishes (`KERNEL_PROFILE_HASH`, written by
-    hand) is the installed kernel's `PROFILE_HASH`, and the payload `tests/kernel_pin.rs`
+    hand) is the installed kernel's `PROFILE_HASH`, and the payload `tests/it/kernel_pin.rs`
     hashes is the kernel's own `_hash_payload()`: a kernel bump without both fails here."""
     s = "profile hash of the pinned kernel"
     from iac_code.resource_selector import profiles

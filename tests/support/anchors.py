@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Move the anchors of docs/*.md to where their items are declared now.
 
-An anchor is [`Name`](../src/file.rs#L12); `tests/docs_refs.rs` fails when line 12 does not
+An anchor is [`Name`](../src/file.rs#L12); `tests/it/docs_refs.rs` fails when line 12 does not
 declare Name. This rewrites each stale anchor whose item is declared exactly once in its file
 and lists the others (run from the repository's root, then read the diff).
 """

@@ -16,7 +16,7 @@
 //! has ever been and lives as long as its stream: measured (issue 37, shipped build, K = 1 000)
 //! 12 KiB per worker and 23.5 KiB per open stream with them, 16 KiB and 27.3 without
 //! (docs/performance.md). Guarded by the shipped build's `make bench` (it fails when a worker's
-//! stack is above 12 KiB; the only build that inlines) and by `tests/tuning.rs` (a flood and a
+//! stack is above 12 KiB; the only build that inlines) and by `tests/it/tuning.rs` (a flood and a
 //! resume on workers of the stack they must fit in: a frame grown on the path overflows). One
 //! more in the worker's entry (`app::Job::other`); 8 elsewhere were removed (no measurable gain).
 
