@@ -377,6 +377,15 @@ impl<H: Handler> Server<H> {
         self.conns.get_mut(slot).and_then(Option::as_mut)
     }
 
+    /// The caller whose connection is at `slot` (the default seat once it is gone).
+    fn caller_at(&self, slot: usize) -> crate::budget::Seat {
+        self.conns
+            .get(slot)
+            .and_then(Option::as_ref)
+            .map(|c| c.caller)
+            .unwrap_or_default()
+    }
+
     fn on_readable(&mut self, slot: usize) {
         loop {
             let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
@@ -568,12 +577,7 @@ impl<H: Handler> Server<H> {
         let head_only = b.head.method == "HEAD";
         // No new stream until slow readers catch up (a body this far was small or within the
         // body budget; the connection stays open).
-        let caller = self
-            .conns
-            .get(slot)
-            .and_then(Option::as_ref)
-            .map(|c| c.caller)
-            .unwrap_or_default();
+        let caller = self.caller_at(slot);
         if let Some(reason) = self
             .handler
             .opens_stream(&b.route)
@@ -634,12 +638,7 @@ impl<H: Handler> Server<H> {
 
     fn flush(&mut self, slot: usize) {
         let now = self.clock.now();
-        let caller = self
-            .conns
-            .get(slot)
-            .and_then(Option::as_ref)
-            .map(|c| c.caller)
-            .unwrap_or_default();
+        let caller = self.caller_at(slot);
         let limit = self.out_limit(caller);
         let Some(conn) = self.conn(slot) else { return };
         let before = conn.pending_out();

@@ -139,7 +139,7 @@ fn a_run_connects_to_the_kernel_through_the_lean_transport() {
 ///
 /// Measured on the test build (`cargo test`, debug), in 256-byte steps, 5 runs at each edge,
 /// all alike (`IAC_AGUI_TEST_WORKER_STACK=flood:<bytes>` or `resume:<bytes>` on `cargo test
-/// --test tuning -- <this test> --exact`): the flood fits in 44.75 KiB (44.5 overflows), the
+/// --test it -- tuning::<this test> --exact`): the flood fits in 44.75 KiB (44.5 overflows), the
 /// resume in 60.75 KiB (60.5 overflows); the bounds are 48 and 64 KiB, 3.25 KiB above. A 4 KiB
 /// array on the pump's frame overflows both. docs/performance.md has the same figures. The
 /// test build inlines nothing, so the driver's `#[inline(never)]` show only in the bench; and
@@ -171,8 +171,9 @@ fn a_text_flood_and_a_resume_run_within_the_worker_stack_they_must_fit_in() {
         return;
     }
     for (what, bytes) in RUN_STACK {
+        let path = crate::common::test_path(module_path!(), NAME);
         let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([NAME, "--exact", "--test-threads=1", "--nocapture"])
+            .args([path.as_str(), "--exact", "--test-threads=1", "--nocapture"])
             .env(WORKER_STACK_VAR, format!("{what}:{bytes}"))
             .output()
             .unwrap();

@@ -255,6 +255,16 @@ impl Emitter<'_> {
         self.status("TASK_STATE_INPUT_REQUIRED", None, true, iac)
     }
 
+    /// The stream's end after `outcome`: the task's cancelled status when a cancel cut the
+    /// turn short, the task no longer live, the last chunk.
+    pub(super) fn end(mut self, outcome: Result<(), Stop>) {
+        if outcome.is_err() && self.cancel.load(Ordering::SeqCst) {
+            self.cancelled();
+        }
+        super::tasks::finish_task(self.shared, &self.task_id);
+        let _ = self.sock.write_all(crate::server::http::LAST_CHUNK);
+    }
+
     pub(super) fn cancelled(&mut self) {
         let m = self.msg("5", "Task canceled.");
         let iac = self.with_session(json!({}));
@@ -323,6 +333,22 @@ impl Emitter<'_> {
     ) -> Result<(), Stop> {
         let e = self.envelope(event_type, scope, status, data, extra);
         self.pipeline(vec![e], None)
+    }
+
+    /// The pipeline's first envelope (`data`: its request, type, steps).
+    pub(super) fn pipeline_started(&mut self, data: Value) -> Result<(), Stop> {
+        self.emit("pipeline_started", "pipeline", "working", data, json!({}))
+    }
+
+    /// The pipeline's last envelope (`data`: its steps, whether it ended early).
+    pub(super) fn pipeline_completed(&mut self, data: Value) -> Result<(), Stop> {
+        self.emit(
+            "pipeline_completed",
+            "pipeline",
+            "completed",
+            data,
+            json!({}),
+        )
     }
 
     pub(super) fn pipeline(&mut self, envs: Vec<Value>, input: Option<Value>) -> Result<(), Stop> {

@@ -41,7 +41,7 @@ pub(super) fn resume(
         task_id: tid.clone(),
         context_id,
         session_id,
-        cancel: cancel.clone(),
+        cancel,
     };
     let data = message["parts"]
         .as_array()
@@ -128,11 +128,7 @@ pub(super) fn resume(
                 em.finish_turn("I'll create it.Understood, I did not run the command.")
             }
         })();
-        if r.is_err() && cancel.load(Ordering::SeqCst) {
-            em.cancelled();
-        }
-        finish_task(shared, &tid);
-        let _ = sock.write_all(http::LAST_CHUNK);
+        em.end(r);
         return Ok(());
     }
     if pending.kind == "resource" || pending.kind == "pipeline-resource" {
@@ -173,11 +169,7 @@ pub(super) fn resume(
             em.finish_turn(&format!("Which region should I use?Using {text}. Done."))
         })()
     };
-    if r.is_err() && cancel.load(Ordering::SeqCst) {
-        em.cancelled();
-    }
-    finish_task(shared, &tid);
-    let _ = sock.write_all(http::LAST_CHUNK);
+    em.end(r);
     Ok(())
 }
 
@@ -203,7 +195,6 @@ fn resource_answer(
         }
     };
     let tid = ids.task_id.clone();
-    let cancel = ids.cancel.clone();
     {
         let mut tasks = lock(&shared.tasks);
         if let Some(t) = tasks.get_mut(&tid) {
@@ -219,11 +210,7 @@ fn resource_answer(
         // The pipeline's own continuation takes the answer: no `inputReceived` status.
         let label = (r["status"] == "selected").then(|| r["label"].as_str().unwrap_or(""));
         let res = super::scripts::pipeline_select::pipeline_select_continue(&mut em, label);
-        if res.is_err() && cancel.load(Ordering::SeqCst) {
-            em.cancelled();
-        }
-        finish_task(shared, &tid);
-        let _ = sock.write_all(http::LAST_CHUNK);
+        em.end(res);
         return Ok(());
     }
     let tool = pending.input["toolUseId"]
@@ -245,11 +232,7 @@ fn resource_answer(
         em.usage(90.0, 6.0)?;
         em.finish_turn(&format!("I need a VSwitch for the instance.{text}"))
     })();
-    if res.is_err() && cancel.load(Ordering::SeqCst) {
-        em.cancelled();
-    }
-    finish_task(shared, &tid);
-    let _ = sock.write_all(http::LAST_CHUNK);
+    em.end(res);
     Ok(())
 }
 

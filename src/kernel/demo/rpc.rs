@@ -312,11 +312,7 @@ pub(super) fn send_streaming(
     if outcome.is_ok() {
         outcome = run_script(&mut em, script, &text);
     }
-    if outcome.is_err() && cancel.load(Ordering::SeqCst) {
-        em.cancelled();
-    }
-    finish_task(shared, &task_id);
-    let _ = sock.write_all(http::LAST_CHUNK);
+    em.end(outcome);
     Ok(())
 }
 

@@ -485,7 +485,7 @@ pub(super) fn pipeline_step(id: &str, index: f64) -> Value {
 }
 
 pub(super) fn pipeline_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop> {
-    em.emit("pipeline_started", "pipeline", "working", json!({"userRequest": text, "pipelineType": "selling", "totalSteps": 3, "stepNames": ["intent_parsing", "evaluate_candidates", "deploying"]}), json!({}))?;
+    em.pipeline_started(json!({"userRequest": text, "pipelineType": "selling", "totalSteps": 3, "stepNames": ["intent_parsing", "evaluate_candidates", "deploying"]}))?;
     let s1 = pipeline_step("intent_parsing", 1.0);
     em.on_step("step_started", json!({"name": "intent_parsing"}), &s1)?;
     em.on_step(
@@ -554,7 +554,7 @@ fn candidate_options() -> Value {
 /// A pipeline whose evaluation step ends with a candidate choice, raised as the kernel
 /// projects one (`iac_code.input` of kind `candidate_selection`, on the main line).
 pub(super) fn candidates_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop> {
-    em.emit("pipeline_started", "pipeline", "working", json!({"userRequest": text, "pipelineType": "selling", "totalSteps": 2, "stepNames": ["evaluate_candidates", "deploying"]}), json!({}))?;
+    em.pipeline_started(json!({"userRequest": text, "pipelineType": "selling", "totalSteps": 2, "stepNames": ["evaluate_candidates", "deploying"]}))?;
     let s1 = pipeline_step("evaluate_candidates", 1.0);
     em.on_step("step_started", json!({"name": "evaluate_candidates"}), &s1)?;
     em.on_step(
@@ -586,23 +586,11 @@ pub(super) fn candidates_continue(em: &mut Emitter<'_>, answer: &str) -> Result<
         &s2,
     )?;
     em.on_step("step_completed", json!({}), &s2)?;
-    em.emit(
-        "pipeline_completed",
-        "pipeline",
-        "completed",
-        json!({"earlyExit": false, "totalSteps": 2}),
-        json!({}),
-    )
+    em.pipeline_completed(json!({"earlyExit": false, "totalSteps": 2}))
 }
 
 pub(super) fn pipeline_slow(em: &mut Emitter<'_>) -> Result<(), Stop> {
-    em.emit(
-        "pipeline_started",
-        "pipeline",
-        "working",
-        json!({"totalSteps": 1}),
-        json!({}),
-    )?;
+    em.pipeline_started(json!({"totalSteps": 1}))?;
     let s1 = pipeline_step("deploying", 1.0);
     em.on_step("step_started", json!({"name": "deploying"}), &s1)?;
     let tick = em.shared.cfg.tick;
@@ -615,13 +603,7 @@ pub(super) fn pipeline_slow(em: &mut Emitter<'_>) -> Result<(), Stop> {
         )?;
     }
     em.on_step("step_completed", json!({}), &s1)?;
-    em.emit(
-        "pipeline_completed",
-        "pipeline",
-        "completed",
-        json!({"totalSteps": 1}),
-        json!({}),
-    )
+    em.pipeline_completed(json!({"totalSteps": 1}))
 }
 
 pub(super) fn pipeline_continue(em: &mut Emitter<'_>, answer: &str) -> Result<(), Stop> {
@@ -680,13 +662,7 @@ pub(super) fn pipeline_continue(em: &mut Emitter<'_>, answer: &str) -> Result<()
         &s2,
     )?;
     em.on_step("step_completed", json!({}), &s2)?;
-    em.emit(
-        "pipeline_completed",
-        "pipeline",
-        "completed",
-        json!({"earlyExit": false, "totalSteps": 3}),
-        json!({}),
-    )?;
+    em.pipeline_completed(json!({"earlyExit": false, "totalSteps": 3}))?;
     em.emit(
         "backup_committed",
         "pipeline",

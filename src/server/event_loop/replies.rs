@@ -39,12 +39,7 @@ impl<H: Handler> Server<H> {
     /// timeout is dropped. While the output budget is spent the limit is far lower
     /// (`out_limit`).
     fn pump(&mut self, slot: usize, job: &Arc<JobShared>) {
-        let caller = self
-            .conns
-            .get(slot)
-            .and_then(Option::as_ref)
-            .map(|c| c.caller)
-            .unwrap_or_default();
+        let caller = self.caller_at(slot);
         let limit = self.out_limit(caller);
         loop {
             let Some(conn) = self.conn(slot) else { return };

@@ -19,7 +19,7 @@ fn options() -> Value {
 }
 
 pub(in crate::kernel::demo) fn confirm_turn(em: &mut Emitter<'_>, text: &str) -> Result<(), Stop> {
-    em.emit("pipeline_started", "pipeline", "working", json!({"userRequest": text, "pipelineType": "selling", "totalSteps": 1, "stepNames": ["confirm_deployment"]}), json!({}))?;
+    em.pipeline_started(json!({"userRequest": text, "pipelineType": "selling", "totalSteps": 1, "stepNames": ["confirm_deployment"]}))?;
     let s1 = pipeline_step("confirm_deployment", 1.0);
     em.on_step("step_started", json!({"name": "confirm_deployment"}), &s1)?;
     em.on_step(
@@ -123,13 +123,7 @@ pub(in crate::kernel::demo) fn confirm_continue(
     };
     em.on_step("text_delta", json!({ "text": said }), &s1)?;
     em.on_step("step_completed", json!({}), &s1)?;
-    em.emit(
-        "pipeline_completed",
-        "pipeline",
-        "completed",
-        json!({"earlyExit": early, "totalSteps": 1}),
-        json!({}),
-    )
+    em.pipeline_completed(json!({"earlyExit": early, "totalSteps": 1}))
 }
 
 #[cfg(test)]

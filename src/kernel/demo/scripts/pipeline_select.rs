@@ -12,7 +12,7 @@ pub(in crate::kernel::demo) fn pipeline_select_turn(
     em: &mut Emitter<'_>,
     text: &str,
 ) -> Result<(), Stop> {
-    em.emit("pipeline_started", "pipeline", "working", json!({"userRequest": text, "pipelineType": "selling", "totalSteps": 2, "stepNames": ["network_planning", "deploying"]}), json!({}))?;
+    em.pipeline_started(json!({"userRequest": text, "pipelineType": "selling", "totalSteps": 2, "stepNames": ["network_planning", "deploying"]}))?;
     let s1 = pipeline_step("network_planning", 1.0);
     em.on_step("step_started", json!({"name": "network_planning"}), &s1)?;
     let tool = format!("call_{}", &ids::hex32()[..12]);
@@ -36,11 +36,5 @@ pub(in crate::kernel::demo) fn pipeline_select_continue(
     };
     em.on_step("text_delta", json!({ "text": text }), &s1)?;
     em.on_step("step_completed", json!({}), &s1)?;
-    em.emit(
-        "pipeline_completed",
-        "pipeline",
-        "completed",
-        json!({"earlyExit": label.is_none(), "totalSteps": 2}),
-        json!({}),
-    )
+    em.pipeline_completed(json!({"earlyExit": label.is_none(), "totalSteps": 2}))
 }
