@@ -1377,6 +1377,9 @@ def main():
     p.add_argument("--log-format", choices=["text", "json"], default="text")
     p.add_argument("--check-json-log", action="store_true",
                    help="at shutdown, every stderr line of iac-agui must be a JSON record")
+    p.add_argument("--sidecar", action="store_true",
+                   help="the build without the default features: the reference's scenarios only "
+                        "(no stored threads, no demo kernel, no OTLP exporter)")
     p.add_argument("--kernel-beside-bin", action="store_true",
                    help="managed mode without IAC_CODE_AGUI_KERNEL_CMD: iac-agui finds iac-code itself")
     args = p.parse_args()
@@ -1404,17 +1407,22 @@ def main():
             scenarios = [scenario_plain, scenario_permission, scenario_busy_and_cancel, scenario_capabilities,
                          scenario_validator, scenario_ts_agent_v1, scenario_python_sdk_v1, scenario_history,
                          scenario_context, scenario_profile_hash]
+        if args.sidecar:
+            # The reference's job: what needs an extra (the thread routes, which the history
+            # scenario and the SDK's listing read) is left out, and so is every scenario below
+            # that starts the demo kernel or an OTLP collector.
+            scenarios = [sc for sc in scenarios if sc not in (scenario_history, scenario_python_sdk_v1)]
         for sc in scenarios:
             if args.only and not any(o in sc.__name__ for o in args.only.split(",")):
                 continue
             t0 = time.time()
             sc(a, w)
             print(f"ok   {sc.__name__} ({time.time() - t0:.1f}s)", flush=True)
-        if args.protocol == "1.0" and (not args.only or "ts_stop" in args.only):
+        if args.protocol == "1.0" and not args.sidecar and (not args.only or "ts_stop" in args.only):
             t0 = time.time()
             scenario_ts_stop_v1(args, w)
             print(f"ok   scenario_ts_stop_v1 ({time.time() - t0:.1f}s)", flush=True)
-        if args.protocol == "1.0" and (not args.only or "input_kinds" in args.only):
+        if args.protocol == "1.0" and not args.sidecar and (not args.only or "input_kinds" in args.only):
             t0 = time.time()
             scenario_input_kinds_v1(args, w)
             print(f"ok   scenario_input_kinds_v1 ({time.time() - t0:.1f}s)", flush=True)
@@ -1430,11 +1438,11 @@ def main():
             t0 = time.time()
             scenario_resource_selection(args, w)
             print(f"ok   scenario_resource_selection ({time.time() - t0:.1f}s)", flush=True)
-        if args.mode == "external" and (not args.only or "trace_context" in args.only):
+        if args.mode == "external" and not args.sidecar and (not args.only or "trace_context" in args.only):
             t0 = time.time()
             scenario_trace_context(args, w, kernel_url, token)
             print(f"ok   scenario_trace_context ({time.time() - t0:.1f}s)", flush=True)
-        if args.mode == "external" and not args.only:
+        if args.mode == "external" and not args.sidecar and not args.only:
             a = scenario_restart(a, w, args, kernel_url, token)
             print("ok   scenario_restart", flush=True)
         # Kernel-level faults once, in 0.1 mode (the dialect does not change them).

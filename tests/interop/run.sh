@@ -121,6 +121,11 @@ if [ ! -x "$VENV_SDK/bin/iac-code" ] || [ "$(cat "$ROOT/venv-sdk.pin" 2>/dev/nul
   echo "$SDK_NEWEST $SDK_BAD" > "$ROOT/venv-sdk.pin"
 fi
 
+# The sidecar (the build without the default features) first, kept aside: the same cargo
+# target directory then builds the default binary.
+cargo build --quiet --no-default-features
+SIDECAR_BIN=$ROOT/iac-agui-sidecar
+cp target/debug/iac-agui "$SIDECAR_BIN"
 cargo build --quiet
 BIN=target/debug/iac-agui
 KERNEL="$VENV/bin/iac-code"
@@ -138,6 +143,12 @@ for cfg in "managed 0.1" "external 0.1" "external 1.0"; do
   passed=$((passed + 1))
 done
 unset PYTHONPATH
+# The sidecar against the real kernel: the reference's scenarios, the kernel managed and not.
+for mode in managed external; do
+  echo "== the sidecar (--no-default-features), $mode kernel, 0.1"
+  "$VENV/bin/python" tests/interop/run.py --bin "$SIDECAR_BIN" --iac-code "$KERNEL" --mode "$mode" --protocol 0.1 --sidecar
+  passed=$((passed + 1))
+done
 
 echo "== OTLP export (--otlp-endpoint) read by opentelemetry-proto"
 PYTHONPATH="$ROOT/otlp" "$VENV/bin/python" tests/interop/otlp_receiver.py --bin "$BIN"
