@@ -1379,7 +1379,8 @@ def main():
                    help="at shutdown, every stderr line of iac-agui must be a JSON record")
     p.add_argument("--sidecar", action="store_true",
                    help="the build without the default features: the reference's scenarios only "
-                        "(no stored threads, no demo kernel, no OTLP exporter)")
+                        "(no stored threads, so no history, SDK listing or CopilotKit connect; no demo "
+                        "kernel; no OTLP exporter)")
     p.add_argument("--kernel-beside-bin", action="store_true",
                    help="managed mode without IAC_CODE_AGUI_KERNEL_CMD: iac-agui finds iac-code itself")
     args = p.parse_args()
@@ -1426,7 +1427,9 @@ def main():
             t0 = time.time()
             scenario_input_kinds_v1(args, w)
             print(f"ok   scenario_input_kinds_v1 ({time.time() - t0:.1f}s)", flush=True)
-        if args.mode == "external" and args.protocol == "0.1" and (not args.only or "copilotkit" in args.only):
+        # CopilotKit's connect loads the thread's stored conversation (the threads extra).
+        if args.mode == "external" and args.protocol == "0.1" and not args.sidecar \
+                and (not args.only or "copilotkit" in args.only):
             t0 = time.time()
             scenario_copilotkit(args, w, kernel_url, token)
             print(f"ok   scenario_copilotkit ({time.time() - t0:.1f}s)", flush=True)

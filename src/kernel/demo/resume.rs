@@ -102,15 +102,7 @@ pub(super) fn resume(
         if !matches!(decision.as_str(), "allow_once" | "deny") {
             return mismatch(&mut sock, &id);
         }
-        {
-            let mut tasks = lock(&shared.tasks);
-            if let Some(t) = tasks.get_mut(&tid) {
-                t.pending = None;
-                t.live = true;
-                t.answered
-                    .push(d["inputId"].as_str().unwrap_or("").to_string());
-            }
-        }
+        answered(shared, &tid, d["inputId"].as_str().unwrap_or(""));
         let mut em = Emitter::open(&mut sock, shared, ids.clone(), id)?;
         let tool = d["toolUseId"].as_str().unwrap_or("").to_string();
         let r = (|| -> Result<(), Stop> {
@@ -138,14 +130,14 @@ pub(super) fn resume(
     if text.trim().is_empty() {
         return invalid_params(&mut sock, &id, "A2A server received empty input.");
     }
+    answered(
+        shared,
+        &tid,
+        pending.input["inputId"].as_str().unwrap_or(""),
+    );
     {
         let mut tasks = lock(&shared.tasks);
         if let Some(t) = tasks.get_mut(&tid) {
-            t.pending = None;
-            t.live = true;
-            if let Some(i) = pending.input["inputId"].as_str() {
-                t.answered.push(i.to_string());
-            }
             t.history.push(json!({"messageId": message["messageId"], "contextId": t.context_id, "taskId": t.id, "role": "ROLE_USER", "parts": message["parts"]}));
         }
     }
@@ -195,16 +187,11 @@ fn resource_answer(
         }
     };
     let tid = ids.task_id.clone();
-    {
-        let mut tasks = lock(&shared.tasks);
-        if let Some(t) = tasks.get_mut(&tid) {
-            t.pending = None;
-            t.live = true;
-            if let Some(i) = pending.input["inputId"].as_str() {
-                t.answered.push(i.to_string());
-            }
-        }
-    }
+    answered(
+        shared,
+        &tid,
+        pending.input["inputId"].as_str().unwrap_or(""),
+    );
     let mut em = Emitter::open(&mut sock, shared, ids, id)?;
     if pending.kind == "pipeline-resource" {
         // The pipeline's own continuation takes the answer: no `inputReceived` status.
@@ -239,4 +226,15 @@ fn resource_answer(
 /// The kernel's refusal of a request's parameters (JSON-RPC `-32602`, plain JSON, HTTP 200).
 fn invalid_params(sock: &mut TcpStream, id: &Value, message: &str) -> std::io::Result<()> {
     respond(sock, 200, &rpc_error(id, -32602, message, "INVALID_PARAMS"))
+}
+
+/// The task's pending input is answered (`input_id`, when it has one): the task runs again.
+fn answered(shared: &Arc<Shared>, task_id: &str, input_id: &str) {
+    if let Some(t) = lock(&shared.tasks).get_mut(task_id) {
+        t.pending = None;
+        t.live = true;
+        if !input_id.is_empty() {
+            t.answered.push(input_id.to_string());
+        }
+    }
 }
