@@ -16,8 +16,6 @@ use iac_agui::clock::{Clock as _, SystemClock};
 use iac_agui::config::AguiProtocol;
 use iac_agui::kernel::demo::DemoConfig;
 use iac_agui::server::ServerConfig;
-use serde_json::Value;
-use std::io::Write;
 
 const ATTEMPTS: usize = 2_000;
 /// Attempts in flight at once (two cores, sixteen runs admitted and stopped)...
@@ -29,25 +27,12 @@ const HOGS: usize = 3;
 /// The test stops by itself: all attempts within this, or it fails saying how far it got.
 const BOUND: Duration = Duration::from_secs(300);
 
-fn send(s: &Stack, body: &Value) -> Reader {
-    let mut r = Reader::new(s.server.as_ref().unwrap().connect());
-    r.sock
-        .write_all(&request(
-            "POST",
-            "/",
-            &[("Content-Type", "application/json")],
-            &serde_json::to_vec(body).unwrap(),
-        ))
-        .unwrap();
-    r
-}
-
 /// One attempt: two tabs send a turn on a new thread; the one refused `THREAD_BUSY` stops
 /// the other's run `delay` after it learnt its id. `Err` says how the Stop was lost.
 fn attempt(s: &Stack, i: usize, delay: Duration) -> Result<(), String> {
     let thread = format!("storm-{i}");
-    let mut a = send(s, &s.body(&thread, "a", "slow please"));
-    let mut b = send(s, &s.body(&thread, "b", "slow please"));
+    let mut a = s.send_run(&s.body(&thread, "a", "slow please"));
+    let mut b = s.send_run(&s.body(&thread, "b", "slow please"));
     let ra = a.answer_or_stream().ok_or("no answer to a")?;
     let rb = b.answer_or_stream().ok_or("no answer to b")?;
     let (mut live, busy) = match (ra.status, rb.status) {
